@@ -43,3 +43,60 @@ def run_clem(args, cwd, timeout=600, input_text=None):
 @pytest.fixture
 def clem():
     return run_clem
+
+
+# ----------------------------------------------------------------------------- tiny models
+
+TINY_MODEL_NAME = "tiny-random"
+
+
+@pytest.fixture(scope="session")
+def smol_tokenizer_dir():
+    """The real SmolLM2 tokenizer (from the prepared default model; prepared on first use)."""
+    from playpen.models import prepare_default_model
+    return prepare_default_model()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, smol_tokenizer_dir):
+    """A 2-layer, hidden-64 random Llama with the real SmolLM2 tokenizer and chat template,
+    saved as a regular HF folder (fast to load and to train on CPU)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    out = tmp_path_factory.mktemp("tiny-random")
+    tokenizer = AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=2048, tie_word_embeddings=True,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def tiny_registry_entry(model_dir) -> dict:
+    return {
+        "model_name": TINY_MODEL_NAME,
+        "backend": "huggingface_local",
+        "huggingface_id": str(model_dir),
+        "model_config": {"premade_chat_template": True, "eos_to_cull": "<\\|im_end\\|>",
+                         "padding_side": "left"},
+    }
+
+
+@pytest.fixture
+def tiny_workspace(tmp_path, tiny_model_dir, monkeypatch):
+    """A tmp working directory (cwd) with model_registry.json registering `tiny-random`
+    and game_registry.json pointing at playpen's games; models/ and records go here too."""
+    (tmp_path / "model_registry.json").write_text(json.dumps([tiny_registry_entry(tiny_model_dir)]),
+                                                  encoding="utf-8")
+    (tmp_path / "game_registry.json").write_text(
+        json.dumps([{"benchmark_path": str(GAMES_DIR)}]), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

@@ -1,0 +1,3 @@
+from playpen.cli import main
+
+main()

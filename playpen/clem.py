@@ -1,0 +1,101 @@
+"""The one module that imports clemcore and contains its import-time side effects.
+
+`import clemcore` configures logging from a YAML file: it opens ``./clembench.log``
+in the current directory, sets the root logger to INFO and disables every logger
+created before it. Loading a model through its huggingface backend calls
+``torch.set_num_threads(1)`` process-wide. Everything in playpen that needs clemcore
+goes through :func:`clemcore` (or the helpers here), which undoes those effects.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+_LOG_DIR_ENV = "PLAYPEN_LOG_DIR"
+
+
+def log_dir() -> Path:
+    """Where clemcore's ``clembench.log`` goes (default: ``./playpen-records/logs``)."""
+    return Path(os.environ.get(_LOG_DIR_ENV, Path.cwd() / "playpen-records" / "logs"))
+
+
+@contextlib.contextmanager
+def preserved_logging():
+    """Restore the root logger and re-enable loggers that clemcore's dictConfig disabled."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    known = {name: lg for name, lg in logging.root.manager.loggerDict.items()
+             if isinstance(lg, logging.Logger)}
+    was_disabled = {name: lg.disabled for name, lg in known.items()}
+    try:
+        yield
+    finally:
+        for handler in list(root.handlers):
+            if handler not in handlers:
+                root.removeHandler(handler)
+                if isinstance(handler, logging.FileHandler):
+                    # keep clemcore's file log, but in playpen's log folder and only for clemcore
+                    logging.getLogger("clemcore").addHandler(handler)
+        root.setLevel(level)
+        for name, lg in known.items():
+            lg.disabled = was_disabled[name]
+
+
+@contextlib.contextmanager
+def _in_directory(path: Path):
+    previous = Path.cwd()
+    path.mkdir(parents=True, exist_ok=True)
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
+def clemcore() -> ModuleType:
+    """Import clemcore once, with its side effects contained; returns the module."""
+    if "clemcore" in sys.modules:
+        return sys.modules["clemcore"]
+    with preserved_logging(), _in_directory(log_dir()):
+        module = importlib.import_module("clemcore")
+        importlib.import_module("clemcore.backends")
+    return module
+
+
+def clemgame() -> ModuleType:
+    """``clemcore.clemgame`` (slow: ~4 s, pulls in the OpenEnv server)."""
+    clemcore()
+    with preserved_logging():
+        return importlib.import_module("clemcore.clemgame")
+
+
+@contextlib.contextmanager
+def preserved_torch_threads():
+    """clemcore's HF backend sets torch to one thread; give the process its threads back."""
+    import torch
+    threads = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def load_model(spec, gen_args: dict | None = None):
+    """Load a clemcore Model for a unified ModelSpec, keeping torch's thread count."""
+    backends = clemcore().backends
+    gen_args = gen_args or dict(temperature=0.0, max_tokens=300)
+    registry = backends.BackendRegistry.from_packaged_and_cwd_files()
+    if spec.is_programmatic():
+        return backends.CustomResponseModel(spec)
+    if spec.is_human():
+        return backends.HumanModel(spec)
+    with preserved_torch_threads(), preserved_logging():
+        backend = registry.get_backend_for(spec.backend)
+        model = backend.get_model_for(spec)
+    model.set_gen_args(**gen_args)
+    return model

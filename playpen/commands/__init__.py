@@ -1,0 +1,1 @@
+"""Subcommands that live outside cli.py (imported only when invoked)."""

@@ -1,0 +1,269 @@
+"""Model and game registries: JSON data, validated on load, with errors that name the
+file, the line and the valid choices.
+
+Lookup order for models: ``./model_registry.json`` (the workspace), then playpen's
+built-in entries (the embedded default model), then clemcore's packaged registry.
+Games: ``./game_registry.json`` entries, playpen's packaged games, then clemcore's scan
+of the working directory. The first entry with a given name wins.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from playpen.errors import RegistryError, UnknownGameError, UnknownModelError
+
+MODEL_REGISTRY_FILE = "model_registry.json"
+GAME_REGISTRY_FILE = "game_registry.json"
+KEY_FILE = "key.json"
+PROGRAMMATIC_MODELS = ("programmatic", "mock")
+HUMAN_MODELS = ("human", "terminal")
+LOCAL_BACKENDS = ("huggingface_local", "huggingface_multimodal", "llamacpp", "_player_programmed",
+                  "_player_human")
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON file; malformed JSON becomes a RegistryError naming file and line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise RegistryError(f"{path}: cannot read: {e.strerror}") from e
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RegistryError(f"{path}:{e.lineno}:{e.colno}: malformed JSON: {e.msg}") from e
+
+
+def close_matches(name: str, choices: list[str]) -> str:
+    matches = difflib.get_close_matches(name, choices, n=3, cutoff=0.5)
+    return f" Did you mean: {', '.join(matches)}?" if matches else ""
+
+
+# --------------------------------------------------------------------------- models
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model registry entry and where it came from."""
+
+    name: str
+    backend: str
+    spec: dict = field(hash=False, compare=False)
+    source: str = ""
+
+    @property
+    def is_programmatic(self) -> bool:
+        return self.name in PROGRAMMATIC_MODELS
+
+    @property
+    def is_human(self) -> bool:
+        return self.name in HUMAN_MODELS
+
+    @property
+    def is_remote(self) -> bool:
+        return self.backend not in LOCAL_BACKENDS
+
+
+def _validate_model_entries(data: Any, source: str) -> list[ModelEntry]:
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        raise RegistryError(f"{source}: a model registry must be a JSON list of entries, "
+                            f"got {type(data).__name__}")
+    entries = []
+    for index, item in enumerate(data):
+        where = f"{source}: entry {index}"
+        if not isinstance(item, dict):
+            raise RegistryError(f"{where}: must be an object with 'model_name' and 'backend'")
+        for key in ("model_name", "backend"):
+            if not isinstance(item.get(key), str) or not item[key]:
+                raise RegistryError(f"{where}: missing or empty '{key}'")
+        where = f"{source}: model '{item['model_name']}'"
+        if item["backend"] == "huggingface_local":
+            if not item.get("huggingface_id"):
+                raise RegistryError(f"{where}: huggingface_local needs 'huggingface_id' "
+                                    f"(a hub id or a local folder)")
+            config = item.get("model_config")
+            if not isinstance(config, dict) or "premade_chat_template" not in config \
+                    or "eos_to_cull" not in config:
+                raise RegistryError(f"{where}: huggingface_local needs 'model_config' with "
+                                    f"'premade_chat_template' and 'eos_to_cull'")
+        entries.append(ModelEntry(item["model_name"], item["backend"], dict(item), source))
+    return entries
+
+
+def builtin_model_entries() -> list[ModelEntry]:
+    """playpen's own entries (the embedded default model), valid without a workspace file."""
+    from playpen.models import default_model_registry_entry
+    return _validate_model_entries([default_model_registry_entry()], "playpen (built-in)")
+
+
+def clemcore_model_entries() -> list[ModelEntry]:
+    from importlib import resources
+    path = resources.files("clemcore.backends").joinpath(MODEL_REGISTRY_FILE)
+    return _validate_model_entries(json.loads(path.read_text(encoding="utf-8")), "clemcore (packaged)")
+
+
+def model_entries(cwd: Path | None = None) -> list[ModelEntry]:
+    """All model entries in lookup order (workspace first)."""
+    cwd = Path(cwd or Path.cwd())
+    entries: list[ModelEntry] = []
+    workspace_file = cwd / MODEL_REGISTRY_FILE
+    if workspace_file.exists():
+        entries += _validate_model_entries(read_json(workspace_file), str(workspace_file))
+    entries += builtin_model_entries()
+    entries += clemcore_model_entries()
+    return entries
+
+
+def resolve_model(name: str, cwd: Path | None = None) -> ModelEntry:
+    """Find the first entry named `name`; `programmatic`/`mock`/`human` need no entry."""
+    if name in PROGRAMMATIC_MODELS:
+        return ModelEntry(name, "_player_programmed", {"model_name": name, "backend": "_player_programmed"})
+    if name in HUMAN_MODELS:
+        return ModelEntry(name, "_player_human", {"model_name": name, "backend": "_player_human"})
+    entries = model_entries(cwd)
+    for entry in entries:
+        if entry.name == name:
+            return _absolutise(entry)
+    names = sorted({e.name for e in entries} | set(PROGRAMMATIC_MODELS))
+    raise UnknownModelError(f"unknown model '{name}'.{close_matches(name, names)} "
+                            f"See `playpen list models`.")
+
+
+def _absolutise(entry: ModelEntry) -> ModelEntry:
+    """Local paths in a workspace registry are relative to that file, not to the cwd."""
+    spec = dict(entry.spec)
+    base = Path(entry.source).parent if entry.source.endswith(".json") else Path.cwd()
+    for key in ("huggingface_id",):
+        value = spec.get(key)
+        if isinstance(value, str) and (value.startswith(".") or value.startswith("models/")):
+            spec[key] = str((base / value).resolve())
+    config = dict(spec.get("model_config") or {})
+    adapter = config.get("peft_model")
+    if isinstance(adapter, str) and not os.path.isabs(adapter) and (base / adapter).exists():
+        config["peft_model"] = str((base / adapter).resolve())
+        spec["model_config"] = config
+    return ModelEntry(entry.name, entry.backend, spec, entry.source)
+
+
+def check_key_for(entry: ModelEntry, cwd: Path | None = None) -> None:
+    """A remote backend needs a key.json entry; name the missing field, never its value."""
+    if not entry.is_remote:
+        return
+    cwd = Path(cwd or Path.cwd())
+    candidates = [cwd / KEY_FILE, Path.home() / ".clemcore" / KEY_FILE]
+    key_file = next((p for p in candidates if p.exists()), None)
+    if key_file is None:
+        raise _missing_key(entry, f"no key.json found (looked in {candidates[0]} and {candidates[1]}); "
+                                  f"it needs the field '{entry.backend}.api_key'")
+    keys = read_json(key_file)
+    if not isinstance(keys, dict):
+        raise RegistryError(f"{key_file}: must be a JSON object keyed by backend name")
+    backend_keys = keys.get(entry.backend)
+    if not isinstance(backend_keys, dict):
+        raise _missing_key(entry, f"{key_file} has no '{entry.backend}' entry")
+    required = ["api_key"] + (["base_url"] if entry.backend == "openai_compatible" else [])
+    for name in required:
+        if not backend_keys.get(name):
+            raise _missing_key(entry, f"{key_file}: field '{entry.backend}.{name}' is missing or empty")
+
+
+def _missing_key(entry: ModelEntry, detail: str):
+    from playpen.errors import MissingKeyError
+    return MissingKeyError(f"model '{entry.name}' (backend {entry.backend}) needs credentials: {detail}. "
+                           f"See key.json.template.")
+
+
+# --------------------------------------------------------------------------- games
+
+@dataclass(frozen=True)
+class GameEntry:
+    name: str
+    path: Path
+    spec: dict = field(hash=False, compare=False)
+    source: str = ""
+
+
+def packaged_games_dir() -> Path:
+    from playpen.games import GAMES_DIR
+    return GAMES_DIR
+
+
+def _game_specs_in(directory: Path, source: str, max_depth: int = 3) -> list[GameEntry]:
+    """Walk `directory` like clemcore does (clemgame.json folders, skipping in/, resources/...)."""
+    found: list[GameEntry] = []
+    skip = {"venv", ".venv", "__pycache__", "docs", "in", "resources", "utils", "evaluation", "files",
+            "node_modules", "models", "results", "playpen-records"}
+
+    def walk(path: Path, depth: int):
+        if depth > max_depth or not path.is_dir():
+            return
+        spec_file = path / "clemgame.json"
+        if spec_file.exists():
+            data = read_json(spec_file)
+            specs = data if isinstance(data, list) else [data]
+            for spec in specs:
+                if not isinstance(spec, dict) or "game_name" not in spec:
+                    raise RegistryError(f"{spec_file}: every spec needs a 'game_name'")
+                found.append(GameEntry(spec["game_name"], path, dict(spec, game_path=str(path)), source))
+            return
+        try:
+            children = sorted(path.iterdir())
+        except PermissionError:
+            return
+        for child in children:
+            if child.is_dir() and not child.name.startswith(".") and child.name not in skip:
+                walk(child, depth + 1)
+
+    walk(directory, 0)
+    return found
+
+
+def game_entries(cwd: Path | None = None, scan_cwd: bool = True) -> list[GameEntry]:
+    """All games in lookup order: game_registry.json, packaged games, the cwd scan."""
+    cwd = Path(cwd or Path.cwd())
+    entries: list[GameEntry] = []
+    registry_file = cwd / GAME_REGISTRY_FILE
+    if registry_file.exists():
+        data = read_json(registry_file)
+        if not isinstance(data, list):
+            raise RegistryError(f"{registry_file}: must be a JSON list of game entries")
+        for index, item in enumerate(data):
+            if not isinstance(item, dict):
+                raise RegistryError(f"{registry_file}: entry {index} must be an object")
+            if "benchmark_path" in item:
+                path = Path(item["benchmark_path"])
+                path = path if path.is_absolute() else cwd / path
+                if not path.is_dir():
+                    raise RegistryError(f"{registry_file}: entry {index}: benchmark_path '{path}' "
+                                        f"is not a directory")
+                entries += _game_specs_in(path, str(registry_file))
+            elif "game_name" in item and "game_path" in item:
+                path = Path(item["game_path"])
+                path = path if path.is_absolute() else cwd / path
+                entries.append(GameEntry(item["game_name"], path, dict(item, game_path=str(path)),
+                                         str(registry_file)))
+            else:
+                raise RegistryError(f"{registry_file}: entry {index} needs 'benchmark_path' or "
+                                    f"'game_name' and 'game_path'")
+    entries += _game_specs_in(packaged_games_dir(), "playpen (packaged)", max_depth=1)
+    if scan_cwd:
+        entries += _game_specs_in(cwd, "working directory scan")
+    unique: dict[str, GameEntry] = {}
+    for entry in entries:
+        unique.setdefault(entry.name, entry)
+    return list(unique.values())
+
+
+def resolve_game(name: str, cwd: Path | None = None) -> GameEntry:
+    entries = game_entries(cwd)
+    for entry in entries:
+        if entry.name == name:
+            return entry
+    names = sorted(e.name for e in entries)
+    raise UnknownGameError(f"unknown game '{name}'.{close_matches(name, names)} "
+                           f"See `playpen list games`.")
