@@ -54,7 +54,9 @@ _INDEX_WORDS = {
     "last": 5, "middle": 3, "center": 3, "centre": 3,
 }
 _NUM = r"(?:[1-5]|one|two|three|four|five|first|second|third|fourth|fifth|1st|2nd|3rd|4th|5th|last|middle|center|centre)\b"
-_LIST = rf"{_NUM}(?:\s*(?:,\s*and|,|and|&)\s*{_NUM})*"
+# A number right before a line noun belongs to that noun ("second row third column").
+_LIST_NUM = rf"{_NUM}(?!\s+(?:rows?|col(?:umn)?s?)\b)"
+_LIST = rf"{_LIST_NUM}(?:\s*(?:,\s*and|,|and|&)\s*{_LIST_NUM})*"
 _ROW_WORDS = {"top": 1, "upper": 1, "topmost": 1, "bottom": 5, "lower": 5, "bottommost": 5}
 _COLUMN_WORDS = {"left": 1, "leftmost": 1, "right": 5, "rightmost": 5}
 
