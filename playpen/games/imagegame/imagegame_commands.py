@@ -20,21 +20,21 @@ def _join(numbers: list[int]) -> str:
 
 
 def _line_plan(target: Grid, by_rows: bool) -> list[str]:
+    """One command per (letter, cell pattern) shared by a set of rows (or columns)."""
     line, other = ("row", "column") if by_rows else ("column", "row")
-    commands = []
+    groups: dict[tuple, list[int]] = {}
     for i in range(SIZE):
         cells = [target[i][j] if by_rows else target[j][i] for j in range(SIZE)]
-        letters = sorted({cell for cell in cells if cell != EMPTY})
-        if len(letters) == 1 and cells.count(letters[0]) == SIZE:
-            commands.append(f"Fill {line} {i + 1} with {letters[0]}")
-            continue
-        for letter in letters:
-            where = [j for j, cell in enumerate(cells) if cell == letter]
-            plural = "s" if len(where) > 1 else ""
-            if by_rows:
-                commands.append(f"Put {letter} in row {i + 1} column{plural} {_join(where)}")
-            else:
-                commands.append(f"Put {letter} in column {i + 1}, row{plural} {_join(where)}")
+        for letter in sorted({cell for cell in cells if cell != EMPTY}):
+            where = tuple(j for j, cell in enumerate(cells) if cell == letter)
+            groups.setdefault((letter, where), []).append(i)
+    commands = []
+    for (letter, where), lines in groups.items():
+        lines_text = f"{line}{'s' if len(lines) > 1 else ''} {_join(lines)}"
+        if len(where) == SIZE:
+            commands.append(f"Fill {lines_text} with {letter}")
+        else:
+            commands.append(f"Put {letter} in {lines_text}, {other}{'s' if len(where) > 1 else ''} {_join(list(where))}")
     return commands
 
 
@@ -52,24 +52,28 @@ _INDEX_WORDS = {
     "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5,
     "1st": 1, "2nd": 2, "3rd": 3, "4th": 4, "5th": 5,
     "last": 5, "middle": 3, "center": 3, "centre": 3,
+    "top": 1, "upper": 1, "topmost": 1, "bottom": 5, "lower": 5, "bottommost": 5,
+    "left": 1, "leftmost": 1, "right": 5, "rightmost": 5,
 }
-_NUM = r"(?:[1-5]|one|two|three|four|five|first|second|third|fourth|fifth|1st|2nd|3rd|4th|5th|last|middle|center|centre)\b"
-# A number right before a line noun belongs to that noun ("second row third column").
-_LIST_NUM = rf"{_NUM}(?!\s+(?:rows?|col(?:umn)?s?)\b)"
+_CARDINAL = r"(?:[1-5]|one|two|three|four|five)\b"
+_ORDINAL = r"(?:first|second|third|fourth|fifth|1st|2nd|3rd|4th|5th|last|middle|center|centre)\b"
+# An ordinal right before a line noun belongs to that noun: in "the second row third
+# column" the "third" is the column. Cardinals after a noun belong to it ("row 2 column 3").
+_LIST_NUM = rf"(?:{_CARDINAL}|{_ORDINAL}(?!\s+(?:rows?|col(?:umn)?s?)\b))"
 _LIST = rf"{_LIST_NUM}(?:\s*(?:,\s*and|,|and|&)\s*{_LIST_NUM})*"
-_ROW_WORDS = {"top": 1, "upper": 1, "topmost": 1, "bottom": 5, "lower": 5, "bottommost": 5}
-_COLUMN_WORDS = {"left": 1, "leftmost": 1, "right": 5, "rightmost": 5}
-
 _LINE_LIST = {
     "row": re.compile(rf"\brows?\s+(?:number\s+)?({_LIST})"),
     "column": re.compile(rf"\bcol(?:umn)?s?\s+(?:number\s+)?({_LIST})"),
 }
-# Only ordinal words may precede the line noun: in "row 2 column 3" the "2" is the row.
-_ORDINAL = r"(?:first|second|third|fourth|fifth|1st|2nd|3rd|4th|5th|last|middle|center|centre)"
 _LINE_BEFORE = {
     "row": re.compile(rf"\b({_ORDINAL}|top|upper|topmost|bottom|lower|bottommost)\s+rows?\b"),
     "column": re.compile(rf"\b({_ORDINAL}|left|leftmost|right|rightmost)\s+col(?:umn)?s?\b"),
 }
+_ALL_LINES = {
+    "row": re.compile(r"\b(?:all|every|each)\s+(?:the\s+)?rows?\b"),
+    "column": re.compile(r"\b(?:all|every|each)\s+(?:the\s+)?col(?:umn)?s?\b"),
+}
+_LINE_NOUN = {"row": re.compile(r"\brows?\b"), "column": re.compile(r"\bcol(?:umn)?s?\b")}
 _CORNER = re.compile(r"\b(top|upper|bottom|lower)[\s-]+(left|right)\b")
 _WHOLE_GRID = re.compile(r"\b(?:(?:whole|entire|full|complete)\s+grid|all\s+(?:the\s+)?cells|every\s+cell)\b")
 _ERASE = re.compile(r"^\s*(?:clear|erase|remove|delete|empty|blank)\b")
@@ -80,18 +84,18 @@ _LETTER_PATTERNS = [
 ]
 
 
-def _indices(words: str) -> set[int]:
-    return {_INDEX_WORDS[w] - 1 for w in re.findall(_NUM, words)}
-
-
-def _lines(text: str, line: str) -> set[int]:
+def _lines(text: str, line: str) -> set[int] | None:
+    """0-based indices of the rows (or columns) a command names; None when it names
+    the line noun but no index can be read ("row 6")."""
+    if _ALL_LINES[line].search(text):
+        return set(range(SIZE))
     found = set()
     for m in _LINE_LIST[line].finditer(text):
-        found |= _indices(m.group(1))
+        found |= {_INDEX_WORDS[w] - 1 for w in re.findall(rf"{_CARDINAL}|{_ORDINAL}", m.group(1))}
     for m in _LINE_BEFORE[line].finditer(text):
-        word = m.group(1)
-        position = _ROW_WORDS.get(word) or _COLUMN_WORDS.get(word) or _INDEX_WORDS.get(word)
-        found.add(position - 1)
+        found.add(_INDEX_WORDS[m.group(1)] - 1)
+    if not found and _LINE_NOUN[line].search(text):
+        return None
     return found
 
 
@@ -116,6 +120,8 @@ def read_command(command: str) -> tuple[str, set] | None:
         cells.add((0 if m.group(1) in ("top", "upper") else SIZE - 1, 0 if m.group(2) == "left" else SIZE - 1))
     text = _CORNER.sub(" ", text)
     rows, columns = _lines(text, "row"), _lines(text, "column")
+    if rows is None or columns is None:
+        return None
     if rows and columns:
         cells |= {(r, c) for r in rows for c in columns}
     elif rows:

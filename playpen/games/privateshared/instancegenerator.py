@@ -23,12 +23,14 @@ SPLITS = {"eval": ("instances.json", 0, NUM_EVAL),
           "train": ("instances_train.json", NUM_EVAL, NUM_EVAL + NUM_TRAIN)}
 
 
-def value_pool(domain: dict, slot: str) -> list[str]:
+def draw_value(domain: dict, slot: str, rng: random.Random) -> str:
     pool = domain.get("value_pool")
     if pool is None:
-        return domain["slots"][slot]["values"]
+        return rng.choice(domain["slots"][slot]["values"])
+    if rng.random() < 0.5:  # letters and numbers equally often, whatever the pool sizes
+        return rng.choice(pool["letters"])
     low, high = pool["number_range"]
-    return pool["letters"] + [str(n) for n in range(low, high + 1)]
+    return str(rng.randint(low, high))
 
 
 def is_unambiguous(values: dict) -> bool:
@@ -40,7 +42,7 @@ def is_unambiguous(values: dict) -> bool:
 def draw_combinations(domain: dict, rng: random.Random, count: int) -> list[dict]:
     combinations, seen = [], set()
     while len(combinations) < count:
-        values = {slot: rng.choice(value_pool(domain, slot)) for slot in domain["slots"]}
+        values = {slot: draw_value(domain, slot, rng) for slot in domain["slots"]}
         key = tuple(values.values())
         if key in seen or not is_unambiguous(values):
             continue

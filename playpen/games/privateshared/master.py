@@ -11,7 +11,6 @@ The Questioner is owned by the game master and always answers through its
 the Answerer (`-m programmatic` plays the programmatic Answerer policy).
 """
 import math
-from string import Template
 
 from clemcore.backends import Model
 from clemcore.backends.model_registry import CustomResponseModel

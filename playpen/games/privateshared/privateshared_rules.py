@@ -17,7 +17,7 @@ PROBE_TAG = "ME"
 MAX_PROBE_TRIES = 5
 """A probe is asked at most this many times before the episode is aborted."""
 
-_NON_WORD = re.compile(r"[^0-9a-z]+")
+_NON_WORD = re.compile(r"[\W_]+")
 _ASIDE_TRAILING = " \t.!"
 
 

@@ -63,8 +63,8 @@ class ReferenceGameMaster(DialogueGameMaster):
 
     def __init__(self, game_spec: GameSpec, experiment: dict, player_models: list[Model]):
         super().__init__(game_spec, experiment, player_models)
-        self.giver_template = string.Template(self.load_template("resources/giver_prompt"))
-        self.follower_template = string.Template(self.load_template("resources/follower_prompt"))
+        self.giver_template = string.Template(self.load_template("resources/giver_prompt").strip())
+        self.follower_template = string.Template(self.load_template("resources/follower_prompt").strip())
 
     def _on_setup(self, **instance):
         self.follower_grids = instance["follower_grids"]

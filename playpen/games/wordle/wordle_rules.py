@@ -3,7 +3,6 @@
 Pure functions over strings (stdlib + clemcore's error classes only), so they are easy
 to test in isolation. Parsers raise only ``ParseError`` subclasses, whatever the input.
 """
-import math
 import re
 from collections import Counter
 from typing import NamedTuple
@@ -86,19 +85,22 @@ def format_feedback(guess: str, colors: tuple[str, ...]) -> str:
 
 
 def parse_feedback_lines(text: str) -> list[tuple[str, tuple[str, ...]]]:
-    """All (guess, colors) pairs found in `guess_feedback:` lines of `text`.
+    """The (guess, colors) pairs of the `guess_feedback:` lines that open `text`.
 
+    The game master puts feedback lines first in its messages; a feedback-like line
+    later in a message (such as the example in the instructions) is not feedback.
     Used by the programmatic players to rebuild what they know from their dialogue.
-    Lines that do not hold exactly five letter<colour> tokens are skipped.
     """
     found = []
-    for line in _LINE_SPLIT_RE.split(text or ""):
+    for line in _LINE_SPLIT_RE.split(text if isinstance(text, str) else ""):
         line = line.strip()
-        if not line.lower().startswith("guess_feedback:"):
+        if not line:
             continue
+        if not line.lower().startswith("guess_feedback:"):
+            break
         tokens = _FEEDBACK_TOKEN_RE.findall(line[len("guess_feedback:"):])
         if len(tokens) != WORD_LENGTH:
-            continue
+            break
         found.append(("".join(t[0] for t in tokens), tuple(t[1] for t in tokens)))
     return found
 
@@ -171,5 +173,3 @@ def main_score(variant: str, num_guesses: int, solved: bool) -> float:
         return {1: 100.0, 2: 100.0, 3: 100.0, 4: 50.0, 5: 30.0, 6: 20.0}[num_guesses]
     return 100.0 / num_guesses
 
-
-NAN = math.nan

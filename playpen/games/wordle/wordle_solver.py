@@ -21,7 +21,7 @@ ALLOWED_WORDS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
 # frequency order); rarer words are only searched when no frequent word fits the feedback.
 ANSWER_POOL_SIZE = 6000
 # Words the solver may play to gain information even when they cannot be the answer.
-PROBE_POOL_SIZE = 1200
+PROBE_POOL_SIZE = 600
 # Prior weight of a candidate by frequency rank (answers are common words) ...
 COMMON_RANK = 2500
 RARE_WEIGHT = 0.05
@@ -29,11 +29,15 @@ RARE_WEIGHT = 0.05
 INFLECTED_WEIGHT = 0.2
 # How much an immediate win is worth, in bits, when ranking guesses.
 WIN_BONUS_BITS = 2.0
+# The first guess does not depend on the game, and computing it takes seconds:
+# it is compute_opener() of the packaged list, stored (tests check they agree).
+OPENER = "raise"
 
 _CODE_OF_COLOR = {RED: 0, YELLOW: 1, GREEN: 2}
 _POW3 = 3 ** np.arange(WORD_LENGTH)
+_IDENTITY = np.eye(WORD_LENGTH, dtype=bool)
 _STRICTLY_EARLIER = np.tril(np.ones((WORD_LENGTH, WORD_LENGTH), dtype=bool), k=-1)  # [i, k]: k < i
-_MAX_CELLS = 2_000_000  # guesses x targets per chunk of the pattern matrix
+_MAX_CELLS = 1_000_000  # guesses x targets per chunk of the pattern matrix
 
 
 def pattern_code(colors: Sequence[str]) -> int:
@@ -55,21 +59,29 @@ def pattern_matrix(guesses: np.ndarray, targets: np.ndarray) -> np.ndarray:
     wordle_rules.feedback: greens first, then yellows left to right while unmatched
     target letters remain)."""
     out = np.empty((len(guesses), len(targets)), dtype=np.int16)
+    target_counts = (targets[:, :, None] == np.arange(26)).sum(1)  # (T, 26)
     step = max(1, _MAX_CELLS // max(1, len(targets)))
-    same_in_guess = guesses[:, :, None] == guesses[:, None, :]  # [g, i, k]
-    earlier_same = same_in_guess & _STRICTLY_EARLIER
     for start in range(0, len(guesses), step):
-        g = guesses[start:start + step][:, None, :]  # (g, 1, 5)
-        t = targets[None, :, :]  # (1, T, 5)
-        green = g == t  # (g, T, 5)
-        not_green = ~green
-        # avail[g, T, i]: unmatched target letters equal to guess letter i
-        avail = ((g[..., :, None] == t[..., None, :]) & not_green[..., None, :]).sum(-1)
-        # used[g, T, i]: earlier non-green guess positions with the same letter as i
-        used = (earlier_same[start:start + step][:, None, :, :] & not_green[..., None, :]).sum(-1)
-        yellow = not_green & (used < avail)
-        out[start:start + step] = (green * 2 + yellow) @ _POW3
+        chunk = guesses[start:start + step]
+        out[start:start + step] = _patterns(chunk, targets, target_counts)
     return out
+
+
+def _patterns(guesses: np.ndarray, targets: np.ndarray, target_counts: np.ndarray) -> np.ndarray:
+    count = target_counts[:, guesses].transpose(1, 0, 2)  # [g, t, i]: target count of letter i
+    green = guesses[:, None, :] == targets[None, :, :]
+    # For a guess without repeated letters, a non-green letter is yellow iff the target has it.
+    yellow = ~green & (count > 0)
+    same = guesses[:, :, None] == guesses[:, None, :]  # [g, i, k]
+    repeated = np.nonzero((same & ~_IDENTITY).any((1, 2)))[0]
+    if len(repeated):
+        g_green, g_same = green[repeated], same[repeated]
+        # target letters left for yellows: count minus greens on the same letter
+        greens_same = (g_green[:, :, None, :] & g_same[:, None, :, :]).sum(-1)
+        # earlier non-green guess positions with the same letter take them first
+        used = ((~g_green)[:, :, None, :] & (g_same & _STRICTLY_EARLIER)[:, None, :, :]).sum(-1)
+        yellow[repeated] = ~g_green & (used < count[repeated] - greens_same)
+    return (green * 2 + yellow) @ _POW3
 
 
 class WordList:
@@ -138,8 +150,8 @@ class Solver:
         """The most informative next guess (a word from the allowed list)."""
         excluded = {self.word_list.index[w] for w in exclude if w in self.word_list}
         excluded |= {self.word_list.index[g] for g, _ in history if g in self.word_list}
-        if not history and not excluded and not consistent_only:
-            return _best_opener(self)
+        if not history and not excluded and OPENER in self.word_list:
+            return OPENER
         cands = np.array([c for c in self.candidates(history) if c not in excluded], dtype=int)
         if len(cands) == 0:  # nothing fits (e.g. everything excluded): any unplayed word
             return next(w for i, w in enumerate(self.word_list.words) if i not in excluded)
@@ -153,11 +165,12 @@ class Solver:
 
     def _rank(self, pool: np.ndarray, cands: np.ndarray, probs: np.ndarray) -> int:
         codes = pattern_matrix(self.word_list.letters[pool], self.word_list.letters[cands])
-        entropy = np.empty(len(pool))
-        for row, row_codes in enumerate(codes):
-            dist = np.bincount(row_codes, weights=probs, minlength=3 ** WORD_LENGTH)
-            dist = dist[dist > 0]
-            entropy[row] = -(dist * np.log2(dist)).sum()
+        num_patterns = 3 ** WORD_LENGTH
+        offsets = (np.arange(len(pool)) * num_patterns)[:, None]
+        dist = np.bincount((codes + offsets).ravel(), weights=np.tile(probs, len(pool)),
+                           minlength=len(pool) * num_patterns).reshape(len(pool), num_patterns)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            entropy = -np.where(dist > 0, dist * np.log2(dist), 0.0).sum(1)
         win_prob = np.zeros(len(pool))
         position = {c: k for k, c in enumerate(cands)}
         for row, word_idx in enumerate(pool):
@@ -169,8 +182,8 @@ class Solver:
         return int(pool[order[0]])
 
 
-@functools.lru_cache(maxsize=4)
-def _best_opener(solver: Solver) -> str:
+def compute_opener(solver: Solver) -> str:
+    """The best first guess for `solver` (what OPENER stores for the packaged list)."""
     cands = solver.answer_pool
     weights = solver.word_list.prior[cands]
     return solver.word_list.words[solver._rank(solver.probe_pool, cands, weights / weights.sum())]

@@ -1,0 +1,78 @@
+"""`playpen eval`: play the held-out instances, score them, print the clemscore table."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+def _split(values) -> list[str]:
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+@click.command("eval")
+@click.option("-m", "--model", "model_name", required=True,
+              help="Registered model name (see `playpen list models`); `programmatic` works too.")
+@click.option("-g", "--game", "games", multiple=True,
+              help="Game(s) to evaluate, repeatable or comma-separated [default: all playpen games].")
+@click.option("--adapter", type=click.Path(), default=None,
+              help="A PEFT adapter folder (e.g. models/sft+lora/<model>/checkpoint-N) loaded on top of MODEL.")
+@click.option("-t", "--partner", default=None,
+              help="Model playing the other roles of multi-player games [default: MODEL itself].")
+@click.option("-i", "--instances", default="instances", show_default=True,
+              help="Instances file stem (instances = held-out evaluation set).")
+@click.option("-r", "--results-dir", type=click.Path(file_okay=False), default="results", show_default=True,
+              help="Root of the results folders (one sub-folder per model/adapter).")
+@click.option("--name", "run_name", default=None,
+              help="Name of the results sub-folder [default: MODEL, MODEL+<adapter tag>, MODEL--PARTNER].")
+@click.option("-n", "--max-instances", type=int, default=None,
+              help="Play at most N instances per experiment [default: all].")
+@click.option("-b", "--batch-size", type=int, default=8, show_default=True,
+              help="Episodes generated together (batched generation).")
+@click.option("-T", "--temperature", type=float, default=0.0, show_default=True)
+@click.option("-L", "--max-tokens", type=int, default=300, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
+def eval_command(model_name, games, adapter, partner, instances, results_dir, run_name, max_instances,
+                 batch_size, temperature, max_tokens, as_json):
+    """Evaluate MODEL (optionally with --adapter) on the games' held-out instances.
+
+    Prints the clemscore table (% played, quality, clemscore per game and overall): the
+    numbers `clem run`, `clem score` and `clem eval` give for the same episodes. Episodes
+    and tables go to RESULTS_DIR/<model[+adapter]>/ (clemcore layout, results.csv,
+    playpen-eval.json).
+
+    \b
+    Examples:
+      playpen eval -m smol-135m -g referencegame
+      playpen eval -m smol-135m --adapter models/sft+lora/smol-135m/checkpoint-8 -g referencegame
+    """
+    from playpen import registry
+    from playpen.evaluation import EvaluationError, evaluate, game_specs, load_eval_model
+    if max_instances is not None and max_instances < 1:
+        raise EvaluationError("--max-instances must be at least 1")
+    if batch_size < 1:
+        raise EvaluationError("--batch-size must be at least 1")
+    if adapter is not None:
+        from playpen.evaluation import check_adapter
+        check_adapter(adapter)
+    # fail on names before loading any weights
+    registry.resolve_model(model_name)
+    if partner:
+        registry.resolve_model(partner)
+    names = _split(games) or None
+    game_specs(names, instances)
+    gen = dict(temperature=temperature, max_tokens=max_tokens)
+    model = load_eval_model(model_name, adapter=adapter, **gen)
+    models = [model]
+    if partner:
+        models.append(load_eval_model(partner, **gen))
+    table = evaluate(models, names, results_dir=Path(results_dir), instances=instances,
+                     batch_size=batch_size, max_instances=max_instances, run_name=run_name,
+                     extra={"model": model_name, "adapter": str(adapter) if adapter else None,
+                            "partner": partner, "instances": instances})
+    if as_json:
+        click.echo(json.dumps(table.to_dict(), indent=1))
+    else:
+        click.echo(table.to_text())
+        click.echo(f"results: {table.run_dir}")

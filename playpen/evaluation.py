@@ -1,0 +1,336 @@
+"""Evaluation: play the held-out instances, score them, and compute the clemscore table.
+
+The three steps are clemcore's own (the runners and file savers of ``clem run``, the
+game scorers of ``clem score``, the table arithmetic of ``clem eval``), called in-process
+so that a model trained a moment ago can be evaluated without reloading it. The numbers
+are therefore exactly the ones ``clem run``/``clem score``/``clem eval`` give.
+
+Results go to ``<results_dir>/<run_name>/<game>/<experiment>/instance_N/`` (clemcore's
+layout). ``run_name`` is the model name, or ``<model>+<adapter tag>`` for an adapter, or
+``<model>--<partner>`` with a partner: results of different models or adapters never
+share a folder. Each run folder also gets ``results.csv``/``results.html`` (clem eval's
+table for that run alone) and ``playpen-eval.json``.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+from playpen.errors import PlaypenError
+
+HELD_OUT_INSTANCES = "instances"
+TRAIN_INSTANCES = "instances_train"
+EVAL_FILE = "playpen-eval.json"
+
+
+class EvaluationError(PlaypenError):
+    """Evaluation could not run or produced no scores (a user-fixable cause is named)."""
+
+
+# ----------------------------------------------------------------------------- table
+
+@dataclass(frozen=True)
+class GameScore:
+    """One row of the clemscore table. ``quality`` is NaN when no episode was played."""
+
+    game: str
+    num_episodes: int
+    percent_played: float
+    quality: float
+
+    @property
+    def clemscore(self) -> float:
+        if math.isnan(self.quality):
+            return 0.0
+        return round(self.percent_played / 100 * self.quality, 2)
+
+
+@dataclass(frozen=True)
+class EvalTable:
+    """The clemscore table of one run: per game and the unweighted average over games."""
+
+    run_name: str
+    games: tuple[GameScore, ...]
+    overall: GameScore
+    run_dir: Optional[str] = None
+
+    @property
+    def clemscore(self) -> float:
+        return self.overall.clemscore
+
+    def to_dict(self) -> dict:
+        def row(s: GameScore) -> dict:
+            return {**asdict(s), "quality": None if math.isnan(s.quality) else s.quality,
+                    "clemscore": s.clemscore}
+        return {"run_name": self.run_name, "run_dir": self.run_dir, "clemscore": self.clemscore,
+                "overall": row(self.overall), "games": [row(g) for g in self.games]}
+
+    def to_text(self) -> str:
+        lines = [f"clemscore table for {self.run_name}",
+                 f"{'game':<24} {'episodes':>8} {'% played':>9} {'quality':>8} {'clemscore':>9}"]
+
+        def fmt(s: GameScore) -> str:
+            quality = "n/a" if math.isnan(s.quality) else f"{s.quality:.2f}"
+            return (f"{s.game:<24} {s.num_episodes:>8} {s.percent_played:>9.2f} {quality:>8} "
+                    f"{s.clemscore:>9.2f}")
+        lines += [fmt(g) for g in self.games]
+        lines.append(fmt(self.overall))
+        return "\n".join(lines)
+
+
+def table_from_scores(run_name: str, episode_scores: Sequence[dict]) -> EvalTable:
+    """clem eval's arithmetic over ``[{"game", "Aborted", "Main Score"}, ...]``.
+
+    % played = 100 × mean(1 − Aborted) per game; quality = mean Main Score over played
+    episodes; both averaged unweighted over games (a game without any played episode has
+    no quality and drops out of the quality mean); clemscore = % played / 100 × quality.
+    """
+    by_game: dict[str, list[dict]] = {}
+    for score in episode_scores:
+        by_game.setdefault(score["game"], []).append(score)
+    rows = []
+    for game in sorted(by_game):
+        episodes = by_game[game]
+        played = [1 - float(e["Aborted"]) for e in episodes]
+        qualities = [float(e["Main Score"]) for e in episodes
+                     if e.get("Main Score") is not None and not math.isnan(float(e["Main Score"]))]
+        rows.append(GameScore(game, len(episodes), round(100 * sum(played) / len(played), 2),
+                              round(sum(qualities) / len(qualities), 2) if qualities else math.nan))
+    if not rows:
+        raise EvaluationError(f"no scored episodes for {run_name}")
+    qualities = [r.quality for r in rows if not math.isnan(r.quality)]
+    overall = GameScore("all", sum(r.num_episodes for r in rows),
+                        round(sum(r.percent_played for r in rows) / len(rows), 2),
+                        round(sum(qualities) / len(qualities), 2) if qualities else math.nan)
+    return EvalTable(run_name, tuple(rows), overall)
+
+
+def read_episode_scores(run_dir: Path) -> list[dict]:
+    """``{"game", "experiment", "episode", "Aborted", "Main Score"}`` for every scores.json
+    under a run folder (layout ``<run>/<game>/<experiment>/<episode>/scores.json``)."""
+    out = []
+    for path in sorted(Path(run_dir).rglob("scores.json")):
+        game, experiment, episode = path.parts[-4:-1]
+        episode_scores = json.loads(path.read_text(encoding="utf-8"))["episode scores"]
+        main = episode_scores.get("Main Score")
+        out.append({"game": game, "experiment": experiment, "episode": episode,
+                    "Aborted": episode_scores["Aborted"],
+                    "Main Score": math.nan if main is None else main})
+    return out
+
+
+# ----------------------------------------------------------------------------- models
+
+def adapter_tag(adapter: str | Path, model_name: str) -> str:
+    """A readable, folder-safe tag for an adapter path, e.g.
+    ``models/sft+lora/smol-135m/checkpoint-8`` → ``sft+lora-checkpoint-8``."""
+    path = Path(adapter).resolve()
+    parts = list(path.parts)
+    if "models" in parts:
+        parts = parts[len(parts) - parts[::-1].index("models"):]
+    else:
+        parts = parts[-2:]
+    parts = [p for p in parts if p != model_name] or [path.name]
+    return re.sub(r"[^A-Za-z0-9+._-]", "_", "-".join(parts))
+
+
+def check_adapter(adapter: str | Path) -> Path:
+    path = Path(adapter)
+    if not path.is_dir():
+        raise EvaluationError(f"adapter '{adapter}' is not a folder (expected a PEFT adapter folder "
+                              f"with adapter_config.json, e.g. models/sft+lora/<model>/checkpoint-N)")
+    if not (path / "adapter_config.json").exists():
+        raise EvaluationError(f"adapter '{adapter}' has no adapter_config.json: not a PEFT adapter "
+                              f"(a full checkpoint is a model folder: register it as huggingface_id)")
+    return path.resolve()
+
+
+def load_eval_model(name: str, *, adapter: str | Path | None = None, run_name: str | None = None,
+                    temperature: float = 0.0, max_tokens: int = 300, role: str = "model"):
+    """Load a registered model (optionally with a PEFT adapter) as a clemcore Model whose
+    name is unique to the adapter, so that its results get their own folder."""
+    from playpen import registry
+    from playpen.clem import clemcore, load_model
+    from playpen.models import ensure_local_model
+    entry = registry.resolve_model(name)
+    spec = dict(entry.spec)
+    if adapter is not None:
+        if entry.backend != "huggingface_local":
+            raise EvaluationError(f"--adapter needs a huggingface_local model; '{name}' uses "
+                                  f"backend '{entry.backend}'")
+        adapter_path = check_adapter(adapter)
+        spec["model_config"] = dict(spec.get("model_config") or {}, peft_model=str(adapter_path))
+        spec["model_name"] = run_name or f"{name}+{adapter_tag(adapter_path, name)}"
+    elif run_name:
+        spec["model_name"] = run_name
+    registry.check_key_for(entry)
+    ensure_local_model(entry)
+    model_spec = clemcore().backends.ModelSpec.from_dict(spec)
+    return load_model(model_spec, dict(temperature=temperature, max_tokens=max_tokens))
+
+
+# ----------------------------------------------------------------------------- games
+
+def game_specs(names: Iterable[str] | None, instances: str | None = None) -> list:
+    """clemcore GameSpecs for `names` (default: every game of game_registry.json and
+    playpen's packaged games), with the instances file set (``instances`` = held-out)."""
+    from playpen import registry
+    from playpen.clem import clemgame
+    cg = clemgame()
+    entries = registry.game_entries(scan_cwd=False) if not names else \
+        [registry.resolve_game(n) for n in names]
+    specs = []
+    for entry in entries:
+        spec = cg.GameSpec.from_dict(dict(entry.spec))
+        if instances:
+            instances_file = Path(entry.path) / "in" / f"{instances}.json"
+            if not instances_file.exists():
+                raise EvaluationError(f"game '{entry.name}' has no {instances_file.relative_to(entry.path)}"
+                                      f" (instance files: {_instance_files(entry.path)})")
+            spec.instances = instances
+        specs.append(spec)
+    return specs
+
+
+def _instance_files(game_path) -> str:
+    found = sorted(p.stem for p in (Path(game_path) / "in").glob("*.json"))
+    return ", ".join(found) or "none"
+
+
+def limit_per_experiment(max_instances: int | None):
+    """A GameInstances filter keeping the first `max_instances` instances of each experiment."""
+    if not max_instances:
+        return None
+    seen: dict[str, int] = {}
+
+    def keep(row: dict) -> bool:
+        name = row["experiment"]["name"]
+        seen[name] = seen.get(name, 0) + 1
+        return seen[name] <= max_instances
+    return keep
+
+
+@contextlib.contextmanager
+def _quiet_stdout():
+    """clemcore prints progress to stdout and logs each run step at INFO; keep playpen's
+    stdout for the table and the console for warnings."""
+    import logging
+    run_logger = logging.getLogger("clemcore.run")
+    level = run_logger.level
+    run_logger.setLevel(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        run_logger.setLevel(level)
+
+
+def play(specs: Sequence, player_models: Sequence, *, results_dir: str | Path,
+         batch_size: int = 8, max_instances: int | None = None, run_name: str | None = None) -> Path:
+    """Play every instance of every game in `specs` with `player_models` (one model plays
+    all roles; two = learner and partner) into clemcore's results layout; returns the run folder.
+
+    The same runners and file savers as ``clem run``.
+    """
+    from playpen.clem import clemcore, clemgame, preserved_logging
+    cg = clemgame()
+    from clemcore.clemgame.callbacks.files import PlayerFileSaver
+    from clemcore.clemgame.runners import dispatch
+    Model = clemcore().backends.Model
+    results_dir = Path(results_dir)
+    errors = []
+    run_dir = None
+    for spec in specs:
+        models = list(player_models)
+        if spec.players == 1 or len(set(id(m) for m in models)) == 1:
+            models = models[:1]
+        name = run_name or Model.to_identifier(models)
+        folder = cg.ResultsFolder(results_dir, run_dir=name)
+        infos = Model.to_infos(models)
+        callbacks = cg.GameBenchmarkCallbackList([
+            cg.InstanceFileSaver(folder), cg.ExperimentFileSaver(folder, player_model_infos=infos),
+            cg.InteractionsFileSaver(folder, player_model_infos=infos),
+            cg.RunFileSaver(folder, player_model_infos=infos), PlayerFileSaver(folder),
+            cg.SignalFileSaver(folder)])
+        run_dir = folder.to_run_dir_path()
+        # a re-run replaces this model's earlier episodes of the game: the table must show
+        # exactly the instances played now
+        shutil.rmtree(run_dir / spec.game_name, ignore_errors=True)
+        with preserved_logging(), _quiet_stdout(), cg.GameBenchmark.load_from_spec(spec) as benchmark:
+            instances = cg.GameInstances.from_game_spec(spec).filter(limit_per_experiment(max_instances))
+            try:
+                dispatch.run(benchmark, instances, models, callbacks=callbacks, batch_size=batch_size)
+            except Exception as e:  # keep the other games' results; re-raised below with context
+                errors.append((spec.game_name, e))
+    if errors:
+        game, error = errors[0]
+        raise RuntimeError(f"playing {game} failed: {error!r}") from error
+    return run_dir
+
+
+def score(specs: Sequence, run_dir: str | Path) -> None:
+    """``clem score`` for one run folder; fails loudly when an episode could not be scored
+    (clemcore itself only logs that)."""
+    from playpen.clem import clemgame, log_dir, preserved_logging
+    cg = clemgame()
+    run_dir = Path(run_dir)
+    for spec in specs:
+        files = sorted((run_dir / spec.game_name).rglob("interactions.json"))
+        if not files:
+            continue
+        with preserved_logging(), _quiet_stdout(), cg.GameBenchmark.load_from_spec(spec) as benchmark:
+            for f in files:
+                (f.parent / "scores.json").unlink(missing_ok=True)
+            benchmark.compute_scores(files)
+        unscored = [f.parent for f in files if not (f.parent / "scores.json").exists()]
+        if unscored:
+            raise EvaluationError(f"{spec.game_name}: {len(unscored)} of {len(files)} episodes could not "
+                                  f"be scored (first: {unscored[0]}); see {log_dir() / 'clembench.log'}")
+
+
+def write_table(table: EvalTable, run_dir: Path, extra: dict | None = None) -> None:
+    """``results.csv``/``.html`` (clem eval's own table code) and ``playpen-eval.json``."""
+    from playpen.clem import clemcore
+    clemcore()
+    import pandas as pd
+    from clemcore import clemeval
+    rows = []
+    games = {g.game for g in table.games}
+    for s in read_episode_scores(run_dir):
+        if s["game"] not in games:
+            continue
+        rows.append([s["game"], table.run_name, s["experiment"], s["episode"], "Aborted", s["Aborted"]])
+        rows.append([s["game"], table.run_name, s["experiment"], s["episode"], "Played", 1 - s["Aborted"]])
+        rows.append([s["game"], table.run_name, s["experiment"], s["episode"], "Main Score", s["Main Score"]])
+    df = pd.DataFrame(rows, columns=["game", "model", "experiment", "episode", "metric", "value"])
+    with _quiet_stdout():
+        clemeval.save_clem_table(df, str(run_dir))
+    payload = {**table.to_dict(), **(extra or {})}
+    (run_dir / EVAL_FILE).write_text(json.dumps(payload, indent=1), encoding="utf-8")
+
+
+def evaluate(player_models: Sequence, games: Iterable[str] | None = None, *,
+             results_dir: str | Path = "results", instances: str = HELD_OUT_INSTANCES,
+             batch_size: int = 8, max_instances: int | None = None, run_name: str | None = None,
+             extra: dict | None = None) -> EvalTable:
+    """Play, score and tabulate. `player_models` are loaded clemcore models (a learner being
+    trained can be passed as is). Returns the table; files land in the run folder."""
+    specs = game_specs(games, instances)
+    if not specs:
+        raise EvaluationError("no games to evaluate (pass -g GAME; see `playpen list games`)")
+    run_dir = play(specs, player_models, results_dir=results_dir, batch_size=batch_size,
+                   max_instances=max_instances, run_name=run_name)
+    score(specs, run_dir)
+    names = {s.game_name for s in specs}
+    episode_scores = [s for s in read_episode_scores(run_dir) if s["game"] in names]
+    table = table_from_scores(run_dir.name, episode_scores)
+    table = EvalTable(table.run_name, table.games, table.overall, str(run_dir))
+    write_table(table, run_dir, extra)
+    return table

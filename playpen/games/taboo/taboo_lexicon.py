@@ -1,0 +1,62 @@
+"""The programmatic guesser's world knowledge: a closed description lexicon.
+
+resources/guesser_lexicon.json maps each known word (every target plus distractors)
+to cue words that describe it. Clue stems are matched against the cue stems of every
+word; rarer shared stems weigh more (inverse document frequency). The lexicon never
+says which word is the target of an episode.
+"""
+import functools
+import json
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Iterable
+
+from taboo_rules import stem, stopwords, tokenize
+
+LEXICON_FILE = Path(__file__).resolve().parent / "resources" / "guesser_lexicon.json"
+
+
+class Lexicon:
+    """Ranks known words by how well their cues match a set of clue stems."""
+
+    def __init__(self, cues_by_word: dict[str, list[str]]):
+        if not cues_by_word:
+            raise ValueError("a lexicon needs at least one word")
+        stop = stopwords()
+        self.words = sorted(cues_by_word)
+        self.word_stems = {word: stem(word) for word in self.words}
+        self.cue_stems = {
+            word: frozenset(stem(token) for cue in cues for token in tokenize(cue) if token not in stop)
+            - {self.word_stems[word]}
+            for word, cues in cues_by_word.items()}
+        document_frequency = Counter(s for stems in self.cue_stems.values() for s in stems)
+        num_words = len(self.words)
+        self.idf = {s: math.log((1 + num_words) / count) for s, count in document_frequency.items()}
+
+    @classmethod
+    def from_file(cls, path: str | Path = LEXICON_FILE) -> "Lexicon":
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return cls(data["cues"])
+
+    def score(self, word: str, clue_stems: frozenset) -> float:
+        return sum(self.idf[s] for s in self.cue_stems[word] & clue_stems)
+
+    def rank(self, clue_stems: Iterable[str], exclude: Iterable[str] = ()) -> list[tuple[str, float]]:
+        """Known words ordered by descending score (ties alphabetically).
+
+        Words in `exclude` and words whose own stem occurs among the clue stems (a
+        describer may not say the target) are left out.
+        """
+        stems = frozenset(clue_stems)
+        excluded = set(exclude)
+        candidates = [word for word in self.words
+                      if word not in excluded and self.word_stems[word] not in stems]
+        scored = [(word, self.score(word, stems)) for word in candidates]
+        return sorted(scored, key=lambda item: (-item[1], item[0]))
+
+
+@functools.lru_cache(maxsize=1)
+def default_lexicon() -> Lexicon:
+    """The shipped lexicon, loaded once per process (players only read it)."""
+    return Lexicon.from_file(LEXICON_FILE)

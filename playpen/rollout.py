@@ -1,0 +1,358 @@
+"""Batched multi-episode rollouts: the hot loop between clemcore games and trainers.
+
+One call of :func:`rollout` plays N episodes (instances x repeats, plus branches) of
+one or more games in lock-step. At each step every running episode that waits for
+a player is asked who must answer; the pending turns are grouped by responder
+(the learner, an HF teacher, a programmatic player, an API model) and each group is
+answered by ONE batched call (API models: concurrently, bounded). Then every game
+master is advanced. Finished episodes leave the batch and queued ones take their
+slots (continuous batching).
+
+For every (episode, player) played by the learner a :class:`Trajectory` records the
+exact tokens the model saw and produced, ready for TRL's ``rollout_func``::
+
+    result = rollout(["taboo"], Learner(model, tokenizer, name="smol-135m"),
+                     partners={"WordGuesser": "programmatic"}, num_repeats=4)
+    batch = result.as_trl_rollout()        # prompt_ids, completion_ids, logprobs, env_mask, ...
+
+Records are written as clemcore 3.x results (``clem score``/``eval``/``transcribe``
+work on them) into a new run folder under ``records_dir`` (see :mod:`playpen.records`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
+
+from playpen.callbacks import BaseCallback, EpisodeSummary
+
+# The learner plays a role when a partner entry maps it to this value (or omits it).
+LEARNER = "learner"
+# Responder kinds of a turn (see TurnRecord.responder).
+RESPONDER_KINDS = ("learner", "teacher", "programmatic")
+
+
+# ----------------------------------------------------------------------------- configuration
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How the learner (or an HF teacher) generates a turn.
+
+    ``temperature`` 0 means greedy decoding. Logprobs are always those of
+    ``log_softmax(logits / T)`` with ``T = temperature`` (1.0 when greedy), i.e. the
+    sampling distribution before top-p/top-k truncation, as TRL recomputes them.
+    """
+
+    temperature: float = 0.0
+    max_new_tokens: int = 300
+    top_p: Optional[float] = None
+    top_k: Optional[int] = None
+    max_batch_size: int = 64
+    """Most rows in one ``generate`` call; larger groups are split."""
+
+
+@dataclass(frozen=True)
+class Learner:
+    """The model being trained: any causal LM (PreTrainedModel or PeftModel) and its tokenizer.
+
+    ``name`` is the model name written to records (``interactions.json``, run folder).
+    """
+
+    model: Any = field(repr=False)
+    tokenizer: Any = field(repr=False)
+    name: str = "learner"
+    sampling: SamplingConfig = SamplingConfig()
+    template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """Extra ``apply_chat_template`` arguments (clemcore's ``chat_template_kwargs``)."""
+
+    @classmethod
+    def from_clem(cls, clem_model: Any, sampling: Optional[SamplingConfig] = None) -> "Learner":
+        """Wrap a clemcore ``HuggingfaceLocalModel`` (``.model``, ``.tokenizer``, gen args)."""
+        if sampling is None:
+            gen = dict(getattr(clem_model, "gen_args", {}) or {})
+            sampling = SamplingConfig(temperature=float(gen.get("temperature", 0.0)),
+                                      max_new_tokens=int(gen.get("max_tokens", 300)))
+        kwargs = dict(getattr(clem_model, "chat_template_kwargs", {}) or {})
+        return cls(clem_model.model, clem_model.tokenizer, clem_model.name, sampling, kwargs)
+
+
+@dataclass(frozen=True)
+class InstanceRef:
+    """One game instance: ``(game, experiment, game_id)`` as in ``instances.json``."""
+
+    game: str
+    experiment: str
+    game_id: int
+
+
+InstanceSelector = Union[None, Callable[[dict], bool], Sequence[InstanceRef]]
+"""Which instances to play: None = all of each game's ``instances.json``; a predicate
+over clemcore instance rows (``{"game_name", "experiment", "game_instance"}``); or an
+explicit, ordered list of :class:`InstanceRef`."""
+
+
+@dataclass(frozen=True)
+class BranchPoint:
+    """What a branching condition sees: a learner turn about to be generated."""
+
+    game: str
+    experiment: str
+    game_id: int
+    player_name: str
+    role: str
+    learner_turn: int
+    """Index of this turn among the learner turns of this player in this episode (0 = first)."""
+    depth: int
+    """How many times this episode's ancestry has already forked."""
+
+
+@dataclass(frozen=True)
+class Branching:
+    """Fork episodes at chosen learner turns into ``factor`` continuations.
+
+    Only game state is copied (the game master, its players' memories, the records);
+    model weights and tokenizers are shared. The default condition forks at the first
+    learner turn of each episode, which turns one episode into a GRPO group of
+    ``factor`` episodes sharing the prompt.
+    """
+
+    factor: int = 2
+    condition: Callable[[BranchPoint], bool] = field(
+        default=lambda point: point.learner_turn == 0 and point.depth == 0)
+    max_depth: int = 1
+
+
+# ----------------------------------------------------------------------------- results
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One answered turn of one player (any responder), for inspection and datasets."""
+
+    player_name: str
+    role: str
+    responder: str  # "learner" | "teacher" | "programmatic"
+    context: str
+    response: str
+    num_new_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """The learner's token-exact view of one (episode, player), ready for TRL.
+
+    ``prompt_ids`` is the chat-templated first prompt (ending with the generation
+    prompt). ``completion_ids`` is everything after it, exactly as the model saw it:
+    its own turns (each ending with the EOS it generated) and the chat-templated game
+    messages between them. ``env_mask[i]`` is 1 for a model token and 0 for an
+    environment token; ``logprobs[i]`` is the sampling logprob of a model token and 0.0
+    for an environment token. The text the game received for each turn is
+    ``tokenizer.decode`` of that turn's model tokens without the final EOS.
+    """
+
+    episode_id: str
+    game: str
+    experiment: str
+    game_id: int
+    repeat: int
+    player_name: str
+    role: str
+    model: str
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    env_mask: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    num_turns: int
+    outcome: str
+    main_score: float
+    reward: float
+    group_id: str
+    """Episodes with the same group_id started from the same state (same instance for
+    repeats; the same fork point for branches): the unit of GRPO advantages."""
+    parent_id: Optional[str] = None
+    branch_path: tuple[int, ...] = ()
+    """Index of the branch taken at each fork of this episode's ancestry (root: ())."""
+    segment: int = 0
+    """0 unless the game rewrote this player's history mid-episode; then a new segment
+    (a new prompt) starts and the earlier tokens are in segment - 1."""
+    messages: tuple[dict, ...] = ()
+    """The same conversation as chat messages (system messages excluded)."""
+
+    @property
+    def num_model_tokens(self) -> int:
+        return sum(self.env_mask)
+
+    def as_trl_row(self) -> dict:
+        """One row of a TRL ``rollout_func`` result (lists, as TRL expects)."""
+        return {"prompt_ids": list(self.prompt_ids), "completion_ids": list(self.completion_ids),
+                "logprobs": list(self.logprobs), "env_mask": list(self.env_mask)}
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """A finished (or failed) episode."""
+
+    episode_id: str
+    game: str
+    experiment: str
+    game_id: int
+    repeat: int
+    outcome: str  # "success" | "failure" | "aborted" | "error"
+    main_score: float  # NaN when aborted or unscored
+    rewards: Mapping[str, float]  # per player name
+    roles: Mapping[str, str]  # player name -> game role
+    models: Mapping[str, str]  # player name -> model name
+    num_turns: int
+    turns: tuple[TurnRecord, ...]
+    trajectories: tuple[Trajectory, ...]
+    episode_scores: Mapping[str, Any] = field(default_factory=dict)
+    group_id: str = ""
+    parent_id: Optional[str] = None
+    branch_path: tuple[int, ...] = ()
+    path: Optional[Path] = None  # the episode folder, when records were written
+    error: Optional[str] = None  # "ExceptionType: message" when the game raised
+
+    def summary(self) -> EpisodeSummary:
+        return EpisodeSummary(game=self.game, experiment=self.experiment, game_id=self.game_id,
+                              outcome=self.outcome, main_score=self.main_score,
+                              rewards=dict(self.rewards), num_turns=self.num_turns,
+                              path=str(self.path) if self.path else None)
+
+
+@dataclass(frozen=True)
+class RolloutStats:
+    """Throughput and where the time went (seconds are wall clock)."""
+
+    num_episodes: int = 0
+    num_errors: int = 0
+    num_learner_turns: int = 0
+    num_generated_tokens: int = 0
+    """Learner + HF-teacher tokens generated (up to and including EOS; no padding)."""
+    num_generate_calls: int = 0
+    seconds_total: float = 0.0
+    seconds_generate: float = 0.0
+    seconds_partners: float = 0.0
+    seconds_env: float = 0.0
+    """Game masters, templating, bookkeeping, records: everything but the models."""
+
+    @property
+    def episodes_per_s(self) -> float:
+        return self.num_episodes / self.seconds_total if self.seconds_total else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.num_generated_tokens / self.seconds_total if self.seconds_total else 0.0
+
+    @property
+    def env_share(self) -> float:
+        return self.seconds_env / self.seconds_total if self.seconds_total else 0.0
+
+    def as_metrics(self) -> dict[str, float]:
+        return {"rollout/episodes": self.num_episodes, "rollout/errors": self.num_errors,
+                "rollout/episodes_per_s": self.episodes_per_s, "rollout/tokens_per_s": self.tokens_per_s,
+                "rollout/generated_tokens": self.num_generated_tokens,
+                "rollout/env_share": self.env_share, "rollout/seconds": self.seconds_total}
+
+
+@dataclass(frozen=True)
+class RolloutResult:
+    """All episodes of one rollout call, in request order (instance, repeat, branch path)."""
+
+    episodes: tuple[EpisodeResult, ...]
+    stats: RolloutStats
+    run_dir: Optional[Path] = None  # the results folder (give it to `clem score`), if written
+
+    @property
+    def trajectories(self) -> list[Trajectory]:
+        return [t for e in self.episodes for t in e.trajectories]
+
+    def groups(self) -> dict[str, list[Trajectory]]:
+        """Trajectories by ``group_id`` (insertion ordered)."""
+        out: dict[str, list[Trajectory]] = {}
+        for t in self.trajectories:
+            out.setdefault(t.group_id, []).append(t)
+        return out
+
+    def as_trl_rollout(self, trajectories: Optional[Sequence[Trajectory]] = None) -> dict[str, list]:
+        """TRL ``rollout_func`` output: ``prompt_ids``, ``completion_ids``, ``logprobs``,
+        ``env_mask`` plus per-row extra fields ``reward``, ``outcome``, ``main_score``,
+        ``role``, ``game``, ``group_id`` (forwarded by TRL to reward functions)."""
+        rows = list(self.trajectories if trajectories is None else trajectories)
+        out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask",
+                                                "reward", "outcome", "main_score", "role", "game",
+                                                "group_id")}
+        for t in rows:
+            for k, v in t.as_trl_row().items():
+                out[k].append(v)
+            out["reward"].append(t.reward)
+            out["outcome"].append(t.outcome)
+            out["main_score"].append(t.main_score)
+            out["role"].append(t.role)
+            out["game"].append(t.game)
+            out["group_id"].append(t.group_id)
+        return out
+
+
+# ----------------------------------------------------------------------------- entry point
+
+PartnerLike = Any
+"""A partner for a role: ``"learner"`` (self-play), ``"programmatic"``/``"mock"`` (the
+game's own programmatic player), a model name from the registry (loaded once), a
+:class:`Learner` used as a frozen HF teacher (batched), any clemcore ``Model`` (API
+backends run concurrently), or a :class:`playpen.teachers.Partner`."""
+
+
+def rollout(games: Union[str, Sequence[str]],
+            learner: Learner,
+            *,
+            roles: Optional[Sequence[str]] = None,
+            partners: Optional[Mapping[str, PartnerLike]] = None,
+            instances: InstanceSelector = None,
+            num_repeats: int = 1,
+            branching: Optional[Branching] = None,
+            max_concurrent_episodes: int = 16,
+            reward_fn: Optional[Callable] = None,
+            records_dir: Optional[Union[str, Path]] = "playpen-records",
+            run_name: Optional[str] = None,
+            callbacks: Optional[BaseCallback] = None,
+            seed: Optional[int] = None,
+            raise_game_errors: bool = False) -> RolloutResult:
+    """Play ``len(instances) * num_repeats`` episodes (plus branches) and return them.
+
+    Args:
+        games: game names (resolved with playpen's registry: workspace
+            ``game_registry.json``, packaged games, the working directory).
+        learner: the model being trained; its roles produce :class:`Trajectory` objects.
+        roles: game roles (``player.game_role``, e.g. ``"WordDescriber"``) or player names
+            (``"Player 1"``) the learner plays. None: every role not in ``partners``.
+        partners: role (or player name) -> partner for the other roles (see
+            :data:`PartnerLike`). Roles in neither ``roles`` nor ``partners`` are played
+            by the learner (self-play) when ``roles`` is None, else it is an error.
+        instances: which instances to play (see :data:`InstanceSelector`).
+        num_repeats: episodes per instance (independent; same group_id).
+        branching: fork episodes at learner turns (GRPO groups, DPO pairs, trees).
+        max_concurrent_episodes: running episodes at once (the batch size of the
+            learner's generate when all of them wait for it).
+        reward_fn: ``(EpisodeOutcome, player_name, role) -> float``; default
+            :class:`playpen.rewards.OutcomeReward`.
+        records_dir: parent of the new run folder with clemcore-layout records; None
+            writes nothing.
+        run_name: name of the run folder (default: ``rollout-<time>-<random>``); an
+            existing folder is never reused (PlaypenError).
+        callbacks: ``on_rollout_start(num_episodes)``, ``on_episode_end(summary)``,
+            ``on_rollout_end()``.
+        seed: seeds torch's sampling for this call (None: leave RNG state alone).
+        raise_game_errors: re-raise an exception from game code (default: record the
+            episode as ``outcome="error"`` with ``error.json`` and go on).
+    """
+    from playpen.scheduler import run_rollout
+    return run_rollout(games, learner, roles=roles, partners=partners, instances=instances,
+                       num_repeats=num_repeats, branching=branching,
+                       max_concurrent_episodes=max_concurrent_episodes, reward_fn=reward_fn,
+                       records_dir=records_dir, run_name=run_name, callbacks=callbacks, seed=seed,
+                       raise_game_errors=raise_game_errors)
+
+
+def nan_to_none(value: float) -> Optional[float]:
+    """JSON-friendly main score."""
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value

@@ -1,0 +1,205 @@
+"""Supervised fine-tuning data: conversational records → token ids with assistant masks.
+
+A record is ``{"messages": [{"role", "content"}, ...], "meta": {"game", "game_role",
+"outcome", ...}}`` (one per episode and player; see ``playpen.data``). Records come from
+a dataset file (``.jsonl`` or a ``.json`` list), from a folder of clemcore results
+(``clem run`` output or playpen records), or are played on demand by a programmatic
+teacher on the games' training instances.
+
+Loss only on the assistant turns: TRL's ``assistant_only_loss`` needs ``{% generation %}``
+markers in the chat template and can only patch the templates it knows (SmolLM2's is
+not one of them), so the masks are computed here for ANY chat template that renders
+a conversation's prefixes as prefixes of the whole: the tokens between the render of
+``messages[:i]`` with the generation prompt and the render of ``messages[:i+1]`` are the
+i-th assistant turn (its text and end-of-turn marker) — exactly what the model must
+produce after the generation prompt at inference. SFTTrainer applies the resulting
+``assistant_masks`` column itself.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+from playpen.errors import PlaypenError
+
+OUTCOMES = ("success", "failure", "aborted")
+
+
+class DatasetError(PlaypenError):
+    """A dataset file or records folder is missing, malformed or yields no examples."""
+
+
+# ----------------------------------------------------------------------------- reading
+
+def read_dataset_file(path: str | Path) -> list[dict]:
+    """Records from a ``.jsonl`` file (one per line) or a ``.json`` list."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"dataset file '{path}' does not exist")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".jsonl":
+            records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        else:
+            records = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DatasetError(f"{path}:{e.lineno}: malformed JSON: {e.msg}") from e
+    if not isinstance(records, list):
+        raise DatasetError(f"{path}: expected a list of records ({{messages, meta}})")
+    for index, record in enumerate(records):
+        if not isinstance(record, dict) or not isinstance(record.get("messages"), list):
+            raise DatasetError(f"{path}: record {index} has no 'messages' list")
+    return records
+
+
+def _outcome(interactions: dict) -> str:
+    if interactions.get("Aborted"):
+        return "aborted"
+    if interactions.get("Success"):
+        return "success"
+    return "failure"
+
+
+def episode_records(interactions_file: str | Path) -> list[dict]:
+    """One record per player of one episode (clemcore 3.x ``interactions.json``): events
+    sent to the player are user messages, its replies assistant messages."""
+    path = Path(interactions_file)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    meta = data.get("meta", {})
+    records = []
+    for player_name, info in data.get("players", {}).items():
+        if player_name == "GM":
+            continue
+        messages = []
+        for turn in data.get("turns", []):
+            for event in turn:
+                action = event.get("action", {})
+                if action.get("type") == "send message" and event.get("to") == player_name:
+                    messages.append({"role": "user", "content": str(action.get("content", ""))})
+                elif action.get("type") == "get message" and event.get("from") == player_name:
+                    messages.append({"role": "assistant", "content": str(action.get("content", ""))})
+        if not any(m["role"] == "assistant" for m in messages):
+            continue
+        records.append({"messages": messages, "meta": {
+            "game": meta.get("game_name"), "experiment": meta.get("experiment_name"),
+            "game_id": meta.get("game_id"), "player_name": player_name,
+            "game_role": info.get("game_role") if isinstance(info, dict) else str(info).split(",")[0],
+            "model": info.get("model_name") if isinstance(info, dict) else None,
+            "outcome": _outcome(data), "path": str(path.parent)}})
+    return records
+
+
+def read_results(folder: str | Path) -> list[dict]:
+    """Records of every episode under a results/records folder (any depth)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DatasetError(f"records folder '{folder}' does not exist")
+    records = []
+    for path in sorted(folder.rglob("interactions.json")):
+        records += episode_records(path)
+    return records
+
+
+def select(records: Iterable[dict], *, games: Sequence[str] = (), roles: Sequence[str] = (),
+           outcomes: Sequence[str] = ("success",)) -> list[dict]:
+    """Keep records of the given games, game roles (or player names) and outcomes
+    (empty = any)."""
+    for outcome in outcomes:
+        if outcome not in OUTCOMES:
+            raise DatasetError(f"unknown outcome '{outcome}'; valid: {', '.join(OUTCOMES)}")
+    kept = []
+    for record in records:
+        meta = record.get("meta", {})
+        if games and meta.get("game") not in games:
+            continue
+        if roles and meta.get("game_role") not in roles and meta.get("player_name") not in roles:
+            continue
+        if outcomes and meta.get("outcome") not in outcomes:
+            continue
+        kept.append(record)
+    return kept
+
+
+def play_demonstrations(games: Sequence[str], out_dir: str | Path, *, model: str = "programmatic",
+                        instances: str = "instances_train", max_instances: Optional[int] = None,
+                        batch_size: int = 16) -> Path:
+    """Play the games' training instances with `model` in every role (default: the games'
+    programmatic players) into ``out_dir`` (clemcore layout); returns the run folder.
+
+    An existing run folder for the same model is reused when it already holds all games.
+    """
+    from playpen.evaluation import game_specs, load_eval_model, play, score
+    out_dir = Path(out_dir)
+    run_dir = out_dir / model
+    missing = [g for g in games if not any((run_dir / g).rglob("interactions.json"))]
+    if not missing:
+        return run_dir
+    specs = game_specs(missing, instances)
+    player = load_eval_model(model)
+    run_dir = play(specs, [player], results_dir=out_dir, batch_size=batch_size,
+                   max_instances=max_instances)
+    score(specs, run_dir)
+    return run_dir
+
+
+# ----------------------------------------------------------------------------- tokenising
+
+def assistant_spans(tokenizer, messages: Sequence[dict], template_kwargs: Optional[dict] = None
+                    ) -> tuple[str, list[tuple[int, int]]]:
+    """The rendered conversation and the character spans of its assistant turns."""
+    from playpen.chat import normalize_messages
+    messages = normalize_messages(messages)
+    kwargs = dict(tokenize=False, **(template_kwargs or {}))
+    text = tokenizer.apply_chat_template(messages, **kwargs)
+    spans = []
+    for i, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        before = tokenizer.apply_chat_template(messages[:i], add_generation_prompt=True, **kwargs) if i else ""
+        upto = tokenizer.apply_chat_template(messages[:i + 1], **kwargs)
+        if not text.startswith(upto) or not upto.startswith(before):
+            raise DatasetError("the chat template does not render a conversation's prefixes as "
+                               "prefixes of the whole; assistant-only loss cannot be computed for it")
+        spans.append((len(before), len(upto)))
+    return text, spans
+
+
+def tokenize_conversation(tokenizer, messages: Sequence[dict], max_length: Optional[int] = None,
+                          template_kwargs: Optional[dict] = None) -> dict:
+    """``{"input_ids", "assistant_masks"}``: mask 1 on every token inside an assistant turn."""
+    text, spans = assistant_spans(tokenizer, messages, template_kwargs)
+    encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = encoding["input_ids"], encoding["offset_mapping"]
+    mask = [int(any(start <= s and e <= end for start, end in spans) and e > s) for s, e in offsets]
+    if max_length is not None:
+        ids, mask = ids[:max_length], mask[:max_length]
+    return {"input_ids": list(ids), "assistant_masks": mask}
+
+
+def build_dataset(records: Sequence[dict], tokenizer, *, max_length: Optional[int] = 1024,
+                  seed: int = 42, template_kwargs: Optional[dict] = None):
+    """A shuffled ``datasets.Dataset`` of tokenised conversations (``input_ids``,
+    ``assistant_masks``); examples whose assistant tokens were all truncated are dropped."""
+    from datasets import Dataset
+    rows = []
+    for record in records:
+        row = tokenize_conversation(tokenizer, record["messages"], max_length, template_kwargs)
+        if any(row["assistant_masks"]):
+            rows.append(row)
+    if not rows:
+        raise DatasetError(f"no trainable examples among {len(records)} records (no assistant turn "
+                           f"within max_length={max_length})")
+    random.Random(seed).shuffle(rows)
+    return Dataset.from_list(rows)
+
+
+def write_records(records: Sequence[dict], path: str | Path) -> Path:
+    """Write records as JSON lines (the format ``--dataset`` reads)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return path

@@ -1,0 +1,292 @@
+"""Partners: who answers the turns the learner does not play.
+
+A :class:`Partner` answers a batch of turns in one call:
+
+- :class:`ProgrammaticPartner` asks the game's own player (``Player._custom_response``),
+  the ``programmatic``/``mock`` model of clemcore;
+- :class:`HFTeacher` is a frozen local HF model, batched with :mod:`playpen.generation`;
+- :class:`ClemPartner` wraps any clemcore ``Model`` (API backends): its calls run
+  concurrently on a thread pool with a bounded number in flight, with retries, and a
+  pre-flight check that names an unreachable server instead of hanging on it.
+
+:func:`as_partner` turns what a user passes (a name, a clemcore model, a Learner) into one.
+"""
+from __future__ import annotations
+
+import abc
+import concurrent.futures
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar, Optional, Sequence
+
+from playpen.errors import PlaypenError
+from playpen.rollout import LEARNER, Learner, SamplingConfig
+
+PROGRAMMATIC_NAMES = ("programmatic", "mock")
+
+
+class PartnerError(PlaypenError):
+    """A partner (teacher) could not answer: server down, calls failing after retries."""
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """A turn to answer: the game's player, its new context and the full message list."""
+
+    player: Any = field(repr=False)
+    context: dict
+    messages: tuple[dict, ...]
+
+
+@dataclass(frozen=True)
+class TurnResponse:
+    """An answer, with what the player's request log records about the call."""
+
+    text: str
+    prompt: Any = None
+    response_object: dict = field(default_factory=dict)
+    num_new_tokens: int = 0
+
+
+class Partner(abc.ABC):
+    """Answers batches of turns for the roles it plays."""
+
+    kind: ClassVar[str] = "teacher"  # "teacher" | "programmatic"
+    generates: ClassVar[bool] = False  # a local model: its time counts as generation time
+    concurrent: ClassVar[bool] = False  # may run in a thread while the learner generates
+
+    def __init__(self, name: str):
+        self.name = name
+        self._clem_model = None
+
+    @abc.abstractmethod
+    def respond(self, requests: Sequence[TurnRequest]) -> list[TurnResponse]:
+        """One answer per request, in order."""
+
+    def clem_model(self):
+        """The clemcore Model that stands in the game master's ``player_models`` slot."""
+        if self._clem_model is None:
+            self._clem_model = stand_in_model(self.name, self._direct_call)
+        return self._clem_model
+
+    def check(self) -> None:
+        """Fail fast (PartnerError) when the partner cannot work at all."""
+
+    def close(self) -> None:
+        """Release threads and connections."""
+
+    def _direct_call(self, messages: list[dict]):
+        """A game master calling its player directly (outside the rollout loop)."""
+        player = _MessagesOnlyPlayer()
+        response = self.respond([TurnRequest(player, messages[-1], tuple(messages))])[0]
+        return response.prompt, response.response_object, response.text
+
+
+class _MessagesOnlyPlayer:
+    name = "direct call"
+    game_role = "direct call"
+
+
+class ProgrammaticPartner(Partner):
+    """The game's own programmatic player (``Player._custom_response``)."""
+
+    kind = "programmatic"
+
+    def __init__(self, name: str = "programmatic"):
+        super().__init__(name)
+
+    def clem_model(self):
+        if self._clem_model is None:
+            from playpen.clem import clemcore
+            backends = clemcore().backends
+            self._clem_model = backends.CustomResponseModel(backends.ModelSpec(model_name=self.name))
+        return self._clem_model
+
+    def respond(self, requests):
+        out = []
+        for request in requests:
+            text = request.player._custom_response(request.context)
+            out.append(TurnResponse(text, prompt=request.context,
+                                    response_object={"clem_player": {"response": text, "model_name": self.name}}))
+        return out
+
+
+class HFTeacher(Partner):
+    """A frozen local HF causal LM, answering all its turns of a step in one generate."""
+
+    generates = True
+
+    def __init__(self, model: Any, tokenizer: Any, name: str, sampling: SamplingConfig = SamplingConfig(),
+                 template_kwargs: Optional[dict] = None):
+        super().__init__(name)
+        self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
+        self.template_kwargs = dict(template_kwargs or {})
+        self.num_generated_tokens = 0
+
+    def respond(self, requests):
+        from playpen import chat, generation
+        prompts = [chat.prompt_ids(self.tokenizer, r.messages, self.template_kwargs) for r in requests]
+        started = datetime.now()
+        generations = generation.generate(self.model, self.tokenizer, prompts, self.sampling)
+        duration = str(datetime.now() - started)
+        out = []
+        for prompt, gen in zip(prompts, generations):
+            self.num_generated_tokens += len(gen.token_ids)
+            out.append(TurnResponse(
+                gen.text,
+                prompt={"inputs": self.tokenizer.decode(prompt), "max_new_tokens": self.sampling.max_new_tokens,
+                        "temperature": self.sampling.temperature},
+                response_object={"response": self.tokenizer.decode(gen.token_ids),
+                                 "clem_player": {"call_start": str(started), "call_duration": duration,
+                                                 "response": gen.text, "model_name": self.name}},
+                num_new_tokens=len(gen.token_ids)))
+        return out
+
+
+class ClemPartner(Partner):
+    """Any clemcore Model; remote calls run concurrently (at most ``max_in_flight``).
+
+    Each call is retried ``retries`` times (after ``retry_delay`` seconds, doubling) on
+    top of whatever the backend itself retries; a call that still fails raises
+    :class:`PartnerError` naming the partner and the cause.
+    """
+
+    concurrent = True
+
+    def __init__(self, model: Any, *, max_in_flight: int = 8, retries: int = 1, retry_delay: float = 1.0,
+                 check_timeout: float = 5.0):
+        super().__init__(model.name)
+        self.model = model
+        self.max_in_flight = max(1, max_in_flight)
+        self.retries, self.retry_delay, self.check_timeout = retries, retry_delay, check_timeout
+        self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
+
+    def clem_model(self):
+        return self.model
+
+    def check(self) -> None:
+        url = _base_url_of(self.model)
+        if url is None:
+            return
+        try:
+            urllib.request.urlopen(url.rstrip("/") + "/models", timeout=self.check_timeout).close()
+        except urllib.error.HTTPError:
+            return  # the server answers (an auth or routing error is the backend's business)
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise PartnerError(f"partner '{self.name}' cannot reach its server at {url}: {reason}. "
+                               f"Is the server running (see key.json 'base_url')?") from e
+
+    def respond(self, requests):
+        if len(requests) == 1 or self.max_in_flight == 1:
+            return [self._call(r) for r in requests]
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(self.max_in_flight,
+                                                               thread_name_prefix=f"partner-{self.name}")
+        return list(self._pool.map(self._call, requests))
+
+    def _call(self, request: TurnRequest) -> TurnResponse:
+        delay = self.retry_delay
+        for attempt in range(self.retries + 1):
+            try:
+                prompt, response_object, text = self.model.generate_response(list(request.messages))
+                return TurnResponse(text, prompt=prompt, response_object=dict(response_object or {}))
+            except Exception as e:  # noqa: BLE001 - re-raised below with the partner's name
+                if attempt == self.retries:
+                    raise PartnerError(f"partner '{self.name}' failed after {self.retries + 1} "
+                                       f"attempt(s): {type(e).__name__}: {e}") from e
+                time.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+def _base_url_of(model: Any) -> Optional[str]:
+    client = getattr(model, "client", None)
+    base = getattr(client, "base_url", None)
+    return str(base) if base else None
+
+
+# ----------------------------------------------------------------------------- conversion
+
+def as_partner(value: Any, *, sampling: SamplingConfig = SamplingConfig(), max_in_flight: int = 8):
+    """A Partner for ``value`` (see :data:`playpen.rollout.PartnerLike`); ``LEARNER`` for the learner."""
+    if isinstance(value, Partner):
+        return value
+    if isinstance(value, str):
+        if value == LEARNER:
+            return LEARNER
+        if value in PROGRAMMATIC_NAMES:
+            return ProgrammaticPartner(value)
+        return as_partner(load_partner_model(value, sampling), sampling=sampling, max_in_flight=max_in_flight)
+    if isinstance(value, Learner):
+        return HFTeacher(value.model, value.tokenizer, value.name, value.sampling)
+    from playpen.clem import clemcore
+    backends = clemcore().backends
+    if isinstance(value, backends.CustomResponseModel):
+        return ProgrammaticPartner(value.name)
+    if isinstance(value, backends.Model):
+        if hasattr(value, "model") and hasattr(value, "tokenizer"):  # HuggingfaceLocalModel
+            gen = dict(value.gen_args or {})
+            teacher_sampling = SamplingConfig(temperature=float(gen.get("temperature", sampling.temperature)),
+                                              max_new_tokens=int(gen.get("max_tokens", sampling.max_new_tokens)),
+                                              max_batch_size=sampling.max_batch_size)
+            from playpen.chat import template_kwargs_of
+            return HFTeacher(value.model, value.tokenizer, value.name, teacher_sampling,
+                             template_kwargs_of(value))
+        return ClemPartner(value, max_in_flight=max_in_flight)
+    raise TypeError(f"cannot use {value!r} as a partner: pass 'learner', 'programmatic', a model "
+                    f"name, a Learner, a clemcore Model or a playpen.teachers.Partner")
+
+
+def load_partner_model(name: str, sampling: SamplingConfig):
+    """Load a registry model by name as a clemcore Model (checks key.json first)."""
+    from playpen import registry
+    from playpen.clem import clemcore, load_model
+    entry = registry.resolve_model(name)
+    registry.check_key_for(entry)
+    spec = clemcore().backends.ModelSpec.from_dict(entry.spec)
+    return load_model(spec, dict(temperature=sampling.temperature, max_tokens=sampling.max_new_tokens))
+
+
+_STAND_IN_CLASS = None
+
+
+def stand_in_model(name: str, direct_call, gen_args: Optional[dict] = None, backend: str = "playpen"):
+    """A clemcore Model named ``name`` for a game master's ``player_models``.
+
+    The rollout loop answers its player's turns itself; ``direct_call(messages)`` only
+    serves game masters that call a player directly (outside the loop).
+    """
+    global _STAND_IN_CLASS
+    if _STAND_IN_CLASS is None:
+        from playpen.clem import clemcore
+        backends = clemcore().backends
+
+        class StandInModel(backends.BatchGenerativeModel):
+            def __init__(self, spec, call):
+                super().__init__(spec)
+                self._call = call
+
+            def generate_response(self, messages):
+                return self._call(list(messages))
+
+            def generate_batch_response(self, batch_messages):
+                return [self._call(list(m)) for m in batch_messages]
+
+            def __deepcopy__(self, memo):
+                return self  # stateless proxy: branches share it
+
+        _STAND_IN_CLASS = StandInModel
+    from playpen.clem import clemcore
+    spec = clemcore().backends.ModelSpec(model_name=name, backend=backend)
+    model = _STAND_IN_CLASS(spec, direct_call)
+    model.set_gen_args(**(gen_args or dict(temperature=0.0, max_tokens=300)))
+    return model

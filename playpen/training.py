@@ -1,0 +1,230 @@
+"""What the example trainers share: checkpoints, Ctrl-C safety, metrics, precision.
+
+Kept free of any one algorithm: :mod:`playpen.sft` builds supervised datasets,
+:mod:`playpen.grpo` bridges the rollout engine to TRL's ``rollout_func``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from playpen.callbacks import BaseCallback, JsonlLogCallback
+from playpen.errors import PlaypenError
+
+LOG_FILE = "playpen-log.jsonl"
+CURVE_FILE = "learning-curve.png"
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+class ResumeError(PlaypenError):
+    """--resume was asked for but there is nothing (complete) to resume from."""
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+def checkpoints(run_dir: str | Path) -> list[Path]:
+    """Complete ``checkpoint-N`` folders, oldest first. A checkpoint is complete when its
+    ``trainer_state.json`` exists: transformers writes that file last, so a folder left
+    by a crash in the middle of saving is never picked."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    found = []
+    for child in run_dir.iterdir():
+        match = _CHECKPOINT.match(child.name)
+        if match and (child / "trainer_state.json").exists():
+            found.append((int(match.group(1)), child))
+    return [path for _, path in sorted(found)]
+
+
+def latest_checkpoint(run_dir: str | Path) -> Optional[Path]:
+    found = checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def resume_checkpoint(run_dir: str | Path, resume: bool) -> Optional[str]:
+    """The checkpoint to resume from (None for a fresh run); --resume without one is an error."""
+    if not resume:
+        return None
+    last = latest_checkpoint(run_dir)
+    if last is None:
+        raise ResumeError(f"--resume: no complete checkpoint in {run_dir} (checkpoint-N with "
+                          f"trainer_state.json); start without --resume")
+    return str(last)
+
+
+def checkpoint_step(path: str | Path) -> int:
+    match = _CHECKPOINT.match(Path(path).name)
+    return int(match.group(1)) if match else 0
+
+
+# ----------------------------------------------------------------------------- precision, threads
+
+def precision_kwargs() -> dict:
+    """TRL configs default to bf16, which on CPU means slow autocast: fp32 on CPU, bf16
+    where a GPU supports it."""
+    import torch
+    if torch.cuda.is_available():
+        bf16 = torch.cuda.is_bf16_supported()
+        return {"bf16": bf16, "fp16": not bf16}
+    return {"bf16": False, "fp16": False, "use_cpu": True}
+
+
+def model_of(learner: Any):
+    """The torch module of a learner (a clemcore HuggingfaceLocalModel or a bare model)."""
+    return getattr(learner, "model", learner)
+
+
+def tokenizer_of(learner: Any):
+    tokenizer = getattr(learner, "tokenizer", None)
+    if tokenizer is None:
+        raise PlaypenError(f"learner {learner!r} has no tokenizer: the learner must be a "
+                           f"huggingface_local model")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def safe_name(name: str) -> str:
+    """A model name as one folder name (``org/model`` → ``org--model``)."""
+    return re.sub(r"[^A-Za-z0-9+._-]", "-", name.replace("/", "--"))
+
+
+# ----------------------------------------------------------------------------- Ctrl-C
+
+class GracefulInterrupt:
+    """First Ctrl-C: finish the current optimizer step, save a checkpoint, stop cleanly.
+    A second Ctrl-C interrupts at once (the last saved checkpoint stays valid).
+
+    Use as a context manager around ``trainer.train()`` together with
+    :class:`PlaypenTrainerCallback`, which turns the flag into ``should_save`` and
+    ``should_training_stop``.
+    """
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("\n[playpen] Ctrl-C: saving a checkpoint after this step and stopping "
+              "(press Ctrl-C again to stop at once)", flush=True)
+
+    def __enter__(self):
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        except ValueError:  # not the main thread: no handler, Ctrl-C raises as usual
+            self._previous = None
+        return self
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        return False
+
+
+# ----------------------------------------------------------------------------- metrics bridge
+
+# TRL log keys -> playpen's namespaced metric keys
+_RENAMES = {
+    "loss": "train/loss",
+    "learning_rate": "train/learning_rate",
+    "grad_norm": "train/grad_norm",
+    "kl": "train/kl",
+    "entropy": "train/entropy",
+    "mean_token_accuracy": "train/mean_token_accuracy",
+    "reward": "rollout/reward_mean",
+    "reward_std": "rollout/reward_std",
+    "epoch": "train/epoch",
+    "num_tokens": "train/num_tokens",
+}
+
+
+def rename_metrics(logs: dict) -> dict:
+    """TRL's log dict → playpen keys. Per-role rewards arrive as ``rewards/role:<R>/mean``
+    (one reward function per role) and become ``reward/<R>/mean``; ``rewards/played/mean``
+    becomes ``rollout/percent_played`` (×100)."""
+    out = {}
+    for key, value in logs.items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        if key.startswith("rewards/role:"):
+            role_and_stat = key[len("rewards/role:"):]
+            role, _, stat = role_and_stat.rpartition("/")
+            out[f"reward/{role}/{stat}"] = value
+        elif key == "rewards/played/mean":
+            out["rollout/percent_played"] = 100.0 * value
+        elif key in _RENAMES:
+            out[_RENAMES[key]] = value
+        elif "/" in key:
+            out[key] = value
+        else:
+            out[f"train/{key}"] = value
+    return out
+
+
+def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
+                          interrupt: Optional[GracefulInterrupt] = None,
+                          extra_metrics: Optional[callable] = None):
+    """A transformers ``TrainerCallback`` that forwards every logged step to playpen's
+    callbacks and to ``<run_dir>/playpen-log.jsonl``, adds ``train/tokens_per_s``, stops
+    when a callback returns False, and saves + stops after a Ctrl-C."""
+    from transformers import TrainerCallback
+
+    log = JsonlLogCallback(Path(run_dir) / LOG_FILE)
+
+    class PlaypenTrainerCallback(TrainerCallback):
+        def __init__(self):
+            self._last_time = None
+            self._last_tokens = None
+            self._stop = False
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self._last_time = time.time()
+            self._last_tokens = getattr(state, "num_input_tokens_seen", 0) or 0
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not logs or "train_runtime" in logs:  # the end-of-training summary is no step
+                return
+            metrics = rename_metrics(logs)
+            now = time.time()
+            tokens = metrics.get("train/num_tokens", getattr(state, "num_input_tokens_seen", 0)) or 0
+            if self._last_time is not None and tokens and now > self._last_time:
+                metrics["train/tokens_per_s"] = (tokens - (self._last_tokens or 0)) / (now - self._last_time)
+            self._last_time, self._last_tokens = now, tokens
+            if extra_metrics is not None:
+                metrics.update(extra_metrics())
+            step = int(state.global_step)
+            keep_going = callbacks.on_train_step(step, metrics)
+            log.on_train_step(step, metrics)
+            if not keep_going:
+                self._stop = True
+                control.should_save = True
+                control.should_training_stop = True
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if (interrupt is not None and interrupt.requested) or self._stop:
+                control.should_save = True
+                control.should_training_stop = True
+
+    return PlaypenTrainerCallback()
+
+
+def finite(value: float) -> Optional[float]:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def write_json(path: str | Path, payload: dict) -> None:
+    """Write atomically (a crash never leaves half a file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=1, default=str), encoding="utf-8")
+    tmp.replace(path)

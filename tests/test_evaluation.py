@@ -1,0 +1,133 @@
+"""`playpen eval`: the clemscore table equals `clem score` + `clem eval`; adapters get
+their own results folder; a registered peft_model plays under `clem run`; user errors."""
+import csv
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from playpen.cli import cli
+from playpen.evaluation import GameScore, adapter_tag, table_from_scores
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_table_arithmetic_matches_clem_eval_rules():
+    scores = [{"game": "a", "Aborted": 0, "Main Score": 100}, {"game": "a", "Aborted": 1, "Main Score": math.nan},
+              {"game": "b", "Aborted": 1, "Main Score": math.nan}]
+    table = table_from_scores("m", scores)
+    a, b = table.games
+    assert (a.percent_played, a.quality, a.clemscore) == (50.0, 100.0, 50.0)
+    assert b.percent_played == 0.0 and math.isnan(b.quality) and b.clemscore == 0.0
+    # games average unweighted; a game without played episodes drops out of the quality mean
+    assert table.overall.percent_played == 25.0 and table.overall.quality == 100.0
+    assert table.clemscore == 25.0
+    assert "n/a" in table.to_text() and json.dumps(table.to_dict())
+
+
+def test_adapter_tag_is_readable_and_folder_safe(tmp_path):
+    path = tmp_path / "models" / "sft+lora" / "smol-135m" / "checkpoint-8"
+    assert adapter_tag(path, "smol-135m") == "sft+lora-checkpoint-8"
+    assert "/" not in adapter_tag(tmp_path / "x y" / "a", "m")
+
+
+def test_eval_programmatic_equals_clem_score_and_eval(clem_workspace, monkeypatch, clem):
+    monkeypatch.chdir(clem_workspace)
+    result = invoke("eval", "-m", "programmatic", "-g", "referencegame", "-n", "1", "--json")
+    assert result.exit_code == 0, result.output
+    table = json.loads(result.stdout)
+    assert table["run_name"] == "programmatic"
+    assert table["games"][0]["num_episodes"] == 5  # 5 experiments x 1 instance
+    run_dir = clem_workspace / "results" / "programmatic"
+    assert (run_dir / "playpen-eval.json").exists() and (run_dir / "results.csv").exists()
+
+    # the same episodes through clem's own score and eval commands give the same numbers
+    # (one interpreter for both: each `clem` start costs seconds on a loaded 2-core box)
+    code = ("from clemcore.cli import score; from clemcore.clemeval import perform_evaluation;"
+            "score('referencegame', results_dir='results'); perform_evaluation('results')")
+    done = subprocess.run([sys.executable, "-c", code], cwd=clem_workspace, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(clem_workspace / "results" / "results.csv") as f:
+        row = next(r for r in csv.DictReader(f) if r[""] == "programmatic")
+    assert float(row["referencegame, % Played"]) == table["games"][0]["percent_played"]
+    assert float(row["referencegame, Quality Score"]) == table["games"][0]["quality"]
+    assert float(row["-, clemscore"]) == table["clemscore"]
+
+
+@pytest.fixture(scope="module")
+def lora_adapter(tmp_path_factory, tiny_model_dir):
+    """A random (but valid) LoRA adapter for the tiny model, saved like a checkpoint."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    out = tmp_path_factory.mktemp("adapter") / "models" / "sft+lora" / "tiny-random" / "checkpoint-2"
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    peft = get_peft_model(model, LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"))
+    torch.manual_seed(1)
+    for name, p in peft.named_parameters():
+        if "lora_B" in name:
+            p.data.normal_()
+    peft.save_pretrained(out)
+    return out
+
+
+def test_eval_adapter_gets_its_own_results_folder(tiny_workspace, lora_adapter):
+    base = invoke("eval", "-m", "tiny-random", "-g", "referencegame", "-n", "1", "-L", "4")
+    assert base.exit_code == 0, base.output
+    adapted = invoke("eval", "-m", "tiny-random", "--adapter", str(lora_adapter), "-g", "referencegame",
+                     "-n", "1", "-L", "4")
+    assert adapted.exit_code == 0, adapted.output
+    folders = sorted(p.name for p in (tiny_workspace / "results").iterdir())
+    assert folders == ["tiny-random", "tiny-random+sft+lora-checkpoint-2"]
+    info = json.loads((tiny_workspace / "results" / folders[1] / "playpen-eval.json").read_text())
+    assert info["adapter"] == str(lora_adapter)
+    interactions = next((tiny_workspace / "results" / folders[1]).rglob("interactions.json"))
+    players = json.loads(interactions.read_text())["players"]
+    assert players["Player 1"]["model_name"] == "tiny-random+sft+lora-checkpoint-2"
+
+
+def test_registered_peft_model_plays_with_clem_run(tiny_workspace, lora_adapter, tiny_model_dir, clem):
+    """The documented way to name an adapter: a model_registry.json entry with peft_model."""
+    entries = json.loads((tiny_workspace / "model_registry.json").read_text())
+    entries.append({**entries[0], "model_name": "tiny-lora",
+                    "model_config": {**entries[0]["model_config"], "peft_model": str(lora_adapter)}})
+    (tiny_workspace / "model_registry.json").write_text(json.dumps(entries))
+    clem(["run", "-g", "referencegame", "-m", "tiny-lora", "-e", "letter_grids", "-l", "4", "-b", "18"],
+         cwd=tiny_workspace)
+    episodes = list((tiny_workspace / "results" / "tiny-lora" / "referencegame").rglob("interactions.json"))
+    assert len(episodes) == 18
+    # and playpen eval accepts the registered name as well
+    result = invoke("eval", "-m", "tiny-lora", "-g", "referencegame", "-n", "1", "-L", "4")
+    assert result.exit_code == 0, result.output
+    assert "tiny-lora" in result.output
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["-m", "no-such-model"], "unknown model 'no-such-model'"),
+    (["-m", "programmatic", "-g", "no-such-game"], "unknown game 'no-such-game'"),
+    (["-m", "programmatic", "-g", "referencegame", "-i", "nope"], "has no in/nope.json"),
+    (["-m", "programmatic", "--adapter", "does/not/exist"], "is not a folder"),
+    (["-m", "programmatic", "-n", "0"], "--max-instances must be at least 1"),
+])
+def test_eval_user_errors(clem_workspace, monkeypatch, args, expected):
+    monkeypatch.chdir(clem_workspace)
+    result = invoke("eval", *args)
+    assert result.exit_code == 2, result.output
+    assert expected in result.output
+    assert result.output.count("\n") == 1 and result.output.startswith("playpen: error:")
+    assert not (clem_workspace / "results").exists()
+
+
+def test_eval_adapter_without_adapter_config(tiny_workspace):
+    (tiny_workspace / "not-an-adapter").mkdir()
+    result = invoke("eval", "-m", "tiny-random", "--adapter", "not-an-adapter")
+    assert result.exit_code == 2 and "no adapter_config.json" in result.output
+
+
+def test_game_score_clemscore_of_unplayed_game_is_zero():
+    assert GameScore("g", 3, 0.0, math.nan).clemscore == 0.0
