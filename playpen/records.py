@@ -79,7 +79,7 @@ class RunWriter:
     """One rollout call's results folder."""
 
     def __init__(self, records_dir: str | Path, run_name: Optional[str] = None):
-        self.records_dir = Path(records_dir)
+        self.records_dir = Path(records_dir).resolve()
         self.run_name = run_name or default_run_name()
         self.run_dir = self.records_dir / self.run_name
         self.records_dir.mkdir(parents=True, exist_ok=True)

@@ -230,10 +230,12 @@ class RolloutStats:
     """Learner + HF-teacher tokens generated (up to and including EOS; no padding)."""
     num_generate_calls: int = 0
     seconds_total: float = 0.0
+    seconds_setup: float = 0.0
+    """Loading games and partners, probing roles (part of seconds_total)."""
     seconds_generate: float = 0.0
     seconds_partners: float = 0.0
     seconds_env: float = 0.0
-    """Game masters, templating, bookkeeping, records: everything but the models."""
+    """Game masters, templating, bookkeeping, records: the loop's time outside the models."""
 
     @property
     def episodes_per_s(self) -> float:
@@ -245,13 +247,16 @@ class RolloutStats:
 
     @property
     def env_share(self) -> float:
-        return self.seconds_env / self.seconds_total if self.seconds_total else 0.0
+        """Share of the loop's time (total minus setup) spent outside the models."""
+        loop = self.seconds_total - self.seconds_setup
+        return self.seconds_env / loop if loop > 0 else 0.0
 
     def as_metrics(self) -> dict[str, float]:
         return {"rollout/episodes": self.num_episodes, "rollout/errors": self.num_errors,
                 "rollout/episodes_per_s": self.episodes_per_s, "rollout/tokens_per_s": self.tokens_per_s,
                 "rollout/generated_tokens": self.num_generated_tokens,
-                "rollout/env_share": self.env_share, "rollout/seconds": self.seconds_total}
+                "rollout/env_share": self.env_share, "rollout/seconds": self.seconds_total,
+                "rollout/seconds_setup": self.seconds_setup}
 
 
 @dataclass(frozen=True)

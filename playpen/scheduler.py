@@ -184,6 +184,7 @@ def run_rollout(games, learner: Learner, *, roles=None, partners=None, instances
         if seed is not None:
             import torch
             torch.manual_seed(seed)
+        setup_seconds = time.perf_counter() - started
         loop = _Loop(learner, template_kwargs, branching, max_concurrent_episodes, reward_fn, writer,
                      callbacks, raise_game_errors)
         if callbacks is not None:
@@ -209,9 +210,9 @@ def run_rollout(games, learner: Learner, *, roles=None, partners=None, instances
     clock = loop.clock
     stats = RolloutStats(num_episodes=len(results), num_errors=sum(r.error is not None for r in results),
                          num_learner_turns=clock.learner_turns, num_generated_tokens=clock.tokens,
-                         num_generate_calls=clock.calls, seconds_total=total,
+                         num_generate_calls=clock.calls, seconds_total=total, seconds_setup=setup_seconds,
                          seconds_generate=clock.generate, seconds_partners=clock.partners,
-                         seconds_env=max(0.0, total - clock.generate - clock.partners))
+                         seconds_env=max(0.0, total - setup_seconds - clock.generate - clock.partners))
     return RolloutResult(results, stats, writer.run_dir if writer is not None else None)
 
 

@@ -39,13 +39,19 @@ def read_dataset_file(path: str | Path) -> list[dict]:
     if not path.is_file():
         raise DatasetError(f"dataset file '{path}' does not exist")
     text = path.read_text(encoding="utf-8")
-    try:
-        if path.suffix == ".jsonl":
-            records = [json.loads(line) for line in text.splitlines() if line.strip()]
-        else:
+    if path.suffix == ".jsonl":
+        records = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise DatasetError(f"{path}:{number}: malformed JSON: {e.msg}") from e
+    else:
+        try:
             records = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise DatasetError(f"{path}:{e.lineno}: malformed JSON: {e.msg}") from e
+        except json.JSONDecodeError as e:
+            raise DatasetError(f"{path}:{e.lineno}: malformed JSON: {e.msg}") from e
     if not isinstance(records, list):
         raise DatasetError(f"{path}: expected a list of records ({{messages, meta}})")
     for index, record in enumerate(records):

@@ -206,8 +206,8 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
             log.on_train_step(step, metrics)
             if not keep_going:
                 self._stop = True
-                control.should_save = True
-                control.should_training_stop = True
+            # on_log runs before the step's save decision: act on a stop request right away
+            self.on_step_end(args, state, control)
 
         def on_step_end(self, args, state, control, **kwargs):
             if (interrupt is not None and interrupt.requested) or self._stop:

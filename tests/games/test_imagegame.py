@@ -48,6 +48,7 @@ ADVERSARIAL = [
     "X X X X X X\n" * 5, "\n".join(["A B C D E"] * 6), "A B C D\n" * 5, "AB C D E F\n" * 5,
     "\n".join(["1 2 3 4 5"] * 5), "\n".join(["□ □ □ □ □"] * 5), "\n".join(["É ▢ ▢ ▢ ▢"] * 5),
     "\n".join(["A,B,C,D,E"] * 5), "Here is the grid:\n" + EMPTY_TEXT, None, 7,
+    "Command: Put \u212a in row 1 column 1", "Command: Fill row 1 with ſ",
 ]
 
 
@@ -222,7 +223,7 @@ def test_read_command(command, letter, cells):
 
 @pytest.mark.parametrize("command", [
     "hello", "DONE.", "Put X in row 6 column 2", "Put X somewhere nice", "Fill row 1", "",
-    "What is your next command?",
+    "What is your next command?", "Put \u212a in row 1 column 1", "Fill row 1 with ſ",
 ])
 def test_unreadable_commands_leave_grid_unchanged(command):
     assert commands.apply_command(TARGET, command) == TARGET
@@ -241,10 +242,13 @@ def test_giver_plan_redraws_any_grid(target):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(), grid_strategy)
+@given(st.one_of(st.text(), st.text().map(lambda t: "Put " + t), st.text().map(lambda t: "Fill row 1 with " + t)),
+       grid_strategy)
 def test_apply_command_never_raises(text, grid):
     after = commands.apply_command(grid, text)
     assert len(after) == 5 and all(len(row) == 5 for row in after)
+    for r, c in [(r, c) for r in range(5) for c in range(5) if after[r][c] != grid[r][c]]:
+        assert after[r][c] == E or after[r][c] in grids.LETTERS
 
 
 # --- programmatic players -----------------------------------------------------------------
@@ -253,8 +257,9 @@ def context(text: str) -> dict:
     return {"role": "user", "content": text}
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.one_of(st.text(), st.sampled_from([a for a in ADVERSARIAL if isinstance(a, str)])))
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.text(), st.text().map(lambda t: "Command: " + t),
+                 st.sampled_from([a for a in ADVERSARIAL if isinstance(a, str)])))
 def test_policies_always_reply_in_format(text):
     giver = master.InstructionGiver(CustomResponseModel())
     follower = master.InstructionFollower(CustomResponseModel())

@@ -33,7 +33,6 @@ master = _load_game_module("referencegame_master", "master")  # a unique name: e
 generator = _load_game_module("referencegame_instancegenerator", "instancegenerator")
 
 from clemcore.backends.model_registry import CustomResponseModel  # noqa: E402
-from clemcore.clemgame import GameBenchmark  # noqa: E402
 from clemcore.clemgame.errors import ParseError  # noqa: E402
 from clemcore.clemgame.recorder import GameInteractionsRecorder  # noqa: E402
 from clemcore.clemgame.registry import GameSpec  # noqa: E402

@@ -11,13 +11,11 @@ target of the other; the remaining words are distractors in the lexicon.
 import json
 import os
 import random
-import sys
 
 from clemcore.clemgame import GameInstanceGenerator
 from wordfreq import zipf_frequency
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from adv_taboo_rules import mentions, stem, stopwords, tokenize  # noqa: E402
+from adv_taboo_rules import mentions, stem, stopwords, tokenize
 
 SEED = 42
 MAX_ROUNDS = 5

@@ -1,8 +1,8 @@
 """The drawing-command language of the programmatic image-game players.
 
-The giver plans one command per line of the target ("Fill row 2 with B", "Put B in
-row 2 columns 1, 3 and 5", or the same by columns, whichever plan is shorter); the
-follower reads such commands - and common free-text variants like "Put an E in the
+The giver plans one command per letter pattern shared by a set of rows ("Fill rows 1
+and 3 with B", "Put B in rows 2 and 4, columns 1, 3 and 5"), or the same by columns,
+whichever plan is shorter; the follower reads such commands - and common free-text variants like "Put an E in the
 second row third column" or "Fill the last row with X" - and applies them.
 """
 from __future__ import annotations
@@ -34,7 +34,8 @@ def _line_plan(target: Grid, by_rows: bool) -> list[str]:
         if len(where) == SIZE:
             commands.append(f"Fill {lines_text} with {letter}")
         else:
-            commands.append(f"Put {letter} in {lines_text}, {other}{'s' if len(where) > 1 else ''} {_join(list(where))}")
+            cells_text = f"{other}{'s' if len(where) > 1 else ''} {_join(list(where))}"
+            commands.append(f"Put {letter} in {lines_text}, {cells_text}")
     return commands
 
 
@@ -77,10 +78,11 @@ _LINE_NOUN = {"row": re.compile(r"\brows?\b"), "column": re.compile(r"\bcol(?:um
 _CORNER = re.compile(r"\b(top|upper|bottom|lower)[\s-]+(left|right)\b")
 _WHOLE_GRID = re.compile(r"\b(?:(?:whole|entire|full|complete)\s+grid|all\s+(?:the\s+)?cells|every\s+cell)\b")
 _ERASE = re.compile(r"^\s*(?:clear|erase|remove|delete|empty|blank)\b")
+# ASCII only: under re.I alone, [a-z] also matches "ſ" and the Kelvin sign "K".
 _LETTER_PATTERNS = [
-    re.compile(r"\bwith\s+(?:(?:the\s+letter|letter|an?)\s+)?['\"]?([a-z])['\"]?(?![a-z])", re.I),
+    re.compile(r"\bwith\s+(?:(?:the\s+letter|letter|an?)\s+)?['\"]?([a-z])['\"]?(?![a-z])", re.I | re.A),
     re.compile(r"\b(?:put|place|write|draw|add|insert|set|fill\s+in)\s+(?:(?:an?|the\s+letter|letter|the)\s+)?"
-               r"['\"]?([a-z])['\"]?(?![a-z])", re.I),
+               r"['\"]?([a-z])['\"]?(?![a-z])", re.I | re.A),
 ]
 
 

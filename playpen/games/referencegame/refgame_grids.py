@@ -5,8 +5,6 @@ shown to players with "X" for filled and "▢" (U+25A2) for empty cells.
 """
 from __future__ import annotations
 
-import re
-
 SIZE = 5
 FILLED = "X"
 EMPTY = "▢"
@@ -144,8 +142,3 @@ def _read_rows(rows: list[str]) -> Grid | None:
             return None
         grid.append(tuple(t in _FILLED_TOKENS for t in tokens))
     return tuple(grid)
-
-
-def grid_key(grid: Grid) -> str:
-    """A compact one-line identity for a grid (used to check set disjointness)."""
-    return re.sub(r"\s", "", format_grid(grid))

@@ -12,13 +12,11 @@ game is a training target of the other.
 import json
 import os
 import random
-import sys
 
 from clemcore.clemgame import GameInstanceGenerator
 from wordfreq import zipf_frequency
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from taboo_rules import stopwords, stem, taboo_violations, tokenize  # noqa: E402
+from taboo_rules import stopwords, stem, taboo_violations, tokenize
 
 SEED = 42
 MAX_ROUNDS = 3

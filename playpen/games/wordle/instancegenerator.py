@@ -4,7 +4,8 @@
 
 Writes
 - resources/allowed_words.txt: the allowed-guess list, the NUM_ALLOWED_WORDS most frequent
-  five-letter a-z words of wordfreq's English 'large' list (plus every target), in
+  five-letter a-z words of wordfreq's English 'large' list (plus every target; see
+  looks_like_a_word), in
   frequency order (the programmatic solver uses the order as its prior);
 - in/instances.json (evaluation: 10 high + 20 medium frequency targets) and
   in/instances_train.json (training: all remaining targets), disjoint, drawn with SEED.
@@ -16,6 +17,7 @@ import json
 import os
 import random
 import re
+from collections import Counter
 
 import wordfreq
 from clemcore.clemgame import GameInstanceGenerator
@@ -39,10 +41,17 @@ def frequency_bin(word: str) -> str | None:
     return None
 
 
+def looks_like_a_word(word: str) -> bool:
+    """Five letters a-z with a vowel (or y) and no letter four times: drops 'https',
+    'hmmmm', 'xxxxx' and the like, which wordfreq counts as words."""
+    return (re.fullmatch(r"[a-z]{5}", word) is not None and bool(set(word) & set("aeiouy"))
+            and max(Counter(word).values()) < 4)
+
+
 def build_allowed_words(targets: list[str]) -> list[str]:
     words = []
     for word in wordfreq.iter_wordlist("en", wordlist="large"):
-        if re.fullmatch(r"[a-z]{5}", word):
+        if looks_like_a_word(word):
             words.append(word)
             if len(words) == NUM_ALLOWED_WORDS:
                 break

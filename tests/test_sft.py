@@ -1,0 +1,213 @@
+"""SFT data and trainers: assistant-only masks, records, the two example trainers
+(in-process and through `playpen run`), resume, Ctrl-C, crash safety, user errors."""
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from playpen import sft, training
+from playpen.cli import cli
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LORA_TRAINER = REPO_ROOT / "examples" / "trl" / "sft_trainer_lora.py"
+SIMPLE_TRAINER = REPO_ROOT / "examples" / "trl" / "sft_trainer_simple.py"
+# small and fast: 2 steps of 2 conversations, 1 held-out instance per experiment, short replies
+FAST = ["--max-steps", "2", "--batch-size", "2", "--max-length", "400", "--save-steps", "1",
+        "--eval-max-instances", "1"]
+
+
+@pytest.fixture(scope="session")
+def tokenizer(smol_tokenizer_dir):
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+
+
+@pytest.fixture(scope="session")
+def demonstrations(tmp_path_factory):
+    """Programmatic referencegame episodes on the training instances (1 per experiment)."""
+    from playpen.sft import play_demonstrations
+    root = tmp_path_factory.mktemp("demos")
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        return play_demonstrations(["referencegame"], root / "demonstrations", max_instances=1)
+    finally:
+        os.chdir(cwd)
+
+
+# ----------------------------------------------------------------------------- data
+
+def test_assistant_mask_covers_exactly_the_assistant_turns(tokenizer):
+    messages = [{"role": "user", "content": "Say A."}, {"role": "assistant", "content": "A"},
+                {"role": "user", "content": "Now B."}, {"role": "user", "content": "Please."},
+                {"role": "assistant", "content": "B b"}]
+    row = sft.tokenize_conversation(tokenizer, messages)
+    masked = [i for i, m in zip(row["input_ids"], row["assistant_masks"]) if m]
+    assert tokenizer.decode(masked) == "A<|im_end|>\nB b<|im_end|>\n"
+    # the trained tokens follow exactly the prompt the model sees at inference
+    prompt = tokenizer.apply_chat_template(
+        [messages[0]], add_generation_prompt=True, tokenize=False)
+    first = row["assistant_masks"].index(1)
+    assert tokenizer.decode(row["input_ids"][:first]) == prompt
+    assert sft.tokenize_conversation(tokenizer, messages, max_length=5)["input_ids"] == row["input_ids"][:5]
+
+
+def test_records_from_results(demonstrations):
+    records = sft.read_results(demonstrations)
+    assert len(records) == 10  # 5 episodes x 2 players
+    roles = {r["meta"]["game_role"] for r in records}
+    assert roles == {"Instruction Giver", "Instruction Follower"}
+    giver = next(r for r in records if r["meta"]["game_role"] == "Instruction Giver")
+    assert [m["role"] for m in giver["messages"]] == ["user", "assistant"]
+    assert giver["messages"][1]["content"].startswith("Expression:")
+    assert sft.select(records, roles=["Instruction Follower"], outcomes=["success"]) == \
+        [r for r in records if r["meta"]["game_role"] == "Instruction Follower"]
+    assert sft.select(records, outcomes=["aborted"]) == []
+    with pytest.raises(sft.DatasetError, match="unknown outcome 'won'"):
+        sft.select(records, outcomes=["won"])
+
+
+def test_dataset_file_round_trip(tmp_path, demonstrations, tokenizer):
+    records = sft.read_results(demonstrations)
+    path = sft.write_records(records, tmp_path / "d.jsonl")
+    assert sft.read_dataset_file(path) == records
+    dataset = sft.build_dataset(records, tokenizer, max_length=600)
+    assert set(dataset.column_names) == {"input_ids", "assistant_masks"} and len(dataset) == 10
+    (tmp_path / "bad.jsonl").write_text('{"messages": []}\n{oops\n')
+    with pytest.raises(sft.DatasetError, match="bad.jsonl:2"):
+        sft.read_dataset_file(tmp_path / "bad.jsonl")
+    with pytest.raises(sft.DatasetError, match="no trainable examples"):
+        sft.build_dataset(records, tokenizer, max_length=8)
+
+
+# ----------------------------------------------------------------------------- trainers
+
+def load_trainer(path, learner_name="tiny-random", **config):
+    from playpen.runner import load_trainer_class, resolve_and_load
+    cls = load_trainer_class(path)
+    learner = resolve_and_load(learner_name, dict(temperature=0.0, max_tokens=6), role="learner")
+    return cls(learner, config=cls.config_class(**config), progress=False), learner
+
+
+def lora_state(model):
+    return {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
+
+
+def test_sft_lora_in_process_trains_saves_evaluates(tiny_workspace, demonstrations):
+    trainer, learner = load_trainer(LORA_TRAINER, records=str(demonstrations), max_steps=2, batch_size=2,
+                                    max_length=400, save_steps=1, eval_max_instances=1, lora_r=4)
+    trainer.learn(None)
+    run_dir = tiny_workspace / "models" / "sft+lora" / "tiny-random"
+    assert [p.name for p in training.checkpoints(run_dir)] == ["checkpoint-1", "checkpoint-2"]
+    ckpt = run_dir / "checkpoint-2"
+    assert (ckpt / "adapter_model.safetensors").exists() and not (ckpt / "model.safetensors").exists()
+    from safetensors.torch import load_file
+    weights = load_file(ckpt / "adapter_model.safetensors")
+    # LoRA B starts at zero: non-zero B means the adapter was trained
+    assert any(w.abs().sum() > 0 for n, w in weights.items() if "lora_B" in n)
+    steps = [json.loads(l) for l in (run_dir / "playpen-log.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2] and all("train/loss" in s for s in steps)
+    assert (run_dir / "learning-curve.png").stat().st_size > 1000
+    summary = json.loads((run_dir / "playpen-run.json").read_text())
+    assert summary["eval"]["run_name"] == "tiny-random+sft+lora-checkpoint-2"
+    assert (tiny_workspace / "results" / "tiny-random+sft+lora-checkpoint-2" / "playpen-eval.json").exists()
+
+    # --resume continues from checkpoint-2 up to the new max_steps
+    trainer, _ = load_trainer(LORA_TRAINER, records=str(demonstrations), max_steps=3, batch_size=2,
+                              max_length=400, save_steps=1, lora_r=4, resume=True, evaluate=False)
+    trainer.learn(None)
+    state = json.loads((run_dir / "checkpoint-3" / "trainer_state.json").read_text())
+    assert state["global_step"] == 3
+    steps = [json.loads(l)["step"] for l in (run_dir / "playpen-log.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3]
+
+
+def test_ctrl_c_saves_a_checkpoint_and_stops(tiny_workspace, demonstrations):
+    from playpen.callbacks import BaseCallback
+
+    class CtrlCAtStep1(BaseCallback):
+        def _on_train_step(self, step, metrics):
+            if step == 1:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    trainer, _ = load_trainer(LORA_TRAINER, records=str(demonstrations), max_steps=50, batch_size=2,
+                              max_length=400, save_steps=100, lora_r=4)
+    trainer.add_callback(CtrlCAtStep1())
+    trainer.learn(None)
+    run_dir = tiny_workspace / "models" / "sft+lora" / "tiny-random"
+    assert [p.name for p in training.checkpoints(run_dir)] == ["checkpoint-1"]
+    summary = json.loads((run_dir / "playpen-run.json").read_text())
+    assert summary["interrupted"] is True and "eval" not in summary
+
+
+def test_crash_keeps_last_checkpoint_and_resume_finishes(tiny_workspace, demonstrations):
+    from playpen.callbacks import BaseCallback
+
+    class CrashAtStep3(BaseCallback):
+        def _on_train_step(self, step, metrics):
+            if step == 3:
+                raise RuntimeError("simulated crash")
+
+    trainer, _ = load_trainer(LORA_TRAINER, records=str(demonstrations), max_steps=4, batch_size=2,
+                              max_length=400, save_steps=2, lora_r=4, evaluate=False)
+    trainer.add_callback(CrashAtStep3())
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        trainer.learn(None)
+    run_dir = tiny_workspace / "models" / "sft+lora" / "tiny-random"
+    # a half-written checkpoint (no trainer_state.json) is never picked
+    (run_dir / "checkpoint-9").mkdir()
+    assert training.latest_checkpoint(run_dir).name == "checkpoint-2"
+    trainer, _ = load_trainer(LORA_TRAINER, records=str(demonstrations), max_steps=4, batch_size=2,
+                              max_length=400, save_steps=2, lora_r=4, evaluate=False, resume=True)
+    trainer.learn(None)
+    assert training.latest_checkpoint(run_dir).name == "checkpoint-4"
+
+
+def test_sft_simple_via_playpen_run_subprocess(tiny_workspace, demonstrations, tiny_model_dir):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    done = subprocess.run([sys.executable, "-m", "playpen", "run", str(SIMPLE_TRAINER), "-l", "tiny-random",
+                           "-L", "6", "--records", str(demonstrations), *FAST],
+                          cwd=tiny_workspace, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ckpt = tiny_workspace / "models" / "sft" / "tiny-random" / "checkpoint-2"
+    assert (ckpt / "model.safetensors").exists() and (ckpt / "tokenizer.json").exists()
+    from safetensors.torch import load_file
+    before = load_file(Path(tiny_model_dir) / "model.safetensors")
+    after = load_file(ckpt / "model.safetensors")
+    changed = [n for n in before if not (before[n] == after[n]).all()]
+    assert len(changed) == len(before), "every parameter should change in full fine-tuning"
+    assert "clemscore table for tiny-random+sft-checkpoint-2" in done.stdout
+
+
+def test_trainer_help_lists_config():
+    result = CliRunner().invoke(cli, ["run", str(LORA_TRAINER), "--help"])
+    assert result.exit_code == 0
+    for option in ("--lora-r", "--max-steps", "--learning-rate", "--dataset", "--resume", "--report-to"):
+        assert option in result.output
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--resume"], "--resume: no complete checkpoint"),
+    (["--dataset", "missing.jsonl"], "dataset file 'missing.jsonl' does not exist"),
+    (["--records", "nowhere"], "records folder 'nowhere' does not exist"),
+    (["--outcomes", "won"], "unknown outcome 'won'"),
+])
+def test_sft_user_errors(tiny_workspace, demonstrations, args, expected):
+    extra = [] if "--records" in args or "--dataset" in args else ["--records", str(demonstrations)]
+    result = CliRunner().invoke(cli, ["run", str(LORA_TRAINER), "-l", "tiny-random", *extra, *args])
+    assert result.exit_code == 2, result.output
+    assert expected in result.output
+
+
+def test_existing_checkpoints_need_resume_or_overwrite(tiny_workspace, demonstrations):
+    ckpt = tiny_workspace / "models" / "sft+lora" / "tiny-random" / "checkpoint-1"
+    ckpt.mkdir(parents=True)
+    (ckpt / "trainer_state.json").write_text("{}")
+    result = CliRunner().invoke(cli, ["run", str(LORA_TRAINER), "-l", "tiny-random",
+                                      "--records", str(demonstrations)])
+    assert result.exit_code == 2 and "pass --resume to continue or --overwrite" in result.output
