@@ -103,8 +103,8 @@ assert torch.get_num_threads() == 2
 
 
 @pytest.mark.slow
-def test_real_conversion_and_clem_run(tmp_path, clem_workspace, clem):
-    """The real GGUF conversion into a fresh folder, then `clem run -m smol-135m` offline."""
+def test_real_conversion(tmp_path):
+    """The real GGUF conversion into a fresh folder gives a loadable 135M model."""
     env = dict(os.environ, PLAYPEN_MODELS_DIR=str(tmp_path / "models"))
     subprocess.run([sys.executable, "-c", "from playpen.models import prepare_default_model as p; p()"],
                    check=True, env=env)
@@ -113,3 +113,16 @@ def test_real_conversion_and_clem_run(tmp_path, clem_workspace, clem):
     from transformers import AutoModelForCausalLM
     model = AutoModelForCausalLM.from_pretrained(folder)
     assert 130e6 < sum(p.numel() for p in model.parameters()) < 140e6
+
+
+@pytest.mark.slow
+def test_clem_run_smol_from_workspace_root(tmp_path, clem):
+    """`clem run -g referencegame -m smol-135m` from the workspace root loads the model offline
+    (only the workspace's model_registry.json knows it) and writes scorable episodes."""
+    results = tmp_path / "results"
+    done = clem(["run", "-g", "referencegame", "-m", "smol-135m", "-r", str(results),
+                 "-e", "letter_grids", "-l", "20"], cwd=REPO_ROOT, timeout=900)
+    episodes = list(results.rglob("interactions.json"))
+    assert episodes, done.stdout + done.stderr
+    requests = list(results.rglob("*requests.json"))
+    assert requests and "smol-135m" in json.dumps(json.loads(requests[0].read_text()))

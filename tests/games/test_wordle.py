@@ -1,6 +1,6 @@
 """wordle, wordle_withclue, wordle_withcritic: rules, parsers, policies, scripted episodes, e2e."""
 import csv
-import importlib
+import importlib.util
 import json
 import math
 import sys
@@ -21,11 +21,24 @@ from clemcore.clemgame.recorder import GameInteractionsRecorder
 GAME_DIR = Path(__file__).resolve().parents[2] / "playpen" / "games" / "wordle"
 VARIANTS = ("wordle", "wordle_withclue", "wordle_withcritic")
 
-# clemcore puts game folders on sys.path; the helper modules have game-unique names.
-sys.path.insert(0, str(GAME_DIR))
-rules = importlib.import_module("wordle_rules")
-solver_mod = importlib.import_module("wordle_solver")
-instancegenerator = importlib.import_module("instancegenerator")
+
+
+def _load(name, stem=None):
+    """Import a file of the game folder as module `name`. The helpers are registered under
+    their own (game-unique) names, as clemcore's sys.path makes master.py import them; the
+    folder itself stays off sys.path (its master.py must not shadow other games')."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, GAME_DIR / f"{stem or name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+rules = _load("wordle_rules")
+solver_mod = _load("wordle_solver")
+instancegenerator = _load("wordle_instancegenerator", "instancegenerator")
 
 G, Y, R = rules.GREEN, rules.YELLOW, rules.RED
 words5 = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=5, max_size=5)
@@ -532,6 +545,20 @@ def test_programmatic_critic_game_shows_disagreement_and_reaction(benchmarks):
         assert solver_mod.explain_inconsistency(word, history[:k]) is None
 
 
+def test_programmatic_guesser_keeps_the_only_fitting_word_after_a_no(benchmarks):
+    gm = benchmarks["wordle_withcritic"].create_game_master({"name": "x"}, [CustomResponseModel()] * 2)
+    gm.setup(game_id=0, target_word="those", clue="Not these")
+    guesser = gm.guesser
+    history = [(w, rules.feedback(w, "those")) for w in ("raise", "cloth", "ghost")]
+    assert [gm.word_list.words[i] for i in solver_mod.default_solver().candidates(history)] == ["those"]
+    feedback_text = "\n".join(f"guess_feedback: {rules.format_feedback(w, c)}" for w, c in history)
+    guesser.perceive_context({"role": "user", "content": feedback_text}, log_event=False)
+    guesser.perceive_response(guess("those"), log_event=False)
+    verdict = {"role": "user", "content": "critic_agreement: no\ncritic_explanation: I doubt it"}
+    guesser.perceive_context(verdict, log_event=False)
+    assert rules.parse_guess_reply(guesser._custom_response(verdict)).guess == "those"
+
+
 def test_programmatic_critic_rejects_a_clue_word(benchmarks):
     critic_player = benchmarks["wordle_withcritic"].create_game_master(
         {"name": "x"}, [CustomResponseModel()] * 2)
@@ -544,9 +571,21 @@ def test_programmatic_critic_rejects_a_clue_word(benchmarks):
 
 # --- end to end with the clem CLI -------------------------------------------------------
 
-def test_clem_run_score_eval_programmatic(clem_workspace, clem):
-    for variant in VARIANTS:
-        clem(["run", "-g", variant, "-m", "programmatic"], cwd=clem_workspace)
+@pytest.fixture
+def wordle_workspace(clem_workspace):
+    """clem_workspace whose registry holds only the wordle folder, so that one `clem run`
+    with the selector {"main_game": "wordle"} plays exactly the three variants (a spec
+    without a main_game key would unify with that selector too). Each clem call costs
+    ~5 s of clemcore import on top of the games: one run instead of three."""
+    (clem_workspace / "game_registry.json").write_text(
+        json.dumps([{"benchmark_path": str(GAME_DIR)}]), encoding="utf-8")
+    return clem_workspace
+
+
+def test_clem_run_score_eval_programmatic(wordle_workspace, clem):
+    clem_workspace = wordle_workspace
+    # one programmatic model: clemcore gives it to both players of wordle_withcritic
+    clem(["run", "-g", json.dumps({"main_game": "wordle"}), "-m", "programmatic"], cwd=clem_workspace)
     clem(["score"], cwd=clem_workspace)
     clem(["eval"], cwd=clem_workspace)
     results = clem_workspace / "results"
@@ -564,5 +603,9 @@ def test_clem_run_score_eval_programmatic(clem_workspace, clem):
         assert sum(s["Success"] for s in scores) >= 27
         mean = float(np.mean([s["Main Score"] for s in scores]))
         assert quality[variant] == pytest.approx(mean, abs=0.01)
+    critic_episode = next((results / "programmatic" / "wordle_withcritic").rglob("interactions.json"))
+    players = load_json(critic_episode)["players"]
+    assert players["Player 1"] == {"game_role": "Guesser", "model_name": "programmatic"}
+    assert players["Player 2"] == {"game_role": "Critic", "model_name": "programmatic"}
     assert quality["wordle"] >= 60
     assert quality["wordle_withclue"] >= 25 and quality["wordle_withcritic"] >= 25

@@ -34,6 +34,10 @@ class Lexicon:
         num_words = len(self.words)
         self.idf = {s: math.log((1 + num_words) / count) for s, count in document_frequency.items()}
 
+    def __deepcopy__(self, memo):
+        # read-only after construction: forked envs (deep copies of a game) can share it
+        return self
+
     @classmethod
     def from_file(cls, path: str | Path = LEXICON_FILE) -> "Lexicon":
         data = json.loads(Path(path).read_text(encoding="utf-8"))

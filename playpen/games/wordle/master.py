@@ -75,8 +75,11 @@ class WordleGuesser(Player):
                 return (f"explanation: The critic agrees, so I keep my proposal.\n"
                         f"guess: {proposal}")
             word = solver.best_guess(history, exclude=rejected | {proposal}, consistent_only=True)
-            return (f"explanation: The critic disagrees, so I switch to '{word}', "
-                    f"which fits all the feedback so far.\nguess: {word}")
+            if explain_inconsistency(word, history) is None:
+                return (f"explanation: The critic disagrees, so I switch to '{word}', "
+                        f"which fits all the feedback so far.\nguess: {word}")
+            return (f"explanation: The critic disagrees, but no other word fits the feedback, "
+                    f"so I keep my proposal.\nguess: {proposal}")
         word = solver.best_guess(history, exclude=rejected)
         return f"explanation: {self._reason(solver, history, word)}\nguess: {word}"
 

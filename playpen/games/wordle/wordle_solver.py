@@ -27,6 +27,10 @@ COMMON_RANK = 2500
 RARE_WEIGHT = 0.05
 # ... and the discount for word forms that are rarely chosen as answers (plurals, -ed).
 INFLECTED_WEIGHT = 0.2
+# Bounds on the work per guess: the entropy is estimated over the most likely candidates
+# only, and only the most likely ones are considered for playing.
+MAX_SCORED_CANDIDATES = 1000
+MAX_PLAYABLE_CANDIDATES = 300
 # How much an immediate win is worth, in bits, when ranking guesses.
 WIN_BONUS_BITS = 2.0
 # The first guess does not depend on the game, and computing it takes seconds:
@@ -155,12 +159,15 @@ class Solver:
         cands = np.array([c for c in self.candidates(history) if c not in excluded], dtype=int)
         if len(cands) == 0:  # nothing fits (e.g. everything excluded): any unplayed word
             return next(w for i, w in enumerate(self.word_list.words) if i not in excluded)
+        # most likely first (stable: ties keep frequency order); bound the work per guess
+        cands = cands[np.argsort(-self.word_list.prior[cands], kind="stable")][:MAX_SCORED_CANDIDATES]
         weights = self.word_list.prior[cands]
         probs = weights / weights.sum()
         if len(cands) <= 2:
-            return self.word_list.words[cands[np.argmax(probs)]]
-        pool = cands if consistent_only else np.union1d(
-            cands, np.array([p for p in self.probe_pool if p not in excluded], dtype=int))
+            return self.word_list.words[cands[0]]
+        pool = cands[:MAX_PLAYABLE_CANDIDATES]
+        if not consistent_only:
+            pool = np.union1d(pool, np.array([p for p in self.probe_pool if p not in excluded], dtype=int))
         return self.word_list.words[self._rank(pool, cands, probs)]
 
     def _rank(self, pool: np.ndarray, cands: np.ndarray, probs: np.ndarray) -> int:

@@ -1,0 +1,369 @@
+"""Results folders -> conversational datasets (one record per episode and model player).
+
+Reads both layouts:
+
+- clemcore 3.x (``clem run``, playpen rollouts): ``<model>/<game>/<experiment>/
+  instance_NNNNN/interactions.json``; players are ``{"game_role", "model_name"}``.
+- clemcore 2.x (clembench-runs v2.0): ``<m1>-t0.0--<m2>-t0.0/<game>/<i>_<experiment>/
+  episode_<k>/interactions.json``; players are description strings (``"WordGuesser,
+  <model>"``, ``"Answerer: <model>"``, ``"Word Guesser (<model>)"``, or a bare model
+  name under the ``Player_1`` key quirk of referencegame/imagegame).
+
+A record is ``{"messages": [{"role": "user"|"assistant", "content"}...], "meta":
+{"game", "experiment", "game_id", "player_name", "game_role", "model", "outcome"}}``:
+the player's view rebuilt from the events (GM ``send message`` to the player = user,
+the player's ``get message`` = assistant; consecutive same-role messages joined by a
+blank line, as clemcore's backends send them; trailing unanswered messages dropped).
+Programmatic players get no record. Malformed or partial episode folders are skipped
+and reported, never fatal.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Optional
+
+from playpen.errors import PlaypenError
+
+OUTCOMES = ("success", "failure", "aborted")
+OUTCOME_ALIASES = {"lose": "failure", "loss": "failure", "fail": "failure", "failed": "failure",
+                   "abort": "aborted", "win": "success"}
+PROGRAMMATIC = ("programmatic", "mock", "custom", "dry_run")
+# 2.x records of these games name no roles (the Player_1 quirk): the published roles
+LEGACY_ROLES = {("referencegame", "Player 1"): "Instruction Giver",
+                ("referencegame", "Player 2"): "Instruction Follower",
+                ("imagegame", "Player 1"): "Instruction Giver",
+                ("imagegame", "Player 2"): "Instruction Follower"}
+ABORT_EVENTS = ("invalid format", "abort game", "aborted", "abort", "invalid response")
+SUCCESS_EVENTS = ("correct guess", "parse_correct", "success", "game won")
+
+
+class DatasetError(PlaypenError):
+    """Bad input to the dataset conversion: missing folder, unknown filter value."""
+
+
+@dataclass(frozen=True)
+class DatasetFilter:
+    """Keep records whose meta matches (empty = keep all)."""
+
+    games: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    outcomes: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        normalized = []
+        for outcome in self.outcomes:
+            value = OUTCOME_ALIASES.get(outcome.lower(), outcome.lower())
+            if value not in OUTCOMES:
+                raise DatasetError(f"unknown outcome '{outcome}': choose from {', '.join(OUTCOMES)} "
+                                   f"(or lose/abort)")
+            normalized.append(value)
+        object.__setattr__(self, "outcomes", tuple(normalized))
+
+    def keeps(self, meta: dict) -> bool:
+        return ((not self.games or meta["game"] in self.games)
+                and (not self.roles or meta["game_role"] in self.roles)
+                and (not self.models or meta["model"] in self.models)
+                and (not self.outcomes or meta["outcome"] in self.outcomes))
+
+
+@dataclass(frozen=True)
+class ConversionReport:
+    """What a conversion read, wrote and skipped."""
+
+    num_episodes: int
+    num_records: int
+    skipped: tuple[tuple[str, str], ...] = ()  # (folder, reason)
+    num_filtered_out: int = 0
+
+    @property
+    def num_skipped(self) -> int:
+        return len(self.skipped)
+
+    def lines(self, max_paths: int = 3) -> list[str]:
+        out = [f"{self.num_records} records from {self.num_episodes} episodes"
+               + (f" ({self.num_filtered_out} records filtered out)" if self.num_filtered_out else "")]
+        if self.skipped:
+            out.append(f"skipped {self.num_skipped} malformed or partial episode folder(s), e.g.:")
+            out += [f"  {path}: {reason}" for path, reason in self.skipped[:max_paths]]
+        return out
+
+
+@dataclass
+class _Episode:
+    folder: Path
+    interactions: dict
+    scores: Optional[dict] = None
+    instance: Optional[dict] = None
+
+
+class _Skip(Exception):
+    """An episode folder that cannot be converted (reason in the message)."""
+
+
+# ----------------------------------------------------------------------------- reading
+
+def episode_folders(results_dir: Path) -> Iterator[Path]:
+    """Folders that hold (or should hold) one episode: those with an interactions.json,
+    and ``instance_*``/``episode_*`` folders without one (partial episodes)."""
+    seen = set()
+    for path in sorted(Path(results_dir).rglob("interactions.json")):
+        if _hidden(path.parent, results_dir):
+            continue
+        seen.add(path.parent)
+        yield path.parent
+    for pattern in ("instance_*", "episode_*"):
+        for path in sorted(Path(results_dir).rglob(pattern)):
+            if path.is_dir() and path not in seen and not _hidden(path, results_dir):
+                seen.add(path)
+                yield path
+
+
+def _hidden(path: Path, root: Path) -> bool:
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))  # accepts the bare NaN of old scores
+    except (OSError, UnicodeDecodeError) as e:
+        raise _Skip(f"cannot read {path.name}: {e}") from e
+    except json.JSONDecodeError as e:
+        raise _Skip(f"malformed {path.name} (line {e.lineno}: {e.msg})") from e
+
+
+def _load(folder: Path) -> _Episode:
+    file = folder / "interactions.json"
+    if not file.exists():
+        if (folder / "error.json").exists():
+            raise _Skip("the episode failed (error.json, no interactions.json)")
+        raise _Skip("no interactions.json (partial episode)")
+    interactions = _read_json(file)
+    if not isinstance(interactions, dict) or not isinstance(interactions.get("players"), dict) \
+            or not isinstance(interactions.get("turns"), list):
+        raise _Skip("interactions.json lacks 'players' or 'turns'")
+    episode = _Episode(folder, interactions)
+    if (folder / "scores.json").exists():
+        try:
+            episode.scores = _read_json(folder / "scores.json")
+        except _Skip:
+            episode.scores = None  # the interactions still hold the episode
+    if (folder / "instance.json").exists():
+        try:
+            episode.instance = _read_json(folder / "instance.json")
+        except _Skip:
+            episode.instance = None
+    return episode
+
+
+# ----------------------------------------------------------------------------- meta
+
+def _players(episode: _Episode, game: str) -> list[tuple[str, str, str]]:
+    """(player name as in events, role, model) of non-programmatic players."""
+    out = []
+    model_names = _models_from_folder(episode)
+    for key, value in episode.interactions["players"].items():
+        if key == "GM":
+            continue
+        name = key.replace("_", " ")  # 2.x quirk: "Player_1" in players, "Player 1" in events
+        if isinstance(value, dict):  # 3.x
+            role, model = value.get("game_role") or name, value.get("model_name") or ""
+        else:
+            role, model = _parse_description(str(value), game, name, model_names)
+        if model.lower() in PROGRAMMATIC or "programmatic" in str(value).lower():
+            continue
+        out.append((name, role, model))
+    return out
+
+
+def _parse_description(text: str, game: str, player_name: str, model_names: list[str]) -> tuple[str, str]:
+    match = re.fullmatch(r"(.+?)\s*\((.+)\)", text)  # "Word Guesser (model)"
+    if match:
+        return match.group(1).strip(), match.group(2).strip()
+    for separator in (", ", ": "):  # "WordDescriber, model" / "Answerer: model"
+        if separator in text:
+            role, model = text.split(separator, 1)
+            return role.strip(), model.strip()
+    role = LEGACY_ROLES.get((game, player_name), player_name)  # bare model name
+    return role, text.strip() or _model_for(player_name, model_names)
+
+
+def _models_from_folder(episode: _Episode) -> list[str]:
+    """Model names from a 2.x model folder ``<m1>-t0.0--<m2>-t0.0``."""
+    try:
+        folder = episode.folder.parents[2].name
+    except IndexError:
+        return []
+    return [re.sub(r"-t\d+(\.\d+)?$", "", part) for part in folder.split("--")]
+
+
+def _model_for(player_name: str, model_names: list[str]) -> str:
+    index = int(player_name.split()[-1]) - 1 if player_name.split()[-1].isdigit() else 0
+    return model_names[min(index, len(model_names) - 1)] if model_names else ""
+
+
+def _game_experiment_id(episode: _Episode) -> tuple[str, str, int]:
+    meta = episode.interactions.get("meta")
+    folder = episode.folder
+    if isinstance(meta, dict) and meta.get("game_name"):  # 3.x
+        return meta["game_name"], str(meta.get("experiment_name") or folder.parent.name), \
+            int(meta.get("game_id", _folder_number(folder)))
+    if len(folder.parts) < 3:
+        raise _Skip("cannot tell game and experiment from the folder")
+    game = folder.parent.parent.name
+    experiment = re.sub(r"^\d+_", "", folder.parent.name)
+    game_id = (episode.instance or {}).get("game_id", _folder_number(folder))
+    return game, experiment, int(game_id)
+
+
+def _folder_number(folder: Path) -> int:
+    match = re.search(r"(\d+)", folder.name)
+    if match is None:
+        raise _Skip("cannot tell the game_id (no instance.json, no number in the folder name)")
+    return int(match.group(1))
+
+
+def outcome_of(interactions: dict, scores: Optional[dict] = None) -> str:
+    """success / failure / aborted: from scores.json, else the logged keys, else GM events."""
+    episode_scores = (scores or {}).get("episode scores") if isinstance(scores, dict) else None
+    for source in (episode_scores or {}, interactions):
+        if "Aborted" in source or "Success" in source or "Lose" in source:
+            if _flag(source.get("Aborted")):
+                return "aborted"
+            if _flag(source.get("Success")):
+                return "success"
+            if _flag(source.get("Lose")):
+                return "failure"
+            if "Lose" in source and "Success" not in source:
+                return "success"  # 2.x wordle family logs only Aborted and Lose
+            if "Success" in source:
+                return "failure"
+            # only "Aborted": false (2.x privateshared): decide from the events below
+    events = [e.get("action", {}).get("type", "") for turn in interactions["turns"] for e in turn
+              if e.get("from") == "GM" and e.get("to") == "GM"]
+    if any(t in ABORT_EVENTS for t in events):
+        return "aborted"
+    if any(t in SUCCESS_EVENTS for t in events):
+        return "success"
+    return "failure"
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes")
+    try:
+        return bool(value) and value == value  # NaN is not a flag
+    except (TypeError, ValueError):
+        return False
+
+
+# ----------------------------------------------------------------------------- records
+
+def player_messages(interactions: dict, player_name: str) -> list[dict]:
+    """The player's conversation rebuilt from the events."""
+    messages: list[dict] = []
+    for turn in interactions["turns"]:
+        for event in turn:
+            action = event.get("action") or {}
+            kind, content = action.get("type"), action.get("content")
+            if not isinstance(content, str):
+                continue
+            if event.get("to") == player_name and event.get("from") == "GM" and kind == "send message":
+                role = "user"
+            elif event.get("from") == player_name and event.get("to") == "GM" and kind == "get message":
+                role = "assistant"
+            else:
+                continue
+            if messages and messages[-1]["role"] == role:
+                messages[-1] = {"role": role, "content": f"{messages[-1]['content']}\n\n{content}"}
+            else:
+                messages.append({"role": role, "content": content})
+    while messages and messages[-1]["role"] != "assistant":
+        messages.pop()
+    return messages
+
+
+def episode_records(folder: Path) -> list[dict]:
+    """The records of one episode folder (raises _Skip when it cannot be converted)."""
+    episode = _load(folder)
+    game, experiment, game_id = _game_experiment_id(episode)
+    outcome = outcome_of(episode.interactions, episode.scores)
+    records = []
+    for name, role, model in _players(episode, game):
+        messages = player_messages(episode.interactions, name)
+        if not messages:
+            continue
+        records.append({"messages": messages,
+                        "meta": {"game": game, "experiment": experiment, "game_id": game_id,
+                                 "player_name": name, "game_role": role, "model": model,
+                                 "outcome": outcome}})
+    return records
+
+
+def conversational_records(results_dir: str | Path,
+                           keep: DatasetFilter = DatasetFilter()) -> tuple[list[dict], ConversionReport]:
+    """All records under ``results_dir`` that ``keep`` accepts, and a report.
+
+    A filter value that matches nothing in the data (e.g. a misspelt game) is a
+    DatasetError naming the values that exist.
+    """
+    root = Path(results_dir)
+    if not root.exists():
+        raise DatasetError(f"results folder '{results_dir}' does not exist")
+    if not root.is_dir():
+        raise DatasetError(f"'{results_dir}' is not a folder")
+    records, skipped, num_episodes = [], [], 0
+    for folder in episode_folders(root):
+        try:
+            found = episode_records(folder)
+        except _Skip as e:
+            skipped.append((str(folder), str(e)))
+            continue
+        num_episodes += 1
+        records.extend(found)
+    _check_filter_values(keep, records)
+    kept = [r for r in records if keep.keeps(r["meta"])]
+    return kept, ConversionReport(num_episodes, len(kept), tuple(skipped), len(records) - len(kept))
+
+
+def _check_filter_values(keep: DatasetFilter, records: list[dict]) -> None:
+    for option, wanted, key in (("game", keep.games, "game"), ("role", keep.roles, "game_role"),
+                                ("model", keep.models, "model")):
+        available = sorted({r["meta"][key] for r in records})
+        for value in wanted:
+            if value not in available:
+                close = difflib.get_close_matches(value, available, n=3, cutoff=0.5)
+                hint = f" Did you mean: {', '.join(close)}?" if close else ""
+                shown = ", ".join(available[:12]) + (" ..." if len(available) > 12 else "")
+                raise DatasetError(f"unknown {option} '{value}': not in the results.{hint} "
+                                   f"Found: {shown or 'nothing'}")
+
+
+def write_jsonl(records: Iterable[dict], path: str | Path) -> Path:
+    """Write one JSON object per line, atomically (temporary file + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for record in records:
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def build_dataset(results_dir: str | Path, out: str | Path,
+                  keep: DatasetFilter = DatasetFilter()) -> ConversionReport:
+    """Convert ``results_dir`` into ``out`` (JSON lines); returns the report."""
+    records, report = conversational_records(results_dir, keep)
+    write_jsonl(records, out)
+    return report

@@ -1,0 +1,300 @@
+"""GRPO over dialogue games: the bridge between playpen's rollout engine and TRL's
+``GRPOTrainer(rollout_func=...)``.
+
+TRL's unit of advantage is a *group*: ``num_generations`` consecutive rows sharing a
+prompt. Here a group is one **slot** — a training instance and the role trained on it —
+and its rows are that role's trajectories in ``num_generations`` episodes of the
+instance. The dataset handed to TRL has one row per slot whose prompt is the slot key
+(JSON); TRL's sampler repeats it ``num_generations`` times, and :class:`GameRollout`
+plays the episodes and returns each role's token-exact trajectory (game-master and
+partner tokens masked out by ``env_mask``).
+
+In self-play the learner plays every role, so the slots of one instance are served by
+the SAME episodes: the dataset keeps an instance's role slots adjacent (in a seeded
+shuffle of instances) so that they land in one generation batch. With a teacher, each
+slot is played separately with the teacher in the other roles.
+
+Rewards: one TRL reward function per role (``role:<R>``, None for other roles' rows), so
+that TRL logs each role's mean/std and each row is trained with its own role's reward;
+``played`` (weight 0) logs the share of non-aborted episodes.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import random
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Optional, Sequence
+
+from playpen.errors import PlaypenError
+
+TRAIN_INSTANCES = "instances_train"
+
+
+class GRPOSetupError(PlaypenError):
+    """The games/roles/batch options do not make a valid GRPO run."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A GRPO group: an instance of a game and the role (or player name) trained on it."""
+
+    game: str
+    experiment: str
+    game_id: int
+    role: str
+
+    def to_prompt(self) -> list[dict]:
+        return [{"role": "user", "content": json.dumps(asdict(self), sort_keys=True)}]
+
+    @classmethod
+    def from_prompt(cls, prompt) -> "Slot":
+        content = prompt[-1]["content"] if isinstance(prompt, list) else prompt
+        return cls(**json.loads(content))
+
+    @property
+    def instance(self) -> tuple:
+        return self.game, self.experiment, self.game_id
+
+
+@contextlib.contextmanager
+def instances_file(name: str):
+    """Make the rollout engine read ``in/<name>.json`` instead of the held-out set.
+
+    Adapter until ``playpen.rollout.rollout`` takes an instances file itself: the
+    engine resolves games through ``playpen.envs.loading.game_spec`` at call time.
+    """
+    from playpen.envs import loading
+    original = loading.game_spec
+
+    def game_spec(game_name: str):
+        spec = original(game_name)
+        spec.instances = name
+        return spec
+    loading.game_spec = game_spec
+    try:
+        yield
+    finally:
+        loading.game_spec = original
+
+
+def game_roles(game: str, instances: str = TRAIN_INSTANCES) -> tuple[list[str], list[dict]]:
+    """The roles of a game's player slots (player names where roles repeat) and its rows."""
+    from playpen.envs.loading import game_instance_rows, game_spec, load_benchmark, probe_roles
+    from playpen.evaluation import game_specs
+    game_specs([game], instances)  # names a missing instances file clearly
+    spec = game_spec(game)
+    spec.instances = instances
+    benchmark = load_benchmark(spec)
+    try:
+        rows = game_instance_rows(spec)
+        if not rows:
+            raise GRPOSetupError(f"game '{game}' has no instances in in/{instances}.json")
+        slots, _ = probe_roles(benchmark, rows[0])
+    finally:
+        benchmark.close()
+    names = [s.role for s in slots]
+    if len(set(names)) < len(names):
+        names = [s.player_name for s in slots]
+    return names, rows
+
+
+def training_slots(games: Sequence[str], roles: Sequence[str] = (),
+                   instances: str = TRAIN_INSTANCES) -> tuple[list[list[Slot]], dict[str, list[str]]]:
+    """Per training instance, the slots of the roles to train (``roles`` empty = all);
+    and every game's roles."""
+    per_instance, all_roles = [], {}
+    for game in games:
+        names, rows = game_roles(game, instances)
+        all_roles[game] = names
+        chosen = [n for n in names if not roles or n in roles]
+        if not chosen:
+            continue
+        for row in rows:
+            per_instance.append([Slot(game, row["experiment"]["name"], int(row["game_instance"]["game_id"]), r)
+                                 for r in chosen])
+    known = sorted({r for names in all_roles.values() for r in names})
+    unknown = [r for r in roles if r not in known]
+    if unknown:
+        from playpen.registry import close_matches
+        raise GRPOSetupError(f"unknown role '{unknown[0]}'.{close_matches(unknown[0], known)} "
+                             f"Roles of {', '.join(games)}: {', '.join(known)}")
+    if not per_instance:
+        raise GRPOSetupError(f"no training slots for games {', '.join(games)} and roles {', '.join(roles)}")
+    return per_instance, all_roles
+
+
+def slot_dataset(per_instance: list[list[Slot]], num_rows: int, seed: int):
+    """A ``datasets.Dataset`` with a ``prompt`` column: seeded passes over the shuffled
+    instances, an instance's role slots adjacent, at least ``num_rows`` rows."""
+    from datasets import Dataset
+    rng = random.Random(seed)
+    rows: list[dict] = []
+    while len(rows) < num_rows:
+        order = list(per_instance)
+        rng.shuffle(order)
+        for slots in order:
+            rows += [{"prompt": s.to_prompt()} for s in slots]
+    return Dataset.from_list(rows)
+
+
+# ----------------------------------------------------------------------------- rewards
+
+def reward_functions(roles: Sequence[str]) -> tuple[list[Callable], list[float]]:
+    """One reward function per role (its rows' rewards, None elsewhere) plus ``played``
+    (weight 0: logged, not optimised). Returns the functions and their weights."""
+    funcs, weights = [], []
+    for role in roles:
+        def role_reward(prompts, completions, reward, role, _role=role, **kwargs):
+            return [None if r != _role or value is None or math.isnan(value) else float(value)
+                    for value, r in zip(reward, role)]
+        role_reward.__name__ = f"role:{role}"
+        funcs.append(role_reward)
+        weights.append(1.0)
+
+    def played(prompts, completions, outcome, **kwargs):
+        return [None if o == "error" else float(o != "aborted") for o in outcome]
+    funcs.append(played)
+    weights.append(0.0)
+    return funcs, weights
+
+
+# ----------------------------------------------------------------------------- rollout_func
+
+class GameRollout:
+    """TRL ``rollout_func``: plays the episodes that the prompts (slot keys) ask for.
+
+    Args:
+        learner_name: the name written to records.
+        tokenizer: the learner's tokenizer.
+        num_generations: TRL's group size (episodes per slot).
+        game_roles: every game's roles (from :func:`training_slots`).
+        teacher: None for self-play, else the partner of the learner in every other role
+            (anything :data:`playpen.rollout.PartnerLike` accepts).
+        sampling: the learner's :class:`playpen.rollout.SamplingConfig`.
+        records_dir: where each call's run folder of clemcore-layout records goes.
+        callbacks: playpen callbacks (episodes are reported to them).
+        reward_fn: ``(EpisodeOutcome, player_name, role) -> float`` (default: outcome reward).
+    """
+
+    def __init__(self, learner_name: str, tokenizer: Any, *, num_generations: int,
+                 game_roles: dict[str, list[str]], teacher: Any = None, sampling: Any = None,
+                 records_dir: Any = None, callbacks: Any = None, reward_fn: Optional[Callable] = None,
+                 max_concurrent_episodes: int = 16, instances: str = TRAIN_INSTANCES, seed: int = 0):
+        self.learner_name = learner_name
+        self.tokenizer = tokenizer
+        self.num_generations = num_generations
+        self.game_roles = game_roles
+        self.teacher = teacher
+        self.sampling = sampling
+        self.records_dir = records_dir
+        self.callbacks = callbacks
+        self.reward_fn = reward_fn
+        self.max_concurrent_episodes = max_concurrent_episodes
+        self.instances = instances
+        self.seed = seed
+        self.last_metrics: dict[str, float] = {}
+        self.num_calls = 0
+
+    # TRL calls this with the generation batch's prompts (each slot repeated G times)
+    def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
+        group = self.num_generations
+        if len(prompts) % group:
+            raise ValueError(f"rollout_func got {len(prompts)} prompts, not a multiple of "
+                             f"num_generations={group}")
+        slots = [Slot.from_prompt(prompts[i]) for i in range(0, len(prompts), group)]
+        for i, slot in enumerate(slots):
+            if any(Slot.from_prompt(p) != slot for p in prompts[i * group:(i + 1) * group]):
+                raise ValueError("rollout_func: a group's prompts differ; TRL's sampler must repeat "
+                                 "each prompt num_generations times consecutively")
+        from playpen.rollout import Learner
+        model = getattr(trainer, "model_wrapped", None) or trainer.model
+        learner = Learner(model, self.tokenizer, self.learner_name, self.sampling)
+        step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
+        episodes = self._play(learner, slots, step)
+        self.num_calls += 1
+        return self._rows(slots, episodes)
+
+    def _play(self, learner, slots: list[Slot], step: int) -> dict:
+        """Episodes by (instance, role): self-play shares an instance's episodes among its roles."""
+        from playpen.rollout import InstanceRef, rollout
+        calls: list[tuple[list, Optional[dict], Optional[list]]] = []
+        if self.teacher is None:
+            refs = list(dict.fromkeys(s.instance for s in slots))
+            calls.append(([InstanceRef(*i) for i in refs], None, None))
+        else:
+            for role in dict.fromkeys(s.role for s in slots):
+                mine = [s for s in slots if s.role == role]
+                by_game: dict[str, list] = {}
+                for s in mine:
+                    by_game.setdefault(s.game, []).append(s.instance)
+                for game, instances in by_game.items():
+                    others = {r: self.teacher for r in self.game_roles[game] if r != role}
+                    calls.append(([InstanceRef(*i) for i in dict.fromkeys(instances)], others, [role]))
+        found: dict[tuple, list] = {}
+        stats = []
+        with instances_file(self.instances):
+            for refs, partners, roles in calls:
+                games = list(dict.fromkeys(r.game for r in refs))
+                result = rollout(games, learner, roles=roles, partners=partners, instances=refs,
+                                 num_repeats=self.num_generations,
+                                 max_concurrent_episodes=self.max_concurrent_episodes,
+                                 reward_fn=self.reward_fn, records_dir=self.records_dir,
+                                 callbacks=self.callbacks, seed=self.seed * 100003 + step)
+                stats.append(result.stats)
+                for episode in result.episodes:
+                    key = (episode.game, episode.experiment, episode.game_id)
+                    for slot_role in (roles or self.game_roles[episode.game]):
+                        found.setdefault((key, slot_role), []).append(episode)
+        self.last_metrics = _merge_stats(stats)
+        return found
+
+    def _rows(self, slots: list[Slot], episodes: dict) -> dict[str, list]:
+        out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask",
+                                                "reward", "outcome", "main_score", "role", "game")}
+        eos = self.tokenizer.eos_token_id
+        for slot in slots:
+            played = episodes.get((slot.instance, slot.role), [])[:self.num_generations]
+            for episode in played:
+                trajectory = _pick(episode, slot.role)
+                if trajectory is None:  # an errored episode: no tokens to train, no reward
+                    out["prompt_ids"].append([eos])
+                    out["completion_ids"].append([eos])
+                    out["logprobs"].append([0.0])
+                    out["env_mask"].append([0])
+                    out["reward"].append(math.nan)
+                    out["outcome"].append("error")
+                else:
+                    for key, value in trajectory.as_trl_row().items():
+                        out[key].append(value)
+                    out["reward"].append(float(trajectory.reward))
+                    out["outcome"].append(episode.outcome)
+                out["main_score"].append(float(episode.main_score))
+                out["role"].append(slot.role)
+                out["game"].append(slot.game)
+            if len(played) != self.num_generations:
+                raise RuntimeError(f"slot {slot}: {len(played)} episodes for a group of "
+                                   f"{self.num_generations}")
+        return out
+
+
+def _pick(episode, role: str):
+    """The episode's trajectory for `role`: the longest segment (a game that rewrites a
+    player's history mid-episode splits it into segments)."""
+    candidates = [t for t in episode.trajectories if role in (t.role, t.player_name)]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda t: (t.num_model_tokens, -t.segment))
+
+
+def _merge_stats(stats: list) -> dict[str, float]:
+    if not stats:
+        return {}
+    seconds = sum(s.seconds_total for s in stats)
+    tokens = sum(s.num_generated_tokens for s in stats)
+    episodes = sum(s.num_episodes for s in stats)
+    return {"rollout/episodes": episodes, "rollout/errors": sum(s.num_errors for s in stats),
+            "rollout/seconds": seconds, "rollout/generated_tokens": tokens,
+            "rollout/tokens_per_s": tokens / seconds if seconds else 0.0,
+            "rollout/episodes_per_s": episodes / seconds if seconds else 0.0}

@@ -1,0 +1,72 @@
+"""Batched generation with logprobs, and chat templating as token ids."""
+import pytest
+import torch
+
+from rollout_fixtures import tiny_pair  # noqa: F401
+
+from playpen import chat
+from playpen.generation import eos_token_ids, generate
+from playpen.rollout import SamplingConfig
+
+MESSAGES = [[{"role": "user", "content": "Say hello"}],
+            [{"role": "user", "content": "A much longer prompt with many more words in it, to force padding"}]]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_logprobs_match_a_forward_pass(tiny_pair, temperature):
+    model, tokenizer = tiny_pair
+    prompts = [chat.prompt_ids(tokenizer, m) for m in MESSAGES]
+    torch.manual_seed(0)
+    generations = generate(model, tokenizer, prompts, SamplingConfig(temperature=temperature, max_new_tokens=6))
+    for prompt, gen in zip(prompts, generations):
+        assert len(gen.token_ids) == len(gen.logprobs) == 6 and not gen.finished
+        ids = torch.tensor([list(prompt) + list(gen.token_ids)])
+        with torch.no_grad():
+            logits = model(ids).logits[0, len(prompt) - 1:-1]
+        expected = torch.log_softmax(logits / (temperature or 1.0), -1).gather(
+            1, torch.tensor(gen.token_ids)[:, None]).squeeze(1)
+        assert torch.allclose(expected, torch.tensor(gen.logprobs), atol=1e-4)
+        assert gen.text == tokenizer.decode(list(gen.token_ids))
+
+
+def test_rows_stop_at_their_own_eos_and_chunks_split(tiny_pair, monkeypatch):
+    model, tokenizer = tiny_pair
+    eos = tokenizer.eos_token_id
+    prompts = [chat.prompt_ids(tokenizer, MESSAGES[0])] * 3
+    calls = []
+    original = model.generate
+
+    def fake_generate(input_ids, attention_mask, **kwargs):
+        calls.append(input_ids.shape[0])
+        out = original(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+        # make row 0 end after two tokens: eos, then padding
+        out.sequences[0, input_ids.shape[1] + 1] = eos
+        out.sequences[0, input_ids.shape[1] + 2:] = tokenizer.pad_token_id
+        return out
+
+    monkeypatch.setattr(model, "generate", fake_generate)
+    model.train()
+    generations = generate(model, tokenizer, prompts, SamplingConfig(max_new_tokens=5, max_batch_size=2))
+    assert calls == [2, 1]
+    assert model.training  # the caller's mode is restored
+    model.eval()
+    first = generations[0]
+    assert first.finished and len(first.token_ids) == 2 and first.token_ids[-1] == eos
+    assert first.text == tokenizer.decode(list(first.token_ids[:1]))
+    assert eos in eos_token_ids(model, tokenizer)
+
+
+def test_continuation_ids_close_the_turn_only_when_the_model_did_not(tiny_pair):
+    _, tokenizer = tiny_pair
+    new = [{"role": "user", "content": "next"}]
+    closed = tokenizer.decode(chat.continuation_ids(tokenizer, new, tokenizer.eos_token_id))
+    cut = tokenizer.decode(chat.continuation_ids(tokenizer, new, 42))
+    assert closed == "\n<|im_start|>user\nnext<|im_end|>\n<|im_start|>assistant\n"
+    assert cut == "<|im_end|>" + closed
+
+
+def test_normalize_messages_merges_like_clemcore():
+    messages = [{"role": "system", "content": ""}, {"role": "user", "content": "a", "image": "x"},
+                {"role": "user", "content": "b"}, {"role": "assistant", "content": "c"}]
+    assert chat.normalize_messages(messages) == [{"role": "user", "content": "a\n\nb"},
+                                                 {"role": "assistant", "content": "c"}]
