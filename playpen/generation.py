@@ -75,33 +75,63 @@ def _device_of(model):
     return next(model.parameters()).device
 
 
+# Below this many shared tokens a separate prefix pass is not worth it.
+MIN_SHARED_PREFIX = 16
+
+
 def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
-             sampling: SamplingConfig, generator_seed: Optional[int] = None) -> list[Generation]:
-    """Generate one continuation per prompt (token ids), in chunks of ``max_batch_size``."""
+             sampling: SamplingConfig, share_prefix: bool = True) -> list[Generation]:
+    """Generate one continuation per prompt (token ids), in chunks of ``max_batch_size``.
+
+    With ``share_prefix`` the longest prefix common to all prompts of a chunk (a GRPO
+    group's prompt, a game's instructions, the chat template's system prompt) is run
+    through the model once and its KV cache shared by every row; the rest of each
+    prompt follows it, padded in between. Prefill is what dominates on a CPU.
+    """
     out: list[Generation] = []
     step = max(1, sampling.max_batch_size)
     for start in range(0, len(prompts), step):
-        out.extend(_generate_chunk(model, tokenizer, prompts[start:start + step], sampling))
+        out.extend(_generate_chunk(model, tokenizer, prompts[start:start + step], sampling, share_prefix))
     return out
 
 
-def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig) -> list[Generation]:
+def common_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
+    """Length of the longest common prefix, leaving at least one token of every prompt."""
+    shortest = min(len(p) for p in prompts)
+    first = prompts[0]
+    length = 0
+    while length < shortest - 1 and all(p[length] == first[length] for p in prompts):
+        length += 1
+    return length
+
+
+def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig, share_prefix: bool) -> list[Generation]:
     import torch
     from transformers import LogitsProcessorList
 
     if not prompts:
         return []
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("cannot generate from an empty prompt")
     eos_ids = eos_token_ids(model, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
-    width = max(len(p) for p in prompts)
+    device = _device_of(model)
+    shared = common_prefix_length(prompts) if share_prefix and len(prompts) > 1 else 0
+    if shared < MIN_SHARED_PREFIX:
+        shared = 0
+    # rows: [shared prefix][padding][rest of the prompt]; padding is masked out and
+    # position ids follow the attention mask, so every row sees its own prompt
+    tail = max(len(p) - shared for p in prompts)
+    width = shared + tail
     input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     attention = torch.zeros((len(prompts), width), dtype=torch.long)
     for row, ids in enumerate(prompts):
-        if not ids:
-            raise ValueError("cannot generate from an empty prompt")
-        input_ids[row, width - len(ids):] = torch.tensor(list(ids), dtype=torch.long)
-        attention[row, width - len(ids):] = 1
-    device = _device_of(model)
+        ids = list(ids)
+        input_ids[row, :shared] = torch.tensor(ids[:shared], dtype=torch.long)
+        attention[row, :shared] = 1
+        rest = ids[shared:]
+        input_ids[row, width - len(rest):] = torch.tensor(rest, dtype=torch.long)
+        attention[row, width - len(rest):] = 1
     recorder = _LogprobRecorder(sampling.temperature)
     do_sample = sampling.temperature > 0
     kwargs = dict(max_new_tokens=sampling.max_new_tokens, do_sample=do_sample,
@@ -117,6 +147,8 @@ def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig) -> list
     model.eval()
     try:
         with torch.no_grad():
+            if shared:
+                kwargs["past_key_values"] = _prefix_cache(model, input_ids[:1, :shared].to(device), len(prompts))
             result = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device),
                                     **kwargs)
     finally:
@@ -139,6 +171,15 @@ def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig) -> list
             text=tokenizer.decode(text_ids, skip_special_tokens=False),
             finished=finished))
     return generations
+
+
+def _prefix_cache(model, prefix_ids, batch_size: int):
+    """The KV cache of ``prefix_ids`` (batch 1), repeated for ``batch_size`` rows."""
+    from transformers import DynamicCache
+    cache = DynamicCache(config=model.config)
+    model(input_ids=prefix_ids, past_key_values=cache, use_cache=True)
+    cache.batch_repeat_interleave(batch_size)
+    return cache
 
 
 @dataclass
