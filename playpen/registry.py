@@ -250,7 +250,7 @@ def game_entries(cwd: Path | None = None, scan_cwd: bool = True) -> list[GameEnt
             else:
                 raise RegistryError(f"{registry_file}: entry {index} needs 'benchmark_path' or "
                                     f"'game_name' and 'game_path'")
-    entries += _game_specs_in(packaged_games_dir(), "playpen (packaged)", max_depth=1)
+    entries += _game_specs_in(packaged_games_dir(), "playpen (packaged)", max_depth=2)
     if scan_cwd:
         entries += _game_specs_in(cwd, "working directory scan")
     unique: dict[str, GameEntry] = {}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-GAMES_DIR = Path(__file__).resolve().parents[2] / "playpen" / "games"
+GAMES_DIR = Path(__file__).resolve().parents[2] / "playpen" / "games" / "builtin"
 GAME_DIR = GAMES_DIR / "adversarial_taboo"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-GAME_DIR = Path(__file__).resolve().parents[2] / "playpen" / "games" / "imagegame"
+GAME_DIR = Path(__file__).resolve().parents[2] / "playpen" / "games" / "builtin" / "imagegame"
 RECORDS_DIR = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "clembench-runs-v2.0"
 
 

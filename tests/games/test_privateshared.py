@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-GAME_DIR = Path(__file__).resolve().parents[2] / "playpen" / "games" / "privateshared"
+GAME_DIR = Path(__file__).resolve().parents[2] / "playpen" / "games" / "builtin" / "privateshared"
 RECORDS_DIR = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "clembench-runs-v2.0"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-GAME_DIR = Path(__file__).resolve().parents[2] / "playpen" / "games" / "taboo"
+GAME_DIR = Path(__file__).resolve().parents[2] / "playpen" / "games" / "builtin" / "taboo"
 
 
 def _load_game_module(name: str, stem: str = None):

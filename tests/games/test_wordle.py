@@ -18,7 +18,7 @@ from clemcore.clemgame import GameBenchmark, GameSpec
 from clemcore.clemgame.errors import ParseError
 from clemcore.clemgame.recorder import GameInteractionsRecorder
 
-GAME_DIR = Path(__file__).resolve().parents[2] / "playpen" / "games" / "wordle"
+GAME_DIR = Path(__file__).resolve().parents[2] / "playpen" / "games" / "builtin" / "wordle"
 VARIANTS = ("wordle", "wordle_withclue", "wordle_withcritic")
 
 
