@@ -7,7 +7,8 @@ Same model (smol-135m, greedy), same instances, same max new tokens, one process
   (a) clemcore sequential runner (batch 1)
   (b) clemcore batchwise runner (batch 16)
   (c) playpen.rollout at 16 concurrent episodes
-  (d) raw ``model.generate`` at batch 16 on the games' first prompts (the ceiling)
+  (d) raw ``model.generate`` at batch 16 on the episodes' first prompts, left-padded,
+      no prefix sharing (the ceiling of naive batching)
 
 Every variant writes its records (clemcore's file savers for a/b, playpen's records for c).
 Tokens are counted the same way for all: the ids each ``model.generate`` call produced
@@ -136,10 +137,16 @@ def main(argv=None):
             first_prompts.append(chat.prompt_ids(tokenizer, [*player.get_perspective(), context]))
 
     def raw_generate():
-        from playpen.generation import generate
-        sampling = SamplingConfig(temperature=0.0, max_new_tokens=args.max_new_tokens,
-                                  max_batch_size=args.batch_size)
-        generate(model, tokenizer, first_prompts, sampling)
+        # plain HF generate on left-padded batches: no prefix sharing, no logprobs, no game
+        pad = tokenizer.pad_token_id
+        for start in range(0, len(first_prompts), args.batch_size):
+            chunk = first_prompts[start:start + args.batch_size]
+            width = max(map(len, chunk))
+            ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk])
+            mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk])
+            with torch.no_grad():
+                model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=args.max_new_tokens,
+                               do_sample=False, pad_token_id=pad, eos_token_id=eos_token_ids(model, tokenizer))
 
     with torch.no_grad():  # warm up kernels and caches once
         model.generate(input_ids=torch.tensor([first_prompts[0]]), max_new_tokens=4, do_sample=False)

@@ -9,9 +9,8 @@ one ``batch x vocab`` slice whatever ``max_new_tokens`` is.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 from playpen.rollout import SamplingConfig
 
@@ -180,19 +179,3 @@ def _prefix_cache(model, prefix_ids, batch_size: int):
     model(input_ids=prefix_ids, past_key_values=cache, use_cache=True)
     cache.batch_repeat_interleave(batch_size)
     return cache
-
-
-@dataclass
-class GenerationTimer:
-    """Accumulates generate time and token counts (for rollout stats)."""
-
-    seconds: float = 0.0
-    tokens: int = 0
-    calls: int = 0
-
-    def timed(self, fn, *args, **kwargs):
-        started = time.perf_counter()
-        result = fn(*args, **kwargs)
-        self.seconds += time.perf_counter() - started
-        self.calls += 1
-        return result

@@ -153,8 +153,10 @@ def reward_functions(roles: Sequence[str]) -> tuple[list[Callable], list[float]]
         funcs.append(role_reward)
         weights.append(1.0)
 
-    def played(prompts, completions, outcome, **kwargs):
-        return [None if o == "error" else float(o != "aborted") for o in outcome]
+    def played(prompts, completions, outcome, reward, **kwargs):
+        # rows of a role that never got a turn stay unscored (out of every mean)
+        return [None if o == "error" or value is None or math.isnan(value) else float(o != "aborted")
+                for o, value in zip(outcome, reward)]
     funcs.append(played)
     weights.append(0.0)
     return funcs, weights
@@ -258,18 +260,19 @@ class GameRollout:
             played = episodes.get((slot.instance, slot.role), [])[:self.num_generations]
             for episode in played:
                 trajectory = _pick(episode, slot.role)
-                if trajectory is None:  # an errored episode: no tokens to train, no reward
+                if trajectory is None:
+                    # the role never got a turn (the episode ended or failed before it): no
+                    # tokens to train, and no reward, so the row stays out of the group baseline
                     out["prompt_ids"].append([eos])
                     out["completion_ids"].append([eos])
                     out["logprobs"].append([0.0])
                     out["env_mask"].append([0])
                     out["reward"].append(math.nan)
-                    out["outcome"].append("error")
                 else:
                     for key, value in trajectory.as_trl_row().items():
                         out[key].append(value)
                     out["reward"].append(float(trajectory.reward))
-                    out["outcome"].append(episode.outcome)
+                out["outcome"].append(episode.outcome)
                 out["main_score"].append(float(episode.main_score))
                 out["role"].append(slot.role)
                 out["game"].append(slot.game)

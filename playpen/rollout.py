@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from playpen.callbacks import BaseCallback, EpisodeSummary
 
@@ -313,6 +313,7 @@ def rollout(games: Union[str, Sequence[str]],
             roles: Optional[Sequence[str]] = None,
             partners: Optional[Mapping[str, PartnerLike]] = None,
             instances: InstanceSelector = None,
+            instances_file: Optional[str] = None,
             num_repeats: int = 1,
             branching: Optional[Branching] = None,
             max_concurrent_episodes: int = 16,
@@ -334,6 +335,8 @@ def rollout(games: Union[str, Sequence[str]],
             :data:`PartnerLike`). Roles in neither ``roles`` nor ``partners`` are played
             by the learner (self-play) when ``roles`` is None, else it is an error.
         instances: which instances to play (see :data:`InstanceSelector`).
+        instances_file: stem of the instances file in each game's ``in/`` folder
+            (e.g. ``"instances_train"``); default: the game's own (``instances``).
         num_repeats: episodes per instance (independent; same group_id).
         branching: fork episodes at learner turns (GRPO groups, DPO pairs, trees).
         max_concurrent_episodes: running episodes at once (the batch size of the
@@ -352,7 +355,7 @@ def rollout(games: Union[str, Sequence[str]],
     """
     from playpen.scheduler import run_rollout
     return run_rollout(games, learner, roles=roles, partners=partners, instances=instances,
-                       num_repeats=num_repeats, branching=branching,
+                       instances_file=instances_file, num_repeats=num_repeats, branching=branching,
                        max_concurrent_episodes=max_concurrent_episodes, reward_fn=reward_fn,
                        records_dir=records_dir, run_name=run_name, callbacks=callbacks, seed=seed,
                        raise_game_errors=raise_game_errors)

@@ -16,7 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from playpen.callbacks import BaseCallback
 from playpen.errors import PlaypenError
@@ -146,7 +146,8 @@ class _Clock:
 
 # ----------------------------------------------------------------------------- entry
 
-def run_rollout(games, learner: Learner, *, roles=None, partners=None, instances=None, num_repeats=1,
+def run_rollout(games, learner: Learner, *, roles=None, partners=None, instances=None, instances_file=None,
+                num_repeats=1,
                 branching: Optional[Branching] = None, max_concurrent_episodes=16, reward_fn=None,
                 records_dir="playpen-records", run_name=None, callbacks: Optional[BaseCallback] = None,
                 seed=None, raise_game_errors=False) -> RolloutResult:
@@ -161,7 +162,6 @@ def run_rollout(games, learner: Learner, *, roles=None, partners=None, instances
     if not game_names:
         raise RolloutError("no games given")
     from playpen.teachers import as_partner, stand_in_model
-    from playpen import chat
     partner_objects = {key: as_partner(value, sampling=learner.sampling)
                        for key, value in dict(partners or {}).items()}
     for partner in {id(p): p for p in partner_objects.values() if p is not LEARNER}.values():
@@ -174,7 +174,7 @@ def run_rollout(games, learner: Learner, *, roles=None, partners=None, instances
     plans = []
     try:
         for name in game_names:
-            plans.append(_plan_game(name, learner_model, partner_objects, roles, instances, reward_fn))
+            plans.append(_plan_game(name, learner_model, partner_objects, roles, instances, instances_file))
         _check_keys_used(plans, roles, partner_objects)
         pending = _pending_episodes(plans, instances, num_repeats)
         writer = None
@@ -225,9 +225,16 @@ def _direct_learner_call(learner: Learner, messages: list[dict], template_kwargs
             gen.text)
 
 
-def _plan_game(name, learner_model, partner_objects, roles, instances, reward_fn) -> _GamePlan:
+def _plan_game(name, learner_model, partner_objects, roles, instances, instances_file) -> _GamePlan:
     from playpen.envs.loading import game_instance_rows, game_spec, load_benchmark, probe_roles
     spec = game_spec(name)
+    if instances_file is not None:
+        folder = Path(spec.game_path) / "in"
+        if not (folder / f"{instances_file}.json").exists():
+            found = sorted(p.stem for p in folder.glob("*.json"))
+            raise RolloutError(f"game '{name}' has no in/{instances_file}.json (instance files: "
+                               f"{', '.join(found) or 'none'})")
+        spec.instances = instances_file
     benchmark = load_benchmark(spec)
     try:
         rows = game_instance_rows(spec)

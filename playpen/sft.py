@@ -132,12 +132,13 @@ def play_demonstrations(games: Sequence[str], out_dir: str | Path, *, model: str
                         instances: str = "instances_train", max_instances: Optional[int] = None,
                         batch_size: int = 16) -> Path:
     """Play the games' training instances with `model` in every role (default: the games'
-    programmatic players) into ``out_dir`` (clemcore layout); returns the run folder.
+    programmatic players) into ``out_dir/<instances>/<model>/`` (clemcore layout); returns
+    that run folder.
 
     An existing run folder for the same model is reused when it already holds all games.
     """
     from playpen.evaluation import game_specs, load_eval_model, play, score
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir) / instances  # demonstrations of different instance sets never mix
     run_dir = out_dir / model
     missing = [g for g in games if not any((run_dir / g).rglob("interactions.json"))]
     if not missing:

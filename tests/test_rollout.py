@@ -193,3 +193,11 @@ def test_trl_rollout_rows(toy_workspace, tiny_pair):
     for key in ("prompt_ids", "completion_ids", "logprobs", "env_mask"):
         assert all(isinstance(row, list) for row in batch[key])
     assert all(not math.isnan(r) for r in batch["reward"])
+
+
+def test_instances_file(toy_workspace, tiny_pair):
+    result = rollout("sayword", make_learner(tiny_pair, max_new_tokens=2), instances_file="instances_train",
+                     records_dir=None)
+    assert [(e.experiment, e.game_id) for e in result.episodes] == [("train_words", 0), ("train_words", 1)]
+    with pytest.raises(PlaypenError, match=r"no in/nope.json \(instance files: instances, instances_train\)"):
+        rollout("sayword", make_learner(tiny_pair), instances_file="nope", records_dir=None)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from playpen import grpo, training
 from playpen.base import BasePlayPen
+from playpen.callbacks import CallbackList, JsonlLogCallback
 
 
 @dataclass
@@ -91,7 +92,9 @@ class GRPOSelfPlayTrainer(BasePlayPen):
         roles = sorted({s.role for slots in per_instance for s in slots})
         reward_funcs, reward_weights = grpo.reward_functions(roles)
 
-        # 2. the rollout function: plays the slots' episodes with the current policy
+        # 2. the rollout function: plays the slots' episodes with the current policy; every
+        #    finished episode is reported to the callbacks and the run's JSON log
+        episode_callbacks = CallbackList([self.callbacks, JsonlLogCallback(run_dir / training.LOG_FILE)])
         gen = dict(getattr(self.learner, "gen_args", {}) or {})
         temperature = float(gen.get("temperature", 0.0)) or 1.0
         tokenizer = training.tokenizer_of(self.learner)
@@ -99,7 +102,7 @@ class GRPOSelfPlayTrainer(BasePlayPen):
             self.learner.name, tokenizer, num_generations=cfg.num_generations, game_roles=game_roles,
             teacher=teacher, sampling=SamplingConfig(temperature=temperature,
                                                      max_new_tokens=int(gen.get("max_tokens", 300))),
-            records_dir=self.output_dir / run_name, callbacks=self.callbacks,
+            records_dir=self.output_dir / run_name, callbacks=episode_callbacks,
             reward_fn=BinaryReward() if cfg.reward == "binary" else OutcomeReward(),
             max_concurrent_episodes=cfg.max_concurrent_episodes, instances=cfg.train_instances,
             seed=self.seed)

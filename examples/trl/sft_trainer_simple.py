@@ -34,6 +34,8 @@ class SFTSimpleConfig:
     records: str = field(default="", metadata={"help": "a folder of clemcore results / playpen records"})
     demo_model: str = field(default="programmatic", metadata={
         "help": "plays the training instances when neither --dataset nor --records is given"})
+    train_instances: str = field(default="instances_train", metadata={
+        "help": "instances file the demonstrations are played on"})
     demo_max_instances: int = field(default=0, metadata={
         "help": "training instances per experiment to play for demonstrations (0 = all)"})
     roles: str = field(default="", metadata={"help": "game roles to learn (comma-separated; empty = all)"})
@@ -80,6 +82,7 @@ class SFTSimpleTrainer(BasePlayPen):
             records = sft.read_results(cfg.records)
         else:
             demos = sft.play_demonstrations(games, self.output_dir / "demonstrations", model=cfg.demo_model,
+                                            instances=cfg.train_instances,
                                             max_instances=cfg.demo_max_instances or None)
             records = sft.read_results(demos)
         records = sft.select(records, games=games, roles=_split(cfg.roles), outcomes=_split(cfg.outcomes))

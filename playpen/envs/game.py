@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Mapping, NamedTuple, Optional
@@ -244,7 +243,3 @@ def _as_float(value: Any) -> float:
 
 def _file_stem(player_name: str) -> str:
     return "_".join(player_name.lower().strip().split(" "))  # Player 1 -> player_1 (clemcore's naming)
-
-
-def now() -> float:
-    return time.perf_counter()

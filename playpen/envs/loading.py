@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 
 def game_spec(name: str):
@@ -58,8 +58,3 @@ def probe_roles(benchmark: Any, row: dict) -> tuple[list[PlayerSlot], list[tuple
         else:
             slots.append(PlayerSlot(index, player.name, player.game_role))
     return slots, own
-
-
-def unknown(value: str, choices: list[str]) -> Optional[str]:
-    from playpen.registry import close_matches
-    return close_matches(value, choices)

@@ -1,0 +1,210 @@
+"""GRPO trainers over the rollout engine: the tiny-model pipeline learns a trivially
+learnable toy game (parameters change, the trained role's expected reward goes up);
+groups, per-role rewards, masking, records, the teacher variant, `playpen plot`."""
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from playpen import grpo, training
+from playpen.cli import cli
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SP_TRAINER = REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_sp.py"
+MP_TRAINER = REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_mp.py"
+TOYGAMES = REPO_ROOT / "tests" / "toygames"
+PROMPT = "Reply with the single word: yes"
+
+
+@pytest.fixture(scope="session")
+def yesno_model_dir(tiny_model_dir, tmp_path_factory):
+    """The tiny random model taught (plain torch, a few steps) to answer PROMPT with
+    "yes" or "no" about equally often: a policy whose sayword reward GRPO can raise."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}], add_generation_prompt=True,
+                                           tokenize=False)
+    start = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    ids = torch.tensor([tokenizer(prompt + w + "<|im_end|>", add_special_tokens=False)["input_ids"]
+                        for w in ("yes", "no")])
+    labels = ids.clone()
+    labels[:, :start] = -100
+    torch.manual_seed(0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-2)
+    model.train()
+    for _ in range(25):
+        model(input_ids=ids, labels=labels).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    out = tmp_path_factory.mktemp("tiny-yesno")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def p_yes(model, tokenizer) -> float:
+    """The policy's exact probability of answering "yes<|im_end|>": the WordSayer's
+    expected binary reward on the all-"yes" sayword instances (noise-free)."""
+    import torch
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}], add_generation_prompt=True,
+                                           tokenize=False)
+    start = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    ids = tokenizer(prompt + "yes<|im_end|>", add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logprobs = model(torch.tensor([ids])).logits[0].log_softmax(-1)
+    return math.exp(sum(logprobs[i - 1, ids[i]].item() for i in range(start, len(ids))))
+
+
+@pytest.fixture
+def toy_workspace(tiny_workspace, yesno_model_dir):
+    """tiny_workspace + `tiny-yesno` + the toy games; sayword's instances all ask for "yes"."""
+    games = tiny_workspace / "toygames"
+    shutil.copytree(TOYGAMES / "sayword", games / "sayword")
+    shutil.copytree(TOYGAMES / "relay", games / "relay")
+    (games / "sayword" / "in" / "instances.json").write_text(json.dumps({"experiments": [
+        {"name": "words", "game_instances": [{"game_id": i, "word": "yes"} for i in range(4)]}]}))
+    entries = json.loads((tiny_workspace / "model_registry.json").read_text())
+    entries.append({**entries[0], "model_name": "tiny-yesno", "huggingface_id": str(yesno_model_dir)})
+    (tiny_workspace / "model_registry.json").write_text(json.dumps(entries))
+    (tiny_workspace / "game_registry.json").write_text(json.dumps([{"benchmark_path": str(games)}]))
+    return tiny_workspace
+
+
+def load_trainer(path, learner_name, teacher=None, temperature=1.0, max_tokens=3, **config):
+    from playpen.runner import load_trainer_class, resolve_and_load
+    from playpen.evaluation import load_eval_model
+    cls = load_trainer_class(path)
+    learner = resolve_and_load(learner_name, dict(temperature=temperature, max_tokens=max_tokens), role="learner")
+    partner = load_eval_model(teacher) if teacher else None
+    return cls(learner, partner, config=cls.config_class(**config), progress=False), learner
+
+
+# ----------------------------------------------------------------------------- the tiny pipeline
+
+def test_grpo_selfplay_raises_the_toy_reward(toy_workspace):
+    from safetensors.torch import load_file
+    trainer, learner = load_trainer(SP_TRAINER, "tiny-yesno", games="sayword", train_instances="instances",
+                                    max_steps=5, num_generations=16, groups_per_step=1, learning_rate=3e-3,
+                                    lora_r=8, beta=0.0, reward="binary", save_steps=100, eval_max_instances=1)
+    before = p_yes(learner.model, learner.tokenizer)
+    trainer.learn(None)
+    after = p_yes(learner.model, learner.tokenizer)  # the learner now carries the trained adapter
+    assert after > before + 0.02, (before, after)
+
+    run_dir = toy_workspace / "models" / "grpo+lora" / "tiny-yesno" / "selfplay"
+    ckpt = training.latest_checkpoint(run_dir)
+    assert ckpt.name == "checkpoint-5"
+    weights = load_file(ckpt / "adapter_model.safetensors")
+    assert any(w.abs().sum() > 0 for n, w in weights.items() if "lora_B" in n), "adapter unchanged"
+    log = [json.loads(l) for l in (run_dir / "playpen-log.jsonl").read_text().splitlines()]
+    steps = [r for r in log if r["event"] == "train_step"]
+    assert [s["step"] for s in steps] == [1, 2, 3, 4, 5]
+    for key in ("reward/WordSayer/mean", "reward/WordSayer/std", "rollout/percent_played",
+                "rollout/reward_mean", "train/loss", "rollout/tokens_per_s", "rollout/episodes"):
+        assert key in steps[0], key
+    assert all(s["rollout/episodes"] == 16 for s in steps)
+    assert sum(r["event"] == "episode" for r in log) == 5 * 16
+    # every finished episode is on disk in clemcore's layout
+    records = toy_workspace / "playpen-records" / "grpo+lora" / "tiny-yesno" / "selfplay"
+    assert len(list(records.rglob("interactions.json"))) == 5 * 16
+    assert (run_dir / "learning-curve.png").exists()
+    summary = json.loads((run_dir / "playpen-run.json").read_text())
+    assert summary["eval"]["games"][0]["game"] == "sayword"
+
+
+def test_rollout_func_rows_groups_and_masks(toy_workspace):
+    """Self-play on a 2-role game: each (instance, role) slot gets num_generations rows of
+    that role, both roles share the instance's episodes, partner/GM tokens are masked."""
+    from playpen.rollout import SamplingConfig
+    from playpen.runner import resolve_and_load
+    learner = resolve_and_load("tiny-random", dict(temperature=1.0, max_tokens=4), role="learner")
+    per_instance, roles = grpo.training_slots(["relay"], instances="instances")
+    assert roles == {"relay": ["Speaker", "Listener"]}
+    assert [s.role for s in per_instance[0]] == ["Speaker", "Listener"]
+    slots = per_instance[0] + per_instance[1]
+    group = 3
+    prompts = [s.to_prompt() for s in slots for _ in range(group)]
+    func = grpo.GameRollout("tiny-random", learner.tokenizer, num_generations=group, game_roles=roles,
+                            sampling=SamplingConfig(temperature=1.0, max_new_tokens=4), records_dir=None,
+                            instances="instances")
+
+    class FakeTrainer:
+        model = learner.model
+        state = type("S", (), {"global_step": 0})()
+
+    out = func(prompts, FakeTrainer())
+    assert len(out["prompt_ids"]) == len(prompts) == 12
+    assert out["role"] == [s.role for s in slots for _ in range(group)]
+    assert func.last_metrics["rollout/episodes"] == 2 * group  # shared by both roles, not 4 * group
+    for ids, mask, logprobs, reward in zip(out["completion_ids"], out["env_mask"], out["logprobs"],
+                                           out["reward"]):
+        assert len(ids) == len(mask) == len(logprobs)
+        # a role that never got a turn (the episode aborted before it) has nothing to train
+        assert sum(mask) > 0 or math.isnan(reward)
+    assert any(sum(mask) > 0 for mask in out["env_mask"])
+    funcs, weights = grpo.reward_functions(["Speaker", "Listener"])
+    speaker = funcs[0](prompts, None, reward=out["reward"], role=out["role"])
+    assert all((v is None) == (r != "Speaker") for v, r in zip(speaker, out["role"]))
+    assert weights == [1.0, 1.0, 0.0] and funcs[-1].__name__ == "played"
+
+
+def test_slot_dataset_keeps_an_instances_roles_together():
+    per_instance = [[grpo.Slot("g", "e", i, r) for r in ("A", "B")] for i in range(3)]
+    dataset = grpo.slot_dataset(per_instance, 10, seed=1)
+    slots = [grpo.Slot.from_prompt(p) for p in dataset["prompt"]]
+    assert len(slots) >= 10
+    assert all(slots[i].instance == slots[i + 1].instance and (slots[i].role, slots[i + 1].role) == ("A", "B")
+               for i in range(0, len(slots), 2))
+
+
+def test_grpo_with_teacher_via_playpen_run(toy_workspace):
+    result = CliRunner().invoke(cli, ["run", str(MP_TRAINER), "-l", "tiny-random", "-t", "programmatic",
+                                      "-T", "1.0", "-L", "3", "--games", "relay", "--train-instances",
+                                      "instances", "--roles", "Listener", "--max-steps", "1",
+                                      "--num-generations", "2", "--groups-per-step", "1", "--no-evaluate"])
+    assert result.exit_code == 0, result.output
+    run_dir = toy_workspace / "models" / "grpo+lora" / "tiny-random" / "programmatic"
+    assert (run_dir / "checkpoint-1" / "adapter_model.safetensors").exists()
+    step = json.loads((run_dir / "playpen-log.jsonl").read_text().splitlines()[-1])
+    assert "reward/Listener/mean" in step and "reward/Speaker/mean" not in step
+    episodes = list((toy_workspace / "playpen-records" / "grpo+lora" / "tiny-random" / "programmatic")
+                    .rglob("interactions.json"))
+    assert len(episodes) == 2
+    players = json.loads(episodes[0].read_text())["players"]
+    assert players["Player 1"]["model_name"] == "programmatic"
+    assert players["Player 2"]["model_name"] == "tiny-random"
+
+
+@pytest.mark.parametrize("trainer, args, expected", [
+    (MP_TRAINER, [], "this trainer needs a teacher"),
+    (SP_TRAINER, ["--roles", "Speeker"], "unknown role 'Speeker'. Did you mean: Speaker?"),
+    (SP_TRAINER, ["--reward", "dense"], "--reward must be outcome or binary"),
+    (SP_TRAINER, ["--games", "relay", "--train-instances", "nope"], "has no in/nope.json"),
+])
+def test_grpo_user_errors(toy_workspace, trainer, args, expected):
+    base = ["--games", "relay", "--train-instances", "instances"]
+    result = CliRunner().invoke(cli, ["run", str(trainer), "-l", "tiny-random", *base, *args])
+    assert result.exit_code == 2, result.output
+    assert expected in result.output
+
+
+# ----------------------------------------------------------------------------- plot
+
+def test_plot_command(tmp_path):
+    log = tmp_path / "run" / "playpen-log.jsonl"
+    log.parent.mkdir()
+    lines = [{"event": "train_step", "step": s, "rollout/reward_mean": s / 10, "reward/A/mean": s / 5,
+              "rollout/percent_played": 50 + s, "train/loss": 1 / s} for s in range(1, 6)]
+    lines.insert(2, {"event": "episode", "outcome": "success"})
+    log.write_text("\n".join(json.dumps(l) for l in lines) + '\n{"event": "train_st')  # cut by a crash
+    result = CliRunner().invoke(cli, ["plot", str(log.parent)])
+    assert result.exit_code == 0, result.output
+    png = log.parent / "learning-curve.png"
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    missing = CliRunner().invoke(cli, ["plot", str(tmp_path / "nothing")])
+    assert missing.exit_code == 2 and "no training log" in missing.output
