@@ -13,7 +13,8 @@ Same model (smol-135m, greedy), same instances, same max new tokens, one process
 Every variant writes its records (clemcore's file savers for a/b, playpen's records for c).
 Tokens are counted the same way for all: the ids each ``model.generate`` call produced
 per row, up to and including the first EOS. "model time" is the time spent inside
-``model.generate``; env/bookkeeping share = 1 - model time / wall time. Prints a table
+``model.generate`` (plus playpen's shared-prefix prefill); env/bookkeeping share =
+1 - model time / wall time. Prints a table
 and writes benchmarks/results/rollouts-<date>.json.
 """
 from __future__ import annotations
@@ -33,12 +34,23 @@ class GenerateMeter:
     """Wraps ``model.generate``: counts generated tokens per row (to the first EOS) and time."""
 
     def __init__(self, model, eos_ids):
+        import playpen.generation as generation
         self.model, self.eos = model, set(eos_ids)
         self.original = model.generate
         self.tokens = 0
         self.seconds = 0.0
         self.calls = 0
         model.generate = self._generate
+        # playpen's shared-prefix prefill runs outside generate: it is model time too
+        prefix_cache = generation._prefix_cache
+
+        def timed_prefix_cache(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return prefix_cache(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - started
+        generation._prefix_cache = timed_prefix_cache
 
     def _generate(self, *args, **kwargs):
         input_ids = kwargs["input_ids"] if "input_ids" in kwargs else args[0]

@@ -9,6 +9,7 @@ one ``batch x vocab`` slice whatever ``max_new_tokens`` is.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -74,18 +75,19 @@ def _device_of(model):
     return next(model.parameters()).device
 
 
-# Below this many shared tokens a separate prefix pass is not worth it.
-MIN_SHARED_PREFIX = 16
+# Sharing must save at least this many prefill positions to be worth its extra pass.
+MIN_SAVED_POSITIONS = 16
 
 
 def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
              sampling: SamplingConfig, share_prefix: bool = True) -> list[Generation]:
     """Generate one continuation per prompt (token ids), in chunks of ``max_batch_size``.
 
-    With ``share_prefix`` the longest prefix common to all prompts of a chunk (a GRPO
-    group's prompt, a game's instructions, the chat template's system prompt) is run
-    through the model once and its KV cache shared by every row; the rest of each
-    prompt follows it, padded in between. Prefill is what dominates on a CPU.
+    With ``share_prefix``, rows that start alike (a GRPO group's identical prompts, a
+    game's instructions, the chat template's system prompt) are grouped; each group's
+    common prefix is run through the model once and its KV cache shared by the group's
+    rows, which then prefill only the rest of their prompt. Prefill is what dominates on
+    a CPU; the tokens and logprobs are those of the unshared computation.
     """
     out: list[Generation] = []
     step = max(1, sampling.max_batch_size)
@@ -94,14 +96,63 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
     return out
 
 
-def common_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
-    """Length of the longest common prefix, leaving at least one token of every prompt."""
-    shortest = min(len(p) for p in prompts)
-    first = prompts[0]
-    length = 0
-    while length < shortest - 1 and all(p[length] == first[length] for p in prompts):
-        length += 1
-    return length
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+@dataclass(frozen=True)
+class PrefixPlan:
+    """Rows grouped by shared prefix: ``groups[g] = (prefix_length, row indices)``."""
+
+    groups: tuple[tuple[int, tuple[int, ...]], ...]
+
+    def group_of(self, row: int) -> int:
+        return next(g for g, (_, rows) in enumerate(self.groups) if row in rows)
+
+    def prefix_of(self, row: int) -> int:
+        return self.groups[self.group_of(row)][0]
+
+
+def plan_prefixes(prompts: Sequence[Sequence[int]]) -> PrefixPlan:
+    """Contiguous groups (in sorted order) minimising prefilled tokens: a group's prefix
+    is prefilled once, the rest of each of its prompts once per row. Every row keeps at
+    least its last token for the generate call."""
+    order = sorted(range(len(prompts)), key=lambda i: list(prompts[i]))
+    lengths = [len(prompts[i]) for i in order]
+    adjacent = [_common(prompts[a], prompts[b]) for a, b in zip(order, order[1:])]
+    best = [0.0] + [math.inf] * len(order)
+    choice = [(0, 0)] * (len(order) + 1)
+    for j in range(1, len(order) + 1):
+        prefix, total = lengths[j - 1] - 1, 0
+        for i in range(j, 0, -1):  # the group order[i-1 .. j-1]
+            if i < j:
+                prefix = min(prefix, adjacent[i - 1], lengths[i - 1] - 1)
+            total += lengths[i - 1]
+            cost = best[i - 1] + prefix + total - (j - i + 1) * prefix
+            if cost < best[j]:
+                best[j], choice[j] = cost, (i, prefix)
+    groups, j = [], len(order)
+    while j > 0:
+        i, prefix = choice[j]
+        groups.append((prefix, tuple(sorted(order[i - 1:j]))))
+        j = i - 1
+    return PrefixPlan(tuple(sorted(groups, key=lambda g: g[1][0])))
+
+
+def _worth_sharing(plan: PrefixPlan, prompts) -> bool:
+    """Positions computed with sharing (group prefixes padded to the longest, suffixes
+    padded to the longest) against plain left padding."""
+    if any(prefix < 1 for prefix, _ in plan.groups):
+        return False
+    longest_prefix = max(prefix for prefix, _ in plan.groups)
+    longest_rest = max(len(p) - plan.prefix_of(i) for i, p in enumerate(prompts))
+    shared = len(plan.groups) * longest_prefix + len(prompts) * longest_rest
+    plain = len(prompts) * max(len(p) for p in prompts)
+    return plain - shared >= MIN_SAVED_POSITIONS
 
 
 def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig, share_prefix: bool) -> list[Generation]:
@@ -115,19 +166,22 @@ def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig, share_p
     eos_ids = eos_token_ids(model, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
     device = _device_of(model)
-    shared = common_prefix_length(prompts) if share_prefix and len(prompts) > 1 else 0
-    if shared < MIN_SHARED_PREFIX:
-        shared = 0
-    # rows: [shared prefix][padding][rest of the prompt]; padding is masked out and
-    # position ids follow the attention mask, so every row sees its own prompt
-    tail = max(len(p) - shared for p in prompts)
-    width = shared + tail
+    plan = plan_prefixes(prompts) if share_prefix and len(prompts) > 1 else None
+    if plan is not None and not _worth_sharing(plan, prompts):
+        plan = None
+    # rows: [group prefix, left-padded][padding][rest of the prompt]; padding is masked
+    # out and position ids follow the attention mask, so every row sees its own prompt
+    head = max(prefix for prefix, _ in plan.groups) if plan else 0
+    tail = max(len(p) - (plan.prefix_of(i) if plan else 0) for i, p in enumerate(prompts))
+    width = head + tail
     input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     attention = torch.zeros((len(prompts), width), dtype=torch.long)
     for row, ids in enumerate(prompts):
         ids = list(ids)
-        input_ids[row, :shared] = torch.tensor(ids[:shared], dtype=torch.long)
-        attention[row, :shared] = 1
+        shared = plan.prefix_of(row) if plan else 0
+        if shared:
+            input_ids[row, head - shared:head] = torch.tensor(ids[:shared], dtype=torch.long)
+            attention[row, head - shared:head] = 1
         rest = ids[shared:]
         input_ids[row, width - len(rest):] = torch.tensor(rest, dtype=torch.long)
         attention[row, width - len(rest):] = 1
@@ -146,8 +200,9 @@ def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig, share_p
     model.eval()
     try:
         with torch.no_grad():
-            if shared:
-                kwargs["past_key_values"] = _prefix_cache(model, input_ids[:1, :shared].to(device), len(prompts))
+            if plan is not None:
+                kwargs["past_key_values"] = _prefix_cache(model, plan, input_ids[:, :head].to(device),
+                                                          attention[:, :head].to(device))
             result = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device),
                                     **kwargs)
     finally:
@@ -172,10 +227,17 @@ def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig, share_p
     return generations
 
 
-def _prefix_cache(model, prefix_ids, batch_size: int):
-    """The KV cache of ``prefix_ids`` (batch 1), repeated for ``batch_size`` rows."""
+def _prefix_cache(model, plan: PrefixPlan, head_ids, head_mask):
+    """Prefill each group's prefix once (one batched forward) and give every row the
+    KV cache of its group."""
+    import torch
     from transformers import DynamicCache
+    firsts = [rows[0] for _, rows in plan.groups]
+    mask = head_mask[firsts]
+    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache(config=model.config)
-    model(input_ids=prefix_ids, past_key_values=cache, use_cache=True)
-    cache.batch_repeat_interleave(batch_size)
+    model(input_ids=head_ids[firsts], attention_mask=mask, position_ids=positions,
+          past_key_values=cache, use_cache=True)
+    rows = torch.tensor([plan.group_of(r) for r in range(head_ids.shape[0])], device=head_ids.device)
+    cache.batch_select_indices(rows)
     return cache

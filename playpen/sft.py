@@ -60,40 +60,29 @@ def read_dataset_file(path: str | Path) -> list[dict]:
     return records
 
 
-def _outcome(interactions: dict) -> str:
-    if interactions.get("Aborted"):
-        return "aborted"
-    if interactions.get("Success"):
-        return "success"
-    return "failure"
-
-
 def episode_records(interactions_file: str | Path) -> list[dict]:
-    """One record per player of one episode (clemcore 3.x ``interactions.json``): events
-    sent to the player are user messages, its replies assistant messages."""
+    """One record per player of one episode (clemcore 3.x ``interactions.json``),
+    programmatic players INCLUDED: they are the demonstrators. (``playpen.data`` skips
+    them, as the field's datasets do; it rebuilds the messages the same way.)"""
+    from playpen.data import outcome_of, player_messages
     path = Path(interactions_file)
     data = json.loads(path.read_text(encoding="utf-8"))
+    scores_file = path.parent / "scores.json"
+    scores = json.loads(scores_file.read_text(encoding="utf-8")) if scores_file.exists() else None
     meta = data.get("meta", {})
     records = []
-    for player_name, info in data.get("players", {}).items():
-        if player_name == "GM":
+    for key, info in data.get("players", {}).items():
+        if key == "GM":
             continue
-        messages = []
-        for turn in data.get("turns", []):
-            for event in turn:
-                action = event.get("action", {})
-                if action.get("type") == "send message" and event.get("to") == player_name:
-                    messages.append({"role": "user", "content": str(action.get("content", ""))})
-                elif action.get("type") == "get message" and event.get("from") == player_name:
-                    messages.append({"role": "assistant", "content": str(action.get("content", ""))})
-        if not any(m["role"] == "assistant" for m in messages):
+        name = key.replace("_", " ")
+        messages = player_messages(data, name)
+        if not messages:
             continue
+        info = info if isinstance(info, dict) else {}
         records.append({"messages": messages, "meta": {
             "game": meta.get("game_name"), "experiment": meta.get("experiment_name"),
-            "game_id": meta.get("game_id"), "player_name": player_name,
-            "game_role": info.get("game_role") if isinstance(info, dict) else str(info).split(",")[0],
-            "model": info.get("model_name") if isinstance(info, dict) else None,
-            "outcome": _outcome(data), "path": str(path.parent)}})
+            "game_id": meta.get("game_id"), "player_name": name, "game_role": info.get("game_role", name),
+            "model": info.get("model_name"), "outcome": outcome_of(data, scores)}})
     return records
 
 

@@ -70,3 +70,28 @@ def test_normalize_messages_merges_like_clemcore():
                 {"role": "user", "content": "b"}, {"role": "assistant", "content": "c"}]
     assert chat.normalize_messages(messages) == [{"role": "user", "content": "a\n\nb"},
                                                  {"role": "assistant", "content": "c"}]
+
+
+def test_shared_prefixes_give_the_same_tokens_and_logprobs(tiny_pair):
+    model, tokenizer = tiny_pair
+    rules = "Here are the rules of the game. " * 8
+    messages = [[{"role": "user", "content": rules + word}] for word in ("apple", "a river", "stone")] * 2
+    messages += [[{"role": "user", "content": "Other " + rules}], [{"role": "user", "content": "hi"}]]
+    prompts = [chat.prompt_ids(tokenizer, m) for m in messages]
+    for temperature in (0.0, 1.0):
+        torch.manual_seed(0)
+        plain = generate(model, tokenizer, prompts, SamplingConfig(temperature, 6), share_prefix=False)
+        torch.manual_seed(0)
+        shared = generate(model, tokenizer, prompts, SamplingConfig(temperature, 6), share_prefix=True)
+        for a, b in zip(plain, shared):
+            assert a.token_ids == b.token_ids
+            assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-4
+
+
+def test_prefix_plan_groups_rows_that_start_alike():
+    from playpen.generation import plan_prefixes
+    a = list(range(100))
+    prompts = [a + [1], a + [2], a + [1], [7] * 40, [7] * 40]
+    plan = plan_prefixes(prompts)
+    assert sorted(plan.groups) == [(39, (3, 4)), (100, (0, 1, 2))]
+    assert plan.prefix_of(2) == 100 and plan.prefix_of(4) == 39
