@@ -236,8 +236,13 @@ def _prefix_cache(model, plan: PrefixPlan, head_ids, head_mask):
     mask = head_mask[firsts]
     positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache(config=model.config)
-    model(input_ids=head_ids[firsts], attention_mask=mask, position_ids=positions,
-          past_key_values=cache, use_cache=True)
+    inputs = dict(input_ids=head_ids[firsts], attention_mask=mask, position_ids=positions,
+                  past_key_values=cache, use_cache=True)
+    try:  # only the cache is wanted, not vocabulary-wide logits for every prefix position
+        model(**inputs, logits_to_keep=1)
+    except TypeError:  # a model without logits_to_keep
+        cache = DynamicCache(config=model.config)
+        model(**dict(inputs, past_key_values=cache))
     rows = torch.tensor([plan.group_of(r) for r in range(head_ids.shape[0])], device=head_ids.device)
     cache.batch_select_indices(rows)
     return cache

@@ -91,3 +91,16 @@ def test_probe_roles_maps_slots(benchmarks):
                                                                   (1, "Player 2", "Listener")]
     assert own == []
     assert game_spec("sayword").players == 1
+
+
+def test_make_env_with_programmatic_players_and_row_reset(toy_workspace):
+    from playpen.envs import make_env
+    env, rows = make_env("relay")
+    try:
+        player, context = env.reset(rows[0])  # one instance row
+        assert player.name == "Player 1" and "apple" in context["content"]
+        result = _play(env)
+        assert (result.outcome, result.main_score) == ("success", 100.0)
+        assert result.rewards == {"Player 1": 1.0, "Player 2": 1.0}
+    finally:
+        env.benchmark.close()

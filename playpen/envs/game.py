@@ -109,9 +109,14 @@ class GameEnv:
                 for idx, m in enumerate(self.player_models)}
 
     # ------------------------------------------------------------------ env contract
-    def reset(self, experiment: dict, game_instance: dict) -> Observation:
-        """Create a fresh master for ``game_instance`` and return the first observation."""
+    def reset(self, experiment: dict, game_instance: Optional[dict] = None) -> Observation:
+        """Create a fresh master for ``game_instance`` and return the first observation.
+
+        Also accepts one clemcore instance row ``{"experiment", "game_instance"}``.
+        """
         from playpen.clem import clemgame
+        if game_instance is None:
+            experiment, game_instance = experiment["experiment"], experiment["game_instance"]
         recorder_module = clemgame().recorder
         self.experiment, self.game_instance = experiment, game_instance
         self.last_result = None
@@ -243,3 +248,17 @@ def _as_float(value: Any) -> float:
 
 def _file_stem(player_name: str) -> str:
     return "_".join(player_name.lower().strip().split(" "))  # Player 1 -> player_1 (clemcore's naming)
+
+
+def make_env(game: str, player_models: Optional[list] = None, *,
+             reward_fn: Optional[Callable[[EpisodeOutcome, str, str], float]] = None) -> tuple[GameEnv, list[dict]]:
+    """A GameEnv for a game name and the game's instance rows; players default to the
+    game's programmatic players (``player._custom_response``). Close ``env.benchmark``
+    when done."""
+    from playpen.clem import clemcore
+    from playpen.envs.loading import game_instance_rows, load_benchmark
+    benchmark = load_benchmark(game)
+    if player_models is None:
+        backends = clemcore().backends
+        player_models = [backends.CustomResponseModel() for _ in range(int(benchmark.game_spec.players))]
+    return GameEnv(benchmark, player_models, reward_fn=reward_fn), game_instance_rows(benchmark.game_spec)
