@@ -44,8 +44,10 @@ def stop_after(seconds: float):
 def evaluate(learner, games, out, name, max_instances, batch_size):
     from playpen.evaluation import evaluate as run_eval
     started = time.time()
+    # overwrite: a benchmark run replaces the previous run's stages (as learning.json and,
+    # with overwrite=True, the trainers' checkpoints); --out keeps runs apart
     table = run_eval([learner], games, results_dir=out / "results", max_instances=max_instances,
-                     batch_size=batch_size, run_name=name)
+                     batch_size=batch_size, run_name=name, overwrite=True)
     print(table.to_text(), flush=True)
     return table.to_dict(), time.time() - started
 

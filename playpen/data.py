@@ -14,8 +14,9 @@ A record is ``{"messages": [{"role": "user"|"assistant", "content"}...], "meta":
 the player's view rebuilt from the events (GM ``send message`` to the player = user,
 the player's ``get message`` = assistant; consecutive same-role messages joined by a
 blank line, as clemcore's backends send them; trailing unanswered messages dropped).
-Programmatic players get no record. Malformed or partial episode folders are skipped
-and reported, never fatal.
+Programmatic players get no record unless ``include_programmatic=True`` (they are the
+demonstrators that SFT learns from, see ``playpen.sft``). Malformed or partial episode
+folders are skipped and reported, never fatal.
 """
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ SUCCESS_EVENTS = ("correct guess", "parse_correct", "success", "game won")
 
 
 class DatasetError(PlaypenError):
-    """Bad input to the dataset conversion: missing folder, unknown filter value."""
+    """Bad input to the dataset conversion (missing folder, unknown filter value) or to
+    SFT (malformed dataset file, no trainable examples; ``playpen.sft``)."""
 
 
 @dataclass(frozen=True)
@@ -164,8 +166,9 @@ def _load(folder: Path) -> _Episode:
 
 # ----------------------------------------------------------------------------- meta
 
-def _players(episode: _Episode, game: str) -> list[tuple[str, str, str]]:
-    """(player name as in events, role, model) of non-programmatic players."""
+def _players(episode: _Episode, game: str, include_programmatic: bool = False) -> list[tuple[str, str, str]]:
+    """(player name as in events, role, model) of the players; programmatic ones only
+    with ``include_programmatic``."""
     out = []
     model_names = _models_from_folder(episode)
     for key, value in episode.interactions["players"].items():
@@ -176,7 +179,8 @@ def _players(episode: _Episode, game: str) -> list[tuple[str, str, str]]:
             role, model = value.get("game_role") or name, value.get("model_name") or ""
         else:
             role, model = _parse_description(str(value), game, name, model_names)
-        if model.lower() in PROGRAMMATIC or "programmatic" in str(value).lower():
+        if not include_programmatic and (model.lower() in PROGRAMMATIC
+                                         or "programmatic" in str(value).lower()):
             continue
         out.append((name, role, model))
     return out
@@ -289,13 +293,14 @@ def player_messages(interactions: dict, player_name: str) -> list[dict]:
     return messages
 
 
-def episode_records(folder: Path) -> list[dict]:
-    """The records of one episode folder (raises _Skip when it cannot be converted)."""
+def episode_records(folder: Path, include_programmatic: bool = False) -> list[dict]:
+    """The records of one episode folder (raises _Skip when it cannot be converted);
+    programmatic players' only with ``include_programmatic``."""
     episode = _load(folder)
     game, experiment, game_id = _game_experiment_id(episode)
     outcome = outcome_of(episode.interactions, episode.scores)
     records = []
-    for name, role, model in _players(episode, game):
+    for name, role, model in _players(episode, game, include_programmatic):
         messages = player_messages(episode.interactions, name)
         if not messages:
             continue
@@ -306,9 +311,11 @@ def episode_records(folder: Path) -> list[dict]:
     return records
 
 
-def conversational_records(results_dir: str | Path,
-                           keep: DatasetFilter = DatasetFilter()) -> tuple[list[dict], ConversionReport]:
+def conversational_records(results_dir: str | Path, keep: DatasetFilter = DatasetFilter(), *,
+                           include_programmatic: bool = False) -> tuple[list[dict], ConversionReport]:
     """All records under ``results_dir`` that ``keep`` accepts, and a report.
+    Programmatic players get records only with ``include_programmatic`` (SFT
+    demonstrations); by default they are skipped, as the field's datasets do.
 
     A filter value that matches nothing in the data (e.g. a misspelt game) is a
     DatasetError naming the values that exist.
@@ -321,7 +328,7 @@ def conversational_records(results_dir: str | Path,
     records, skipped, num_episodes = [], [], 0
     for folder in episode_folders(root):
         try:
-            found = episode_records(folder)
+            found = episode_records(folder, include_programmatic)
         except _Skip as e:
             skipped.append((str(folder), str(e)))
             continue
@@ -361,9 +368,9 @@ def write_jsonl(records: Iterable[dict], path: str | Path) -> Path:
     return path
 
 
-def build_dataset(results_dir: str | Path, out: str | Path,
-                  keep: DatasetFilter = DatasetFilter()) -> ConversionReport:
+def build_dataset(results_dir: str | Path, out: str | Path, keep: DatasetFilter = DatasetFilter(), *,
+                  include_programmatic: bool = False) -> ConversionReport:
     """Convert ``results_dir`` into ``out`` (JSON lines); returns the report."""
-    records, report = conversational_records(results_dir, keep)
+    records, report = conversational_records(results_dir, keep, include_programmatic=include_programmatic)
     write_jsonl(records, out)
     return report

@@ -9,7 +9,8 @@ Results go to ``<results_dir>/<run_name>/<game>/<experiment>/instance_N/`` (clem
 layout). ``run_name`` is the model name, or ``<model>+<adapter tag>`` for an adapter, or
 ``<model>--<partner>`` with a partner: results of different models or adapters never
 share a folder. Each run folder also gets ``results.csv``/``results.html`` (clem eval's
-table for that run alone) and ``playpen-eval.json``.
+table for that run alone) and ``playpen-eval.json``. Earlier episodes of a game in the
+run folder are never replaced silently: :func:`play` refuses unless ``overwrite=True``.
 """
 from __future__ import annotations
 
@@ -232,12 +233,26 @@ def _quiet_stdout():
         run_logger.setLevel(level)
 
 
+def check_no_earlier_results(results_dir: str | Path, run_name: str, games: Iterable[str],
+                             hint: str = "pass --name NEW to keep them or --overwrite to replace them") -> None:
+    """EvaluationError when ``<results_dir>/<run_name>/<game>`` already holds episodes of
+    one of `games` (a re-run would replace them)."""
+    for game in games:
+        folder = Path(results_dir) / run_name / game
+        if folder.is_dir() and any(folder.iterdir()):
+            raise EvaluationError(f"{folder} already holds episodes of an earlier evaluation: {hint}")
+
+
 def play(specs: Sequence, player_models: Sequence, *, results_dir: str | Path,
-         batch_size: int = 8, max_instances: int | None = None, run_name: str | None = None) -> Path:
+         batch_size: int = 8, max_instances: int | None = None, run_name: str | None = None,
+         overwrite: bool = False) -> Path:
     """Play every instance of every game in `specs` with `player_models` (one model plays
     all roles; two = learner and partner) into clemcore's results layout; returns the run folder.
 
-    The same runners and file savers as ``clem run``.
+    The same runners and file savers as ``clem run``. A game whose folder in the run
+    folder already holds episodes is an EvaluationError (nothing is played) unless
+    ``overwrite``, which removes those episodes first: a table shows exactly the
+    instances played now.
     """
     from playpen.clem import clemcore, clemgame, preserved_logging
     cg = clemgame()
@@ -245,13 +260,18 @@ def play(specs: Sequence, player_models: Sequence, *, results_dir: str | Path,
     from clemcore.clemgame.runners import dispatch
     Model = clemcore().backends.Model
     results_dir = Path(results_dir)
-    errors = []
-    run_dir = None
+    plans = []
     for spec in specs:
         models = list(player_models)
         if spec.players == 1 or len(set(id(m) for m in models)) == 1:
             models = models[:1]
-        name = run_name or Model.to_identifier(models)
+        plans.append((spec, models, run_name or Model.to_identifier(models)))
+    if not overwrite:  # refuse before playing anything
+        for spec, _, name in plans:
+            check_no_earlier_results(results_dir, name, [spec.game_name])
+    errors = []
+    run_dir = None
+    for spec, models, name in plans:
         folder = cg.ResultsFolder(results_dir, run_dir=name)
         infos = Model.to_infos(models)
         callbacks = cg.GameBenchmarkCallbackList([
@@ -260,8 +280,7 @@ def play(specs: Sequence, player_models: Sequence, *, results_dir: str | Path,
             cg.RunFileSaver(folder, player_model_infos=infos), PlayerFileSaver(folder),
             cg.SignalFileSaver(folder)])
         run_dir = folder.to_run_dir_path()
-        # a re-run replaces this model's earlier episodes of the game: the table must show
-        # exactly the instances played now
+        # overwrite (checked above otherwise): the table must show exactly the instances played now
         shutil.rmtree(run_dir / spec.game_name, ignore_errors=True)
         with preserved_logging(), _quiet_stdout(), cg.GameBenchmark.load_from_spec(spec) as benchmark:
             instances = cg.GameInstances.from_game_spec(spec).filter(limit_per_experiment(max_instances))
@@ -319,14 +338,16 @@ def write_table(table: EvalTable, run_dir: Path, extra: dict | None = None) -> N
 def evaluate(player_models: Sequence, games: Iterable[str] | None = None, *,
              results_dir: str | Path = "results", instances: str = HELD_OUT_INSTANCES,
              batch_size: int = 8, max_instances: int | None = None, run_name: str | None = None,
-             extra: dict | None = None) -> EvalTable:
+             extra: dict | None = None, overwrite: bool = False) -> EvalTable:
     """Play, score and tabulate. `player_models` are loaded clemcore models (a learner being
-    trained can be passed as is). Returns the table; files land in the run folder."""
+    trained can be passed as is). Returns the table; files land in the run folder.
+    Earlier episodes of a requested game in the run folder: EvaluationError unless
+    ``overwrite`` (see :func:`play`)."""
     specs = game_specs(games, instances)
     if not specs:
         raise EvaluationError("no games to evaluate (pass -g GAME; see `playpen list games`)")
     run_dir = play(specs, player_models, results_dir=results_dir, batch_size=batch_size,
-                   max_instances=max_instances, run_name=run_name)
+                   max_instances=max_instances, run_name=run_name, overwrite=overwrite)
     score(specs, run_dir)
     names = {s.game_name for s in specs}
     episode_scores = [s for s in read_episode_scores(run_dir) if s["game"] in names]

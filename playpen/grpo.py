@@ -20,7 +20,6 @@ that TRL logs each role's mean/std and each row is trained with its own role's r
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import random
@@ -56,27 +55,6 @@ class Slot:
     @property
     def instance(self) -> tuple:
         return self.game, self.experiment, self.game_id
-
-
-@contextlib.contextmanager
-def instances_file(name: str):
-    """Make the rollout engine read ``in/<name>.json`` instead of the held-out set.
-
-    Adapter until ``playpen.rollout.rollout`` takes an instances file itself: the
-    engine resolves games through ``playpen.envs.loading.game_spec`` at call time.
-    """
-    from playpen.envs import loading
-    original = loading.game_spec
-
-    def game_spec(game_name: str):
-        spec = original(game_name)
-        spec.instances = name
-        return spec
-    loading.game_spec = game_spec
-    try:
-        yield
-    finally:
-        loading.game_spec = original
 
 
 def game_roles(game: str, instances: str = TRAIN_INSTANCES) -> tuple[list[str], list[dict]]:
@@ -236,19 +214,18 @@ class GameRollout:
                     calls.append(([InstanceRef(*i) for i in dict.fromkeys(instances)], others, [role]))
         found: dict[tuple, list] = {}
         stats = []
-        with instances_file(self.instances):
-            for refs, partners, roles in calls:
-                games = list(dict.fromkeys(r.game for r in refs))
-                result = rollout(games, learner, roles=roles, partners=partners, instances=refs,
-                                 num_repeats=self.num_generations,
-                                 max_concurrent_episodes=self.max_concurrent_episodes,
-                                 reward_fn=self.reward_fn, records_dir=self.records_dir,
-                                 callbacks=self.callbacks, seed=self.seed * 100003 + step)
-                stats.append(result.stats)
-                for episode in result.episodes:
-                    key = (episode.game, episode.experiment, episode.game_id)
-                    for slot_role in (roles or self.game_roles[episode.game]):
-                        found.setdefault((key, slot_role), []).append(episode)
+        for refs, partners, roles in calls:
+            games = list(dict.fromkeys(r.game for r in refs))
+            result = rollout(games, learner, roles=roles, partners=partners, instances=refs,
+                             instances_file=self.instances, num_repeats=self.num_generations,
+                             max_concurrent_episodes=self.max_concurrent_episodes,
+                             reward_fn=self.reward_fn, records_dir=self.records_dir,
+                             callbacks=self.callbacks, seed=self.seed * 100003 + step)
+            stats.append(result.stats)
+            for episode in result.episodes:
+                key = (episode.game, episode.experiment, episode.game_id)
+                for slot_role in (roles or self.game_roles[episode.game]):
+                    found.setdefault((key, slot_role), []).append(episode)
         self.last_metrics = _merge_stats(stats)
         return found
 

@@ -3,8 +3,9 @@
 A record is ``{"messages": [{"role", "content"}, ...], "meta": {"game", "game_role",
 "outcome", ...}}`` (one per episode and player; see ``playpen.data``). Records come from
 a dataset file (``.jsonl`` or a ``.json`` list), from a folder of clemcore results
-(``clem run`` output or playpen records), or are played on demand by a programmatic
-teacher on the games' training instances.
+(``clem run`` output or playpen records, read by ``playpen.data`` with the programmatic
+players included: they are the demonstrators), or are played on demand by a programmatic
+teacher on the games' training instances (:func:`play_demonstrations`).
 
 Loss only on the assistant turns: TRL's ``assistant_only_loss`` needs ``{% generation %}``
 markers in the chat template and can only patch the templates it knows (SmolLM2's is
@@ -22,13 +23,7 @@ import random
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-from playpen.errors import PlaypenError
-
-OUTCOMES = ("success", "failure", "aborted")
-
-
-class DatasetError(PlaypenError):
-    """A dataset file or records folder is missing, malformed or yields no examples."""
+from playpen.data import OUTCOMES, DatasetError  # one error class for dataset conversion and SFT
 
 
 # ----------------------------------------------------------------------------- reading
@@ -60,40 +55,15 @@ def read_dataset_file(path: str | Path) -> list[dict]:
     return records
 
 
-def episode_records(interactions_file: str | Path) -> list[dict]:
-    """One record per player of one episode (clemcore 3.x ``interactions.json``),
-    programmatic players INCLUDED: they are the demonstrators. (``playpen.data`` skips
-    them, as the field's datasets do; it rebuilds the messages the same way.)"""
-    from playpen.data import outcome_of, player_messages
-    path = Path(interactions_file)
-    data = json.loads(path.read_text(encoding="utf-8"))
-    scores_file = path.parent / "scores.json"
-    scores = json.loads(scores_file.read_text(encoding="utf-8")) if scores_file.exists() else None
-    meta = data.get("meta", {})
-    records = []
-    for key, info in data.get("players", {}).items():
-        if key == "GM":
-            continue
-        name = key.replace("_", " ")
-        messages = player_messages(data, name)
-        if not messages:
-            continue
-        info = info if isinstance(info, dict) else {}
-        records.append({"messages": messages, "meta": {
-            "game": meta.get("game_name"), "experiment": meta.get("experiment_name"),
-            "game_id": meta.get("game_id"), "player_name": name, "game_role": info.get("game_role", name),
-            "model": info.get("model_name"), "outcome": outcome_of(data, scores)}})
-    return records
-
-
 def read_results(folder: str | Path) -> list[dict]:
-    """Records of every episode under a results/records folder (any depth)."""
-    folder = Path(folder)
-    if not folder.is_dir():
+    """Records of every episode under a results/records folder (any depth), programmatic
+    players included: they are the demonstrators. A thin wrapper of
+    ``playpen.data.conversational_records(folder, include_programmatic=True)`` (malformed
+    or partial episode folders are skipped) that names the ``--records`` folder in errors."""
+    from playpen.data import conversational_records
+    if not Path(folder).is_dir():
         raise DatasetError(f"records folder '{folder}' does not exist")
-    records = []
-    for path in sorted(folder.rglob("interactions.json")):
-        records += episode_records(path)
+    records, _ = conversational_records(folder, include_programmatic=True)
     return records
 
 
@@ -134,8 +104,9 @@ def play_demonstrations(games: Sequence[str], out_dir: str | Path, *, model: str
         return run_dir
     specs = game_specs(missing, instances)
     player = load_eval_model(model)
+    # overwrite: a missing game's folder holds no finished episode (at most a failed attempt's)
     run_dir = play(specs, [player], results_dir=out_dir, batch_size=batch_size,
-                   max_instances=max_instances)
+                   max_instances=max_instances, overwrite=True)
     score(specs, run_dir)
     return run_dir
 

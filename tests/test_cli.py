@@ -29,6 +29,21 @@ def test_help_does_not_import_heavy_modules():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_public_api_resolves_lazily():
+    code = ("import sys, playpen;"
+            "heavy = [m for m in ('torch', 'transformers', 'clemcore', 'trl') if m in sys.modules];"
+            "assert not heavy, heavy;"
+            "from playpen import rollout as rollout_module, envs, evaluation, rewards;"
+            "names = ['Learner', 'SamplingConfig', 'Branching', 'InstanceRef', 'Trajectory', 'EpisodeResult',"
+            "         'RolloutResult'];"
+            "assert all(getattr(playpen, n) is getattr(rollout_module, n) for n in names);"
+            "assert playpen.GameEnv is envs.GameEnv and playpen.OutcomeReward is rewards.OutcomeReward;"
+            "assert playpen.evaluate is evaluation.evaluate;"
+            "assert all(hasattr(playpen, n) for n in playpen.__all__), playpen.__all__;"
+            "assert {'Learner', 'GameEnv', 'evaluate', 'BasePlayPen'} <= set(playpen.__all__)")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_version():
     result = invoke("--version")
     assert result.exit_code == 0

@@ -64,6 +64,16 @@ def test_legacy_layout_records():
     assert guesser["messages"][-1]["content"].startswith("GUESS")
 
 
+def test_include_programmatic_adds_the_programmatic_players():
+    records, _ = conversational_records(FIXTURES)
+    everyone, report = conversational_records(FIXTURES, include_programmatic=True)
+    extra = [r for r in everyone if r not in records]
+    assert len(everyone) == len(records) + len(extra) == report.num_records == 62
+    assert {(r["meta"]["game"], r["meta"]["game_role"], r["meta"]["model"]) for r in extra} == {
+        ("privateshared", "Questioner", "Programmatic")}
+    assert all(set(r["meta"]) == META_KEYS and r["messages"][-1]["role"] == "assistant" for r in extra)
+
+
 def test_filters():
     keep = DatasetFilter(games=("taboo", "wordle"), outcomes=("lose",))
     records, report = conversational_records(FIXTURES, keep)
@@ -121,6 +131,16 @@ def test_cli_writes_a_loadable_dataset(tmp_path):
     data = load_dataset("json", data_files=str(out), split="train")
     assert len(data) == 12 and set(data[0]["meta"]) == META_KEYS
     assert data[0]["messages"][0]["role"] == "user"
+
+
+def test_cli_include_programmatic(tmp_path):
+    out = tmp_path / "ps.jsonl"
+    for flags, expected in (([], 3), (["--include-programmatic"], 6)):
+        result = CliRunner().invoke(cli, ["dataset", str(FIXTURES), "-o", str(out), "-g", "privateshared", *flags])
+        assert result.exit_code == 0, result.output
+        assert f"wrote {expected} records from 41 episodes" in result.output
+        models = {json.loads(line)["meta"]["model"] for line in out.read_text().splitlines()}
+        assert ("Programmatic" in models) == bool(flags)
 
 
 @pytest.mark.parametrize("args, message", [

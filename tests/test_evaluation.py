@@ -59,6 +59,30 @@ def test_eval_programmatic_equals_clem_score_and_eval(clem_workspace, monkeypatc
     assert float(row["-, clemscore"]) == table["clemscore"]
 
 
+def test_eval_never_overwrites_earlier_results_silently(clem_workspace, monkeypatch):
+    monkeypatch.chdir(clem_workspace)
+    first = invoke("eval", "-m", "programmatic", "-g", "referencegame", "-n", "2")
+    assert first.exit_code == 0, first.output
+    results = clem_workspace / "results"
+
+    def files():
+        return {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in results.rglob("*") if p.is_file()}
+    before = files()
+    assert len([p for p in before if p.name == "interactions.json"]) == 10
+
+    again = invoke("eval", "-m", "programmatic", "-g", "referencegame", "-n", "1")
+    assert again.exit_code == 2, again.output
+    assert again.output == ("playpen: error: results/programmatic/referencegame already holds episodes of an "
+                            "earlier evaluation: pass --name NEW to keep them or --overwrite to replace them\n")
+    assert files() == before  # the first run's files untouched
+
+    replaced = invoke("eval", "-m", "programmatic", "-g", "referencegame", "-n", "1", "--overwrite", "--json")
+    assert replaced.exit_code == 0, replaced.output
+    assert json.loads(replaced.stdout)["games"][0]["num_episodes"] == 5
+    # the earlier episodes are gone: the folder holds exactly the episodes played now
+    assert len(list((results / "programmatic" / "referencegame").rglob("interactions.json"))) == 5
+
+
 @pytest.fixture(scope="module")
 def lora_adapter(tmp_path_factory, tiny_model_dir):
     """A random (but valid) LoRA adapter for the tiny model, saved like a checkpoint."""
@@ -101,8 +125,8 @@ def test_registered_peft_model_plays_with_clem_run(tiny_workspace, lora_adapter,
          cwd=tiny_workspace)
     episodes = list((tiny_workspace / "results" / "tiny-lora" / "referencegame").rglob("interactions.json"))
     assert len(episodes) == 18
-    # and playpen eval accepts the registered name as well
-    result = invoke("eval", "-m", "tiny-lora", "-g", "referencegame", "-n", "1", "-L", "4")
+    # and playpen eval accepts the registered name as well (replacing clem run's episodes)
+    result = invoke("eval", "-m", "tiny-lora", "-g", "referencegame", "-n", "1", "-L", "4", "--overwrite")
     assert result.exit_code == 0, result.output
     assert "tiny-lora" in result.output
 

@@ -211,3 +211,16 @@ def test_existing_checkpoints_need_resume_or_overwrite(tiny_workspace, demonstra
     result = CliRunner().invoke(cli, ["run", str(LORA_TRAINER), "-l", "tiny-random",
                                       "--records", str(demonstrations)])
     assert result.exit_code == 2 and "pass --resume to continue or --overwrite" in result.output
+
+
+def test_final_evaluation_never_replaces_another_runs_results(tiny_workspace, demonstrations):
+    earlier = tiny_workspace / "results" / "tiny-random+sft+lora-checkpoint-2" / "referencegame" / "scores.json"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text("{}")
+    result = CliRunner().invoke(cli, ["run", str(LORA_TRAINER), "-l", "tiny-random",
+                                      "--records", str(demonstrations), *FAST])
+    assert result.exit_code == 2, result.output
+    assert "tiny-random+sft+lora-checkpoint-2/referencegame already holds episodes" in result.output
+    assert "--overwrite" in result.output
+    # refused before training: no checkpoint, the earlier results untouched
+    assert not (tiny_workspace / "models" / "sft+lora").exists() and earlier.read_text() == "{}"

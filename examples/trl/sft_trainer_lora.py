@@ -55,7 +55,8 @@ class SFTLoraConfig:
     results_dir: str = field(default="results", metadata={"help": "root of the evaluation results"})
     report_to: str = field(default="none", metadata={"help": "tracker: none, trackio, tensorboard, wandb"})
     resume: bool = field(default=False, metadata={"help": "continue from the last checkpoint"})
-    overwrite: bool = field(default=False, metadata={"help": "start over although checkpoints exist"})
+    overwrite: bool = field(default=False, metadata={
+        "help": "start over although checkpoints (and their evaluation results) exist"})
     evaluate: bool = field(default=True, metadata={"help": "evaluate on the held-out instances at the end"})
     eval_max_instances: int = field(default=0, metadata={"help": "held-out instances per experiment (0 = all)"})
     eval_batch_size: int = field(default=16, metadata={"help": "episodes generated together in evaluation"})
@@ -78,6 +79,13 @@ class SFTLoraTrainer(BasePlayPen):
         if not cfg.resume and not cfg.overwrite and training.latest_checkpoint(run_dir):
             raise training.ResumeError(f"{run_dir} already holds checkpoints: pass --resume to continue "
                                        f"or --overwrite to start over")
+        # the final evaluation replaces results only of this run's own checkpoints (resumed or
+        # restarted); refuse now, not after training, to replace another run's
+        eval_prefix = f"{self.learner.name}+{self.kind}-"
+        if cfg.evaluate and not (cfg.resume or cfg.overwrite):
+            from playpen.evaluation import check_no_earlier_results
+            check_no_earlier_results(cfg.results_dir, f"{eval_prefix}checkpoint-{cfg.max_steps}", games,
+                                     hint="pass --overwrite to replace them or --results-dir DIR to keep them")
         started = time.time()
 
         # 1. conversations: won episodes of the chosen roles
@@ -129,7 +137,8 @@ class SFTLoraTrainer(BasePlayPen):
             training.model_of(self.learner).eval()
             table = evaluate([self.learner], games, results_dir=cfg.results_dir,
                              max_instances=cfg.eval_max_instances or None, batch_size=cfg.eval_batch_size,
-                             run_name=f"{self.learner.name}+{self.kind}-{checkpoint.name}")
+                             run_name=f"{eval_prefix}{checkpoint.name}",
+                             overwrite=cfg.resume or cfg.overwrite)
             print(table.to_text(), flush=True)
             summary["eval"] = table.to_dict()
         training.write_json(run_dir / "playpen-run.json", summary)

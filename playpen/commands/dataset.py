@@ -17,19 +17,22 @@ def _split(values) -> tuple[str, ...]:
 @click.option("-m", "--model", "models", multiple=True, help="Keep only these models.")
 @click.option("--outcome", "outcomes", multiple=True,
               help="Keep only these outcomes: success, failure (lose), aborted.")
-def dataset(results_dir, output, games, roles, models, outcomes):
+@click.option("--include-programmatic", is_flag=True,
+              help="Also write the programmatic players' conversations (demonstrations for SFT).")
+def dataset(results_dir, output, games, roles, models, outcomes, include_programmatic):
     """Convert the episodes under RESULTS_DIR into conversational records for training.
 
     Reads clemcore 3.x results (clem run, playpen rollouts) and the older 2.x layout
     of clembench-runs. Each line is {"messages": [...], "meta": {game, experiment,
     game_id, player_name, game_role, model, outcome}}; load it with
-    datasets.load_dataset("json", data_files=OUT). Malformed or partial episode
-    folders are skipped and reported.
+    datasets.load_dataset("json", data_files=OUT). Programmatic players are skipped
+    unless --include-programmatic is given. Malformed or partial episode folders are
+    skipped and reported.
     """
     from playpen.data import DatasetFilter, build_dataset
     keep = DatasetFilter(games=_split(games), roles=_split(roles), models=_split(models),
                          outcomes=_split(outcomes))
-    report = build_dataset(results_dir, output, keep)
+    report = build_dataset(results_dir, output, keep, include_programmatic=include_programmatic)
     lines = report.lines()
     click.echo(f"wrote {lines[0]} to {output}")
     for line in lines[1:]:

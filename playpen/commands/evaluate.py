@@ -26,6 +26,8 @@ def _split(values) -> list[str]:
               help="Root of the results folders (one sub-folder per model/adapter).")
 @click.option("--name", "run_name", default=None,
               help="Name of the results sub-folder [default: MODEL, MODEL+<adapter tag>, MODEL--PARTNER].")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the run folder's earlier episodes of the games [default: refuse].")
 @click.option("-n", "--max-instances", type=int, default=None,
               help="Play at most N instances per experiment [default: all].")
 @click.option("-b", "--batch-size", type=int, default=8, show_default=True,
@@ -33,14 +35,15 @@ def _split(values) -> list[str]:
 @click.option("-T", "--temperature", type=float, default=0.0, show_default=True)
 @click.option("-L", "--max-tokens", type=int, default=300, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
-def eval_command(model_name, games, adapter, partner, instances, results_dir, run_name, max_instances,
-                 batch_size, temperature, max_tokens, as_json):
+def eval_command(model_name, games, adapter, partner, instances, results_dir, run_name, overwrite,
+                 max_instances, batch_size, temperature, max_tokens, as_json):
     """Evaluate MODEL (optionally with --adapter) on the games' held-out instances.
 
     Prints the clemscore table (% played, quality, clemscore per game and overall): the
     numbers `clem run`, `clem score` and `clem eval` give for the same episodes. Episodes
     and tables go to RESULTS_DIR/<model[+adapter]>/ (clemcore layout, results.csv,
-    playpen-eval.json).
+    playpen-eval.json). Earlier episodes of a game there are kept: pass --name NEW for a
+    new folder, or --overwrite to replace them.
 
     \b
     Examples:
@@ -69,7 +72,7 @@ def eval_command(model_name, games, adapter, partner, instances, results_dir, ru
         models.append(load_eval_model(partner, **gen))
     table = evaluate(models, names, results_dir=Path(results_dir), instances=instances,
                      batch_size=batch_size, max_instances=max_instances, run_name=run_name,
-                     extra={"model": model_name, "adapter": str(adapter) if adapter else None,
+                     overwrite=overwrite, extra={"model": model_name, "adapter": str(adapter) if adapter else None,
                             "partner": partner, "instances": instances})
     if as_json:
         click.echo(json.dumps(table.to_dict(), indent=1))
