@@ -15,6 +15,9 @@ a conversation's prefixes as prefixes of the whole: the tokens between the rende
 i-th assistant turn (its text and end-of-turn marker) — exactly what the model must
 produce after the generation prompt at inference. SFTTrainer applies the resulting
 ``assistant_masks`` column itself.
+
+:func:`train_sft` is the whole ``learn()`` of the SFT example trainers
+(examples/trl/sft_trainer_simple.py and sft_trainer_lora.py).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import random
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
+from playpen import training
 from playpen.data import OUTCOMES, DatasetError  # one error class for dataset conversion and SFT
 
 
@@ -170,3 +174,57 @@ def write_records(records: Sequence[dict], path: str | Path) -> Path:
         for record in records:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
     return path
+
+
+# ----------------------------------------------------------------------------- training
+
+def train_sft(playpen, *, kind: str, peft_config=None) -> Optional[Path]:
+    """Supervised fine-tuning of ``playpen.learner`` on won episodes, assistant-only loss:
+    the ``learn()`` of the SFT example trainers, whose config dataclass (``playpen.config``)
+    holds the options. `peft_config`: the adapters to train (None: every parameter).
+
+    Checkpoints go to ``<models_dir>/<kind>/<learner>/checkpoint-N``, the final evaluation
+    on the held-out instances to ``<results_dir>/<learner>+<kind>-checkpoint-N/``; see
+    :class:`playpen.training.TrainingRun`. Returns the last checkpoint.
+    """
+    from trl import SFTConfig, SFTTrainer
+
+    cfg, learner = playpen.config, playpen.learner
+    games = training.split_list(cfg.games)
+    run = training.TrainingRun(playpen, Path(cfg.models_dir) / kind / training.safe_name(learner.name), games,
+                               eval_prefix=f"{learner.name}+{kind}-")
+
+    # 1. conversations: won episodes of the chosen roles
+    if cfg.dataset:
+        records = read_dataset_file(cfg.dataset)
+    elif cfg.records:
+        records = read_results(cfg.records)
+    else:
+        demos = play_demonstrations(games, playpen.output_dir / "demonstrations", model=cfg.demo_model,
+                                    instances=cfg.train_instances, max_instances=cfg.demo_max_instances or None)
+        records = read_results(demos)
+    records = select(records, games=games, roles=training.split_list(cfg.roles),
+                     outcomes=training.split_list(cfg.outcomes))
+    if not records:
+        raise DatasetError(f"no episodes of {', '.join(games)} with outcome {cfg.outcomes} "
+                           f"(roles: {cfg.roles or 'all'}) to learn from")
+    tokenizer = training.tokenizer_of(learner)
+    dataset = build_dataset(records, tokenizer, max_length=cfg.max_length, seed=playpen.seed)
+    print(f"[playpen] {len(dataset)} conversations from {len(records)} records", flush=True)
+
+    # 2. TRL: the assistant_masks column restricts the loss to assistant tokens
+    args = SFTConfig(
+        output_dir=str(run.run_dir), max_steps=cfg.max_steps, per_device_train_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps, learning_rate=cfg.learning_rate,
+        lr_scheduler_type="constant_with_warmup", warmup_steps=0, max_length=cfg.max_length,
+        logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit, report_to=training.report_to(cfg.report_to), seed=playpen.seed,
+        gradient_checkpointing=False, dataloader_num_workers=0, disable_tqdm=True, **training.precision_kwargs())
+    trainer = SFTTrainer(model=training.model_of(learner), args=args, train_dataset=dataset,
+                         processing_class=tokenizer, peft_config=peft_config, callbacks=[run.trainer_callback()])
+
+    # 3. train (Ctrl-C saves a checkpoint and stops); 4. evaluate the trained model on the
+    #    held-out instances, write the summary and the learning curve
+    checkpoint = run.train(trainer)
+    run.finish(saved="checkpoint" if peft_config is None else "adapter", num_examples=len(dataset))
+    return checkpoint

@@ -1,4 +1,6 @@
-"""What the example trainers share: checkpoints, Ctrl-C safety, metrics, precision.
+"""What the example trainers share: the frame of a run (:class:`TrainingRun`: refusals,
+resume, training, final evaluation, summary), checkpoints, Ctrl-C safety, metrics,
+precision, option parsing.
 
 Kept free of any one algorithm: :mod:`playpen.sft` builds supervised datasets,
 :mod:`playpen.grpo` bridges the rollout engine to TRL's ``rollout_func``.
@@ -10,6 +12,7 @@ import math
 import re
 import signal
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Optional
 
@@ -93,6 +96,23 @@ def tokenizer_of(learner: Any):
 def safe_name(name: str) -> str:
     """A model name as one folder name (``org/model`` → ``org--model``)."""
     return re.sub(r"[^A-Za-z0-9+._-]", "-", name.replace("/", "--"))
+
+
+# ----------------------------------------------------------------------------- options
+
+def split_list(value: str) -> list[str]:
+    """A comma-separated option (``--games a,b``) as a list; empty items are dropped."""
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def target_modules(value: str):
+    """``--target-modules`` for peft: ``all-linear`` or a list of module names."""
+    return value if value == "all-linear" else split_list(value)
+
+
+def report_to(value: str):
+    """``--report-to`` for TRL: ``none`` or a list of trackers."""
+    return "none" if value in ("", "none") else split_list(value)
 
 
 # ----------------------------------------------------------------------------- Ctrl-C
@@ -215,6 +235,85 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
                 control.should_training_stop = True
 
     return PlaypenTrainerCallback()
+
+
+# ----------------------------------------------------------------------------- a trainer's run
+
+class TrainingRun:
+    """The frame of an example trainer's ``learn()`` around its TRL trainer.
+
+    Created before anything is loaded or trained, it refuses to ``--resume`` without a
+    complete checkpoint, to train into a folder that holds checkpoints without
+    ``--resume`` or ``--overwrite``, and to let the final evaluation replace another
+    run's results. Then hand :meth:`trainer_callback` to the TRL trainer, :meth:`train`
+    it and :meth:`finish`: evaluation of the last checkpoint on the held-out instances,
+    ``playpen-run.json`` and the learning curve in `run_dir`.
+
+    `playpen` is the trainer (a ``BasePlayPen``); its config has the fields ``max_steps``,
+    ``resume``, ``overwrite``, ``evaluate``, ``results_dir``, ``eval_max_instances`` and
+    ``eval_batch_size``. Evaluation results go to
+    ``<results_dir>/<eval_prefix>checkpoint-N/``.
+    """
+
+    def __init__(self, playpen: Any, run_dir: str | Path, games: list[str], eval_prefix: str):
+        cfg = playpen.config
+        self.playpen, self.run_dir, self.games, self.eval_prefix = playpen, Path(run_dir), games, eval_prefix
+        self.resume_from = resume_checkpoint(self.run_dir, cfg.resume)
+        if not cfg.resume and not cfg.overwrite and latest_checkpoint(self.run_dir):
+            raise ResumeError(f"{self.run_dir} already holds checkpoints: pass --resume to continue "
+                              f"or --overwrite to start over")
+        # the final evaluation replaces results only of this run's own checkpoints (resumed or
+        # restarted); refuse now, not after training, to replace another run's
+        if cfg.evaluate and not (cfg.resume or cfg.overwrite):
+            from playpen.evaluation import check_no_earlier_results
+            check_no_earlier_results(cfg.results_dir, f"{eval_prefix}checkpoint-{cfg.max_steps}", games,
+                                     hint="pass --overwrite to replace them or --results-dir DIR to keep them")
+        self.interrupt = GracefulInterrupt()
+        self.checkpoint: Optional[Path] = None
+        self.started = time.time()
+
+    def trainer_callback(self, extra_metrics: Optional[callable] = None):
+        """The ``TrainerCallback`` for the TRL trainer (see :func:`make_trainer_callback`)."""
+        return make_trainer_callback(self.playpen.callbacks, self.run_dir, self.interrupt, extra_metrics)
+
+    def train(self, trainer) -> Optional[Path]:
+        """``trainer.train()``, from the checkpoint to resume from if any; the first Ctrl-C
+        saves a checkpoint and stops. Returns the last complete checkpoint."""
+        callbacks = self.playpen.callbacks
+        callbacks.on_learn_start(self.playpen.name, self.playpen.config.max_steps)
+        with self.interrupt:
+            trainer.train(resume_from_checkpoint=self.resume_from)
+        callbacks.on_learn_end()
+        self.checkpoint = latest_checkpoint(self.run_dir)
+        return self.checkpoint
+
+    def finish(self, players: Optional[list] = None, *, partner: Optional[str] = None, saved: str = "adapter",
+               **details) -> dict:
+        """Evaluate the trained learner (in memory: it carries what was trained) with
+        `players` (default: the learner alone) on the held-out instances unless the config
+        says no or the run was interrupted, then write ``playpen-run.json`` (trainer,
+        learner, `partner`, config, checkpoint, `details`, time, evaluation) and draw the
+        learning curve. `saved` names what a checkpoint holds in the closing line."""
+        playpen, cfg = self.playpen, self.playpen.config
+        summary = {"trainer": playpen.name, "learner": playpen.learner.name}
+        if partner is not None:
+            summary["partner"] = partner
+        summary.update(config=asdict(cfg), checkpoint=str(self.checkpoint), **details,
+                       train_seconds=round(time.time() - self.started, 1), interrupted=self.interrupt.requested)
+        if cfg.evaluate and not self.interrupt.requested and self.checkpoint is not None:
+            from playpen.evaluation import evaluate
+            model_of(playpen.learner).eval()
+            table = evaluate(players or [playpen.learner], self.games, results_dir=cfg.results_dir,
+                             max_instances=cfg.eval_max_instances or None, batch_size=cfg.eval_batch_size,
+                             run_name=f"{self.eval_prefix}{self.checkpoint.name}",
+                             overwrite=cfg.resume or cfg.overwrite)
+            print(table.to_text(), flush=True)
+            summary["eval"] = table.to_dict()
+        write_json(self.run_dir / "playpen-run.json", summary)
+        from playpen.plotting import plot_run
+        plot_run(self.run_dir)
+        print(f"[playpen] {saved}: {self.checkpoint}  curve: {self.run_dir / CURVE_FILE}", flush=True)
+        return summary
 
 
 def finite(value: float) -> Optional[float]:

@@ -20,8 +20,7 @@ tracker of ``--report-to``. At the end the adapter is evaluated on the held-out 
 """
 from __future__ import annotations
 
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from playpen import grpo, training
@@ -74,27 +73,17 @@ class GRPOSelfPlayTrainer(BasePlayPen):
         from trl import GRPOConfig, GRPOTrainer
 
         cfg = self.config
-        games = _split(cfg.games)
+        games = training.split_list(cfg.games)
         teacher, partner_name = self.partner()
         run_name = f"grpo+lora/{training.safe_name(self.learner.name)}/{partner_name}"
-        run_dir = Path(cfg.models_dir) / run_name
-        resume_from = training.resume_checkpoint(run_dir, cfg.resume)
-        if not cfg.resume and not cfg.overwrite and training.latest_checkpoint(run_dir):
-            raise training.ResumeError(f"{run_dir} already holds checkpoints: pass --resume to continue "
-                                       f"or --overwrite to start over")
-        # the final evaluation replaces results only of this run's own checkpoints (resumed or
-        # restarted); refuse now, not after training, to replace another run's
-        eval_prefix = f"{self.learner.name}+grpo+lora-{partner_name}-"
-        if cfg.evaluate and not (cfg.resume or cfg.overwrite):
-            from playpen.evaluation import check_no_earlier_results
-            check_no_earlier_results(cfg.results_dir, f"{eval_prefix}checkpoint-{cfg.max_steps}", games,
-                                     hint="pass --overwrite to replace them or --results-dir DIR to keep them")
+        # refuses now (not after training) to overwrite checkpoints or another run's results
+        run = training.TrainingRun(self, Path(cfg.models_dir) / run_name, games,
+                                   eval_prefix=f"{self.learner.name}+grpo+lora-{partner_name}-")
         if cfg.reward not in ("outcome", "binary"):
             raise grpo.GRPOSetupError(f"--reward must be outcome or binary, got '{cfg.reward}'")
-        started = time.time()
 
         # 1. the groups: (training instance, role) slots, an instance's roles side by side
-        per_instance, game_roles = grpo.training_slots(games, _split(cfg.roles), cfg.train_instances)
+        per_instance, game_roles = grpo.training_slots(games, training.split_list(cfg.roles), cfg.train_instances)
         rows_per_step = cfg.groups_per_step
         dataset = grpo.slot_dataset(per_instance, rows_per_step * cfg.max_steps, self.seed)
         roles = sorted({s.role for slots in per_instance for s in slots})
@@ -102,7 +91,7 @@ class GRPOSelfPlayTrainer(BasePlayPen):
 
         # 2. the rollout function: plays the slots' episodes with the current policy; every
         #    finished episode is reported to the callbacks and the run's JSON log
-        episode_callbacks = CallbackList([self.callbacks, JsonlLogCallback(run_dir / training.LOG_FILE)])
+        episode_callbacks = CallbackList([self.callbacks, JsonlLogCallback(run.run_dir / training.LOG_FILE)])
         gen = dict(getattr(self.learner, "gen_args", {}) or {})
         temperature = float(gen.get("temperature", 0.0)) or 1.0
         tokenizer = training.tokenizer_of(self.learner)
@@ -118,60 +107,26 @@ class GRPOSelfPlayTrainer(BasePlayPen):
         # 3. TRL: adapters only; the reference policy for the KL term is the adapter-free base
         model = training.model_of(self.learner)
         peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                                 target_modules=_modules(cfg.target_modules), task_type="CAUSAL_LM")
+                                 target_modules=training.target_modules(cfg.target_modules), task_type="CAUSAL_LM")
         if cfg.init_adapter:
             from playpen.evaluation import check_adapter
             model = PeftModel.from_pretrained(model, str(check_adapter(cfg.init_adapter)), is_trainable=True)
             peft_config = None
         args = GRPOConfig(
-            output_dir=str(run_dir), max_steps=cfg.max_steps, learning_rate=cfg.learning_rate, beta=cfg.beta,
+            output_dir=str(run.run_dir), max_steps=cfg.max_steps, learning_rate=cfg.learning_rate, beta=cfg.beta,
             num_generations=cfg.num_generations, per_device_train_batch_size=cfg.num_generations * rows_per_step,
             gradient_accumulation_steps=1, shuffle_dataset=False, temperature=temperature,
             logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
-            save_total_limit=cfg.save_total_limit, report_to=_report_to(cfg.report_to), seed=self.seed,
+            save_total_limit=cfg.save_total_limit, report_to=training.report_to(cfg.report_to), seed=self.seed,
             gradient_checkpointing=False, disable_tqdm=True, log_completions=False,
             reward_weights=reward_weights, dataloader_num_workers=0, **training.precision_kwargs())
-        interrupt = training.GracefulInterrupt()
         trainer = GRPOTrainer(
             model=model, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
             processing_class=tokenizer, peft_config=peft_config, rollout_func=rollout_func,
-            callbacks=[training.make_trainer_callback(self.callbacks, run_dir, interrupt,
-                                                      extra_metrics=lambda: rollout_func.last_metrics)])
+            callbacks=[run.trainer_callback(extra_metrics=lambda: rollout_func.last_metrics)])
 
-        # 4. train; Ctrl-C saves a checkpoint and stops
-        self.callbacks.on_learn_start(self.name, cfg.max_steps)
-        with interrupt:
-            trainer.train(resume_from_checkpoint=resume_from)
-        self.callbacks.on_learn_end()
-        checkpoint = training.latest_checkpoint(run_dir)
-        summary = {"trainer": self.name, "learner": self.learner.name, "partner": partner_name,
-                   "config": asdict(cfg), "checkpoint": str(checkpoint),
-                   "records": str(self.output_dir / run_name),
-                   "train_seconds": round(time.time() - started, 1), "interrupted": interrupt.requested}
-
-        # 5. evaluate the adapter (the learner carries it in memory) on the held-out instances
-        if cfg.evaluate and not interrupt.requested and checkpoint is not None:
-            from playpen.evaluation import evaluate
-            players = [self.learner] + ([teacher] if teacher is not None else [])
-            table = evaluate(players, games, results_dir=cfg.results_dir,
-                             max_instances=cfg.eval_max_instances or None, batch_size=cfg.eval_batch_size,
-                             run_name=f"{eval_prefix}{checkpoint.name}",
-                             overwrite=cfg.resume or cfg.overwrite)
-            print(table.to_text(), flush=True)
-            summary["eval"] = table.to_dict()
-        training.write_json(run_dir / "playpen-run.json", summary)
-        from playpen.plotting import plot_run
-        plot_run(run_dir)
-        print(f"[playpen] adapter: {checkpoint}  curve: {run_dir / training.CURVE_FILE}", flush=True)
-
-
-def _split(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
-
-
-def _modules(value: str):
-    return value if value == "all-linear" else _split(value)
-
-
-def _report_to(value: str):
-    return "none" if value in ("", "none") else _split(value)
+        # 4. train (Ctrl-C saves a checkpoint and stops); 5. evaluate the adapter (the learner
+        #    carries it in memory) on the held-out instances, write the summary and the curve
+        run.train(trainer)
+        run.finish([self.learner] + ([teacher] if teacher is not None else []), partner=partner_name,
+                   records=str(self.output_dir / run_name))

@@ -1,44 +1,28 @@
 """adversarial_taboo: parsers (prefixes, declarations), the "says the word" rule, the
 programmatic policies, scripted episodes for every outcome through the scorer,
 per-role outcome keys, instance sets, and clem run/score/eval end to end."""
-import csv
-import importlib.util
 import json
 import math
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-GAMES_DIR = Path(__file__).resolve().parents[2] / "playpen" / "games" / "builtin"
+import gametest
+from gametest import all_instances, context, outcome
+
+GAMES_DIR = gametest.BUILTIN_GAMES
 GAME_DIR = GAMES_DIR / "adversarial_taboo"
 
-
-def _load_game_module(name: str, stem: str = None):
-    """Import a game-folder module under a unique name (helper modules under their own
-    name, as clemcore does by putting the folder on sys.path, so that master.py finds
-    the very same modules)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, GAME_DIR / f"{stem or name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-rules = _load_game_module("adv_taboo_rules")
-lexicon_module = _load_game_module("adv_taboo_lexicon")
-policies = _load_game_module("adv_taboo_policies")
-master = _load_game_module("adversarial_taboo_master", "master")  # every game has a master.py
-generator = _load_game_module("adversarial_taboo_instancegenerator", "instancegenerator")
+rules = gametest.load_module(GAME_DIR, "adv_taboo_rules")
+lexicon_module = gametest.load_module(GAME_DIR, "adv_taboo_lexicon")
+policies = gametest.load_module(GAME_DIR, "adv_taboo_policies")
+master = gametest.load_module(GAME_DIR, "adversarial_taboo_master", "master")  # every game has a master.py
+generator = gametest.load_module(GAME_DIR, "adversarial_taboo_instancegenerator", "instancegenerator")
 
 from clemcore.backends.model_registry import CustomResponseModel  # noqa: E402
 from clemcore.clemgame.errors import ParseError  # noqa: E402
 from clemcore.clemgame.master import Outcome  # noqa: E402
-from clemcore.clemgame.recorder import GameInteractionsRecorder  # noqa: E402
-from clemcore.clemgame.registry import GameSpec  # noqa: E402
 
 # measured on the evaluation set (also in the game's README.md)
 EXPECTED_EVAL_QUALITY = 30.0
@@ -60,17 +44,11 @@ BANK = {entry["word"]: entry for entry in json.loads(
 
 
 def load_instances(game: str, stem: str) -> dict:
-    return json.loads((GAMES_DIR / game / "in" / f"{stem}.json").read_text(encoding="utf-8"))
+    return gametest.load_instances(GAMES_DIR / game, stem)
 
 
 EVAL = load_instances("adversarial_taboo", "instances")
 TRAIN = load_instances("adversarial_taboo", "instances_train")
-
-
-def all_instances(instances: dict):
-    for experiment in instances["experiments"]:
-        for instance in experiment["game_instances"]:
-            yield experiment, instance
 
 
 def instance_for(target: str):
@@ -78,10 +56,6 @@ def instance_for(target: str):
     entry = BANK[target]
     return EVAL["experiments"][0], {"game_id": 0, "target_word": target, "related_words": entry["related"],
                                     "clues": entry["clues"]}
-
-
-def context(text: str) -> dict:
-    return {"role": "user", "content": text}
 
 
 # --- parsers ------------------------------------------------------------------------------------
@@ -261,39 +235,14 @@ def test_policies_always_reply_in_format(text):
 
 # --- scripted episodes through the game master and the scorer -------------------------------------
 
-_BENCHMARKS = {}
-
-
 def benchmark():
-    if "bench" not in _BENCHMARKS:
-        _BENCHMARKS["bench"] = master.AdversarialTabooGameBenchmark(GameSpec.from_directory(str(GAME_DIR))[0])
-    return _BENCHMARKS["bench"]
+    return gametest.benchmark(master.AdversarialTabooGameBenchmark, GAME_DIR)
 
 
 def play(experiment, instance, responses=None):
     """Play one episode; `responses` scripts the replies (None: the programmatic players).
     Returns (game master, interactions, episode scores, number of requests)."""
-    bench = benchmark()
-    gm = bench.create_game_master(experiment, [CustomResponseModel()])
-    gm.setup(**instance)
-    recorder = GameInteractionsRecorder("adversarial_taboo", experiment["name"], instance["game_id"], "test", {})
-    gm.register(recorder)
-    gm.before_game()
-    scripted = iter(responses or [])
-    done, steps = False, 0
-    while not done:
-        player = gm.current_player
-        reply = player(gm.get_context_for(player)) if responses is None else next(scripted)
-        done, _ = gm.step(reply)
-        steps += 1
-    scorer = bench.create_game_scorer(experiment, instance)
-    scorer.compute_scores(json.loads(json.dumps(recorder.interactions)))  # as clem score reads them
-    return gm, recorder.interactions, scorer.scores["episode scores"], steps
-
-
-def outcome(scores) -> str:
-    assert scores["Aborted"] + scores["Success"] + scores["Lose"] == 1
-    return next(key for key in ("Aborted", "Success", "Lose") if scores[key] == 1)
+    return gametest.play_episode(benchmark(), experiment, instance, responses)
 
 
 def rounds(*pairs):
@@ -359,20 +308,14 @@ def test_master_classifies_any_replies(script):
     """Whatever the players say, a step never raises and a finished episode has exactly
     one outcome, consistent role keys and a Main Score that matches them."""
     experiment, instance = instance_for("winter")
-    gm = benchmark().create_game_master(experiment, [CustomResponseModel()])
-    gm.setup(**instance)
-    recorder = GameInteractionsRecorder("adversarial_taboo", experiment["name"], 0, "test", {})
-    gm.register(recorder)
-    gm.before_game()
+    gm, recorder = gametest.start_episode(benchmark(), experiment, instance)
     for reply in script:
         done, _ = gm.step(reply)
         if done:
             break
     else:
         return
-    scorer = benchmark().create_game_scorer(experiment, instance)
-    scorer.compute_scores(json.loads(json.dumps(recorder.interactions)))
-    scores = scorer.scores["episode scores"]
+    scores = gametest.score_episode(benchmark(), experiment, instance, recorder.interactions)
     if outcome(scores) == "Aborted":
         assert math.isnan(scores["Main Score"]) and scores["Attacker Aborted"] + scores["Defender Aborted"] == 1
     else:
@@ -437,33 +380,26 @@ def test_no_cross_game_leak_with_taboo():
 
 
 def test_generator_is_reproducible(tmp_path):
-    for split, stem in (("eval", "instances"), ("train", "instances_train")):
-        gen = generator.AdversarialTabooInstanceGenerator()
-        gen.game_path = str(tmp_path)
-        gen.generate(f"{stem}.json", seed=generator.SEED, split=split)
-        written = json.loads((tmp_path / "in" / f"{stem}.json").read_text(encoding="utf-8"))
+    for split, stem in gametest.SPLITS:
+        written = gametest.generated_instances(generator.AdversarialTabooInstanceGenerator(), tmp_path, stem,
+                                               seed=generator.SEED, split=split)
         assert written == load_instances("adversarial_taboo", stem)
 
 
 # --- end to end with the real clem CLI ---------------------------------------------------------------
 
 def test_clem_run_score_eval_programmatic(clem_workspace, clem):
-    clem(["run", "-g", "adversarial_taboo", "-m", "programmatic"], cwd=clem_workspace)
-    clem(["score", "-g", "adversarial_taboo"], cwd=clem_workspace)
-    clem(["eval"], cwd=clem_workspace)
-    results = clem_workspace / "results"
-    score_files = sorted(results.glob("programmatic/adversarial_taboo/*/instance_*/scores.json"))
-    assert len(score_files) == 60
+    results = gametest.clem_run_score_eval(clem, clem_workspace, "adversarial_taboo")
+    episodes = gametest.episode_scores(results, "adversarial_taboo")
+    assert len(episodes) == 60
     winners = Counter()
-    for path in score_files:
-        episode = json.loads(path.read_text(encoding="utf-8"))["episode scores"]
+    for episode in episodes:
         assert outcome(episode) in ("Success", "Lose") and "Played" not in episode
         assert episode["Attacker Win"] + episode["Defender Win"] + episode["Tie"] == 1
         expected = 100 if episode["Attacker Win"] else 0 if episode["Defender Win"] else 50
         assert episode["Main Score"] == expected and episode["Success"] == episode["Attacker Win"]
         winners.update(key.split()[0] for key in ("Attacker Win", "Defender Win") if episode[key])
     assert winners == Counter(EXPECTED_EVAL_WINNERS)
-    with open(results / "results.csv", encoding="utf-8") as f:
-        row = next(r for r in csv.DictReader(f) if r[""] == "programmatic")
+    row = gametest.results_row(results)
     assert float(row["adversarial_taboo, % Played"]) == 100.0
     assert float(row["adversarial_taboo, Quality Score"]) == EXPECTED_EVAL_QUALITY

@@ -1,48 +1,29 @@
 """privateshared: parsers and rules, score arithmetic (also against real clembench records),
 scripted episodes (success / lose / aborted), instance sets, and clem run/score/eval end to end."""
-import csv
-import importlib.util
 import json
 import math
-import sys
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-GAME_DIR = Path(__file__).resolve().parents[2] / "playpen" / "games" / "builtin" / "privateshared"
-RECORDS_DIR = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "clembench-runs-v2.0"
+import gametest
+from gametest import RECORDS_DIR, outcome
 
+GAME_DIR = gametest.BUILTIN_GAMES / "privateshared"
 
-def _load_game_module(file_stem: str, module_name: str):
-    """Import a module of the game folder under a unique name. The rules module keeps its
-    own name, as if clemcore had put the folder on sys.path: master.py then imports the very
-    same module (and error classes)."""
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, GAME_DIR / f"{file_stem}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[module_name]
-
-
-rules = _load_game_module("privateshared_rules", "privateshared_rules")
+# the rules module keeps its own name: master.py then imports the very same module (and error classes)
+rules = gametest.load_module(GAME_DIR, "privateshared_rules")
 
 from clemcore.backends import Model  # noqa: E402  (after the rules: clemcore import order)
 from clemcore.backends.model_registry import CustomResponseModel, ModelSpec  # noqa: E402
 from clemcore.clemgame import GameBenchmark  # noqa: E402
 from clemcore.clemgame.errors import ParseError  # noqa: E402
-from clemcore.clemgame.recorder import GameInteractionsRecorder  # noqa: E402
 from clemcore.clemgame.registry import GameSpec  # noqa: E402
 
-
-def load_instances(stem: str) -> dict:
-    return json.loads((GAME_DIR / "in" / f"{stem}.json").read_text(encoding="utf-8"))
-
-
-EVAL = load_instances("instances")
-TRAIN = load_instances("instances_train")
+EVAL = gametest.load_instances(GAME_DIR, "instances")
+TRAIN = gametest.load_instances(GAME_DIR, "instances_train")
 
 
 def experiment_and_instance(name: str, index: int = 0):
@@ -282,30 +263,12 @@ class TamperedAnswerer(Model):
 
 def play(benchmark, experiment, instance, model):
     """Drive one episode like clemcore's sequential runner; return (gm, interactions, episode scores)."""
-    gm = benchmark.create_game_master(experiment, [model])
-    gm.setup(**instance)
-    recorder = GameInteractionsRecorder("privateshared", experiment["name"], instance["game_id"], "test", {})
-    for player in gm.get_players():
-        recorder.log_player(player.name, player.game_role, player.model.name)
-    gm.register(recorder)
+    gm, recorder = gametest.start_episode(benchmark, experiment, instance, [model])
     if isinstance(model, TamperedAnswerer):
         model.player = gm.answerer
-    gm.before_game()
-    done, steps = False, 0
-    while not done:
-        player = gm.current_player
-        done, _ = gm.step(player(gm.get_context_for(player)))
-        steps += 1
-        assert steps < 100
+    gametest.play_to_end(gm, max_steps=100)
     interactions = json.loads(json.dumps(recorder.interactions))  # must survive the file round trip
-    scorer = benchmark.create_game_scorer(experiment, instance)
-    scorer.compute_scores(interactions)
-    return gm, interactions, scorer.scores["episode scores"]
-
-
-def outcome(scores) -> str:
-    assert scores["Aborted"] + scores["Success"] + scores["Lose"] == 1
-    return next(key for key in ("Aborted", "Success", "Lose") if scores[key])
+    return gm, interactions, gametest.score_episode(benchmark, experiment, instance, interactions)
 
 
 @pytest.mark.parametrize("experiment_name", [e["name"] for e in EVAL["experiments"]])
@@ -458,30 +421,24 @@ def test_instances_are_well_formed():
 
 
 def test_instance_generator_is_reproducible():
-    generator_module = _load_game_module("instancegenerator", "privateshared_instancegenerator")
+    generator_module = gametest.load_module(GAME_DIR, "privateshared_instancegenerator", "instancegenerator")
     for split, (filename, _, _) in generator_module.SPLITS.items():
         generator = generator_module.PrivateSharedInstanceGenerator()
         generator.on_generate(generator_module.SEED, split=split)
-        assert json.loads(json.dumps(generator.instances)) == load_instances(Path(filename).stem)
+        written = json.loads(json.dumps(generator.instances))
+        assert written == gametest.load_instances(GAME_DIR, Path(filename).stem)
 
 
 # --- end to end with the clem CLI -------------------------------------------------------
 
 def test_clem_run_score_eval(clem_workspace, clem):
-    run = clem(["run", "-g", "privateshared", "-m", "programmatic"], cwd=clem_workspace)
-    results = clem_workspace / "results"
-    assert (results / "programmatic" / "privateshared").is_dir(), run.stderr[-2000:]
-    clem(["score", "-g", "privateshared"], cwd=clem_workspace)
-    clem(["eval"], cwd=clem_workspace)
-
-    scores = [json.loads(p.read_text(encoding="utf-8"))["episode scores"]
-              for p in results.glob("programmatic/privateshared/*/instance_*/scores.json")]
+    results = gametest.clem_run_score_eval(clem, clem_workspace, "privateshared")
+    scores = gametest.episode_scores(results, "privateshared")
     assert len(scores) == 50
     assert all(s["Success"] == 1 and s["Main Score"] == 100.0 for s in scores)
     assert not list(results.rglob("error.json"))
 
-    with open(results / "results.csv", encoding="utf-8") as f:
-        row = next(r for r in csv.DictReader(f) if r[""] == "programmatic")
+    row = gametest.results_row(results)
     assert float(row["privateshared, % Played"]) == 100.0
     assert float(row["privateshared, Quality Score"]) == 100.0
 

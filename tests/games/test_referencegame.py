@@ -1,41 +1,24 @@
 """referencegame: parsers, the expression language of the programmatic players,
 scripted episodes (success / lose / aborted) through the scorer, instance sets, and
 clem run/score/eval end to end."""
-import csv
-import importlib.util
-import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-GAME_DIR = Path(__file__).resolve().parents[2] / "playpen" / "games" / "builtin" / "referencegame"
+import gametest
+from gametest import all_instances, context, outcome
 
+GAME_DIR = gametest.BUILTIN_GAMES / "referencegame"
 
-def _load_game_module(name: str, stem: str = None):
-    """Import a game-folder module under a unique name (helper modules under their own
-    name, as clemcore does by putting the folder on sys.path, so that master.py finds
-    the very same modules)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, GAME_DIR / f"{stem or name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-grids = _load_game_module("refgame_grids")
-language = _load_game_module("refgame_language")
-rules = _load_game_module("refgame_rules")
-master = _load_game_module("referencegame_master", "master")  # a unique name: every game has a master.py
-generator = _load_game_module("referencegame_instancegenerator", "instancegenerator")
+grids = gametest.load_module(GAME_DIR, "refgame_grids")
+language = gametest.load_module(GAME_DIR, "refgame_language")
+rules = gametest.load_module(GAME_DIR, "refgame_rules")
+master = gametest.load_module(GAME_DIR, "referencegame_master", "master")  # every game has a master.py
+generator = gametest.load_module(GAME_DIR, "referencegame_instancegenerator", "instancegenerator")
 
 from clemcore.backends.model_registry import CustomResponseModel  # noqa: E402
 from clemcore.clemgame.errors import ParseError  # noqa: E402
-from clemcore.clemgame.recorder import GameInteractionsRecorder  # noqa: E402
-from clemcore.clemgame.registry import GameSpec  # noqa: E402
 
 ADVERSARIAL = [
     "", " ", "\n\n", "x" * 10_000, "Expression: " + "x" * 10_000 + "\nAnswer: first",
@@ -48,18 +31,8 @@ ADVERSARIAL = [
 ]
 
 
-def load_instances(stem: str) -> dict:
-    return json.loads((GAME_DIR / "in" / f"{stem}.json").read_text(encoding="utf-8"))
-
-
-EVAL = load_instances("instances")
-TRAIN = load_instances("instances_train")
-
-
-def all_instances(instances: dict):
-    for experiment in instances["experiments"]:
-        for instance in experiment["game_instances"]:
-            yield experiment, instance
+EVAL = gametest.load_instances(GAME_DIR, "instances")
+TRAIN = gametest.load_instances(GAME_DIR, "instances_train")
 
 
 def first_instance(position: int):
@@ -206,10 +179,6 @@ def test_resolve_never_raises(text, three):
 
 # --- programmatic players -----------------------------------------------------------------
 
-def context(text: str) -> dict:
-    return {"role": "user", "content": text}
-
-
 @settings(max_examples=100, deadline=None)
 @given(st.one_of(st.text(), st.sampled_from([a for a in ADVERSARIAL if isinstance(a, str)])))
 def test_policies_always_reply_in_format(text):
@@ -239,38 +208,15 @@ def test_follower_reads_grids_not_instance():
 
 # --- scripted episodes through the game master and the scorer -----------------------------
 
-_BENCHMARKS = {}
-
-
 def benchmark():
-    if "bench" not in _BENCHMARKS:
-        _BENCHMARKS["bench"] = master.ReferenceGameBenchmark(GameSpec.from_directory(str(GAME_DIR))[0])
-    return _BENCHMARKS["bench"]
+    return gametest.benchmark(master.ReferenceGameBenchmark, GAME_DIR)
 
 
 def play(experiment, instance, responses=None):
     """Play one episode; `responses` scripts the replies (None: the programmatic players).
     Returns (interactions, episode scores, number of requests)."""
-    bench = benchmark()
-    gm = bench.create_game_master(experiment, [CustomResponseModel()])
-    gm.setup(**instance)
-    recorder = GameInteractionsRecorder("referencegame", experiment["name"], instance["game_id"], "test", {})
-    gm.register(recorder)
-    gm.before_game()
-    scripted = iter(responses or [])
-    done, steps = False, 0
-    while not done:
-        player = gm.current_player
-        reply = player(gm.get_context_for(player)) if responses is None else next(scripted)
-        done, _ = gm.step(reply)
-        steps += 1
-    scorer = bench.create_game_scorer(experiment, instance)
-    scorer.compute_scores(recorder.interactions)
-    return recorder.interactions, scorer.scores["episode scores"], steps
-
-
-def outcome(scores) -> str:
-    return next(key for key in ("Aborted", "Success", "Lose") if scores[key] == 1)
+    _, interactions, scores, steps = gametest.play_episode(benchmark(), experiment, instance, responses)
+    return interactions, scores, steps
 
 
 @pytest.mark.parametrize("position", [1, 2, 3])
@@ -354,26 +300,20 @@ def test_distractors_are_nearest_by_edit_distance():
 
 
 def test_generator_is_reproducible(tmp_path):
-    for split, stem in (("eval", "instances"), ("train", "instances_train")):
-        gen = generator.ReferenceGameInstanceGenerator(split)
-        gen.game_path = str(tmp_path)
-        gen.generate(f"{stem}.json", seed=generator.SEED)
-        assert json.loads((tmp_path / "in" / f"{stem}.json").read_text(encoding="utf-8")) == load_instances(stem)
+    for split, stem in gametest.SPLITS:
+        written = gametest.generated_instances(generator.ReferenceGameInstanceGenerator(split), tmp_path, stem,
+                                               seed=generator.SEED)
+        assert written == gametest.load_instances(GAME_DIR, stem)
 
 
 # --- end to end with the real clem CLI ----------------------------------------------------
 
 def test_clem_run_score_eval_programmatic(clem_workspace, clem):
-    clem(["run", "-g", "referencegame", "-m", "programmatic"], cwd=clem_workspace)
-    clem(["score", "-g", "referencegame"], cwd=clem_workspace)
-    clem(["eval"], cwd=clem_workspace)
-    results = clem_workspace / "results"
-    score_files = sorted(results.glob("programmatic/referencegame/*/instance_*/scores.json"))
-    assert len(score_files) == 90
-    for path in score_files:
-        episode = json.loads(path.read_text(encoding="utf-8"))["episode scores"]
+    results = gametest.clem_run_score_eval(clem, clem_workspace, "referencegame")
+    episodes = gametest.episode_scores(results, "referencegame")
+    assert len(episodes) == 90
+    for episode in episodes:
         assert episode["Success"] == 1 and episode["Main Score"] == 100
-    with open(results / "results.csv", encoding="utf-8") as f:
-        row = next(r for r in csv.DictReader(f) if r[""] == "programmatic")
+    row = gametest.results_row(results)
     assert float(row["referencegame, % Played"]) == 100.0
     assert float(row["referencegame, Quality Score"]) == 100.0

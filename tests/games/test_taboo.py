@@ -1,41 +1,25 @@
 """taboo: parsers and the stem rule, the programmatic policies, scripted episodes
 (success / lose / aborted) through the scorer, instance sets, and clem run/score/eval
 end to end."""
-import csv
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-GAME_DIR = Path(__file__).resolve().parents[2] / "playpen" / "games" / "builtin" / "taboo"
+import gametest
+from gametest import all_instances, context, outcome
 
+GAME_DIR = gametest.BUILTIN_GAMES / "taboo"
 
-def _load_game_module(name: str, stem: str = None):
-    """Import a game-folder module under a unique name (helper modules under their own
-    name, as clemcore does by putting the folder on sys.path, so that master.py finds
-    the very same modules)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, GAME_DIR / f"{stem or name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-rules = _load_game_module("taboo_rules")
-lexicon_module = _load_game_module("taboo_lexicon")
-policies = _load_game_module("taboo_policies")
-master = _load_game_module("taboo_master", "master")  # a unique name: every game has a master.py
-generator = _load_game_module("taboo_instancegenerator", "instancegenerator")
+rules = gametest.load_module(GAME_DIR, "taboo_rules")
+lexicon_module = gametest.load_module(GAME_DIR, "taboo_lexicon")
+policies = gametest.load_module(GAME_DIR, "taboo_policies")
+master = gametest.load_module(GAME_DIR, "taboo_master", "master")  # every game has a master.py
+generator = gametest.load_module(GAME_DIR, "taboo_instancegenerator", "instancegenerator")
 
 from clemcore.backends.model_registry import CustomResponseModel  # noqa: E402
 from clemcore.clemgame.errors import ParseError  # noqa: E402
-from clemcore.clemgame.recorder import GameInteractionsRecorder  # noqa: E402
-from clemcore.clemgame.registry import GameSpec  # noqa: E402
 
 # measured on the evaluation set (also in the game's README.md)
 EXPECTED_EVAL_QUALITY = 88.61
@@ -49,22 +33,8 @@ ADVERSARIAL = [
     "GUESS: Ápple", "**GUESS:** apple", None, 3, b"GUESS: apple",
 ]
 LEXICON = lexicon_module.default_lexicon()
-
-
-def load_instances(stem: str) -> dict:
-    return json.loads((GAME_DIR / "in" / f"{stem}.json").read_text(encoding="utf-8"))
-
-
-EVAL = load_instances("instances")
-TRAIN = load_instances("instances_train")
-
-
-def all_instances(instances: dict):
-    for experiment in instances["experiments"]:
-        for instance in experiment["game_instances"]:
-            yield experiment, instance
-
-
+EVAL = gametest.load_instances(GAME_DIR, "instances")
+TRAIN = gametest.load_instances(GAME_DIR, "instances_train")
 BANK = {entry["word"]: entry for entry in json.loads(
     (GAME_DIR / "resources" / "taboo_words.json").read_text(encoding="utf-8"))["words"]}
 
@@ -74,10 +44,6 @@ def instance_for(target: str):
     entry = BANK[target]
     return EVAL["experiments"][0], {"game_id": 0, "target_word": target, "related_words": entry["related"],
                                     "clues": entry["clues"]}
-
-
-def context(text: str) -> dict:
-    return {"role": "user", "content": text}
 
 
 # --- parsers ------------------------------------------------------------------------------
@@ -247,39 +213,15 @@ def test_policies_always_reply_in_format(text):
 
 # --- scripted episodes through the game master and the scorer ----------------------------------
 
-_BENCHMARKS = {}
-
-
 def benchmark():
-    if "bench" not in _BENCHMARKS:
-        _BENCHMARKS["bench"] = master.TabooGameBenchmark(GameSpec.from_directory(str(GAME_DIR))[0])
-    return _BENCHMARKS["bench"]
+    return gametest.benchmark(master.TabooGameBenchmark, GAME_DIR)
 
 
 def play(experiment, instance, responses=None):
     """Play one episode; `responses` scripts the replies (None: the programmatic players).
     Returns (interactions, episode scores, number of requests)."""
-    bench = benchmark()
-    gm = bench.create_game_master(experiment, [CustomResponseModel()])
-    gm.setup(**instance)
-    recorder = GameInteractionsRecorder("taboo", experiment["name"], instance["game_id"], "test", {})
-    gm.register(recorder)
-    gm.before_game()
-    scripted = iter(responses or [])
-    done, steps = False, 0
-    while not done:
-        player = gm.current_player
-        reply = player(gm.get_context_for(player)) if responses is None else next(scripted)
-        done, _ = gm.step(reply)
-        steps += 1
-    scorer = bench.create_game_scorer(experiment, instance)
-    scorer.compute_scores(json.loads(json.dumps(recorder.interactions)))  # as clem score reads them
-    return recorder.interactions, scorer.scores["episode scores"], steps
-
-
-def outcome(scores) -> str:
-    assert scores["Aborted"] + scores["Success"] + scores["Lose"] == 1
-    return next(key for key in ("Aborted", "Success", "Lose") if scores[key] == 1)
+    _, interactions, scores, steps = gametest.play_episode(benchmark(), experiment, instance, responses)
+    return interactions, scores, steps
 
 
 @pytest.mark.parametrize("num_wrong, main_score", [(0, 100), (1, 50), (2, 100 / 3)])
@@ -362,20 +304,14 @@ def test_master_classifies_any_replies(script):
     """Whatever the players say, a step never raises and a finished episode has exactly
     one outcome and a Main Score that matches it."""
     experiment, instance = instance_for("winter")
-    gm = benchmark().create_game_master(experiment, [CustomResponseModel()])
-    gm.setup(**instance)
-    recorder = GameInteractionsRecorder("taboo", experiment["name"], 0, "test", {})
-    gm.register(recorder)
-    gm.before_game()
+    gm, recorder = gametest.start_episode(benchmark(), experiment, instance)
     for reply in script:
         done, _ = gm.step(reply)
         if done:
             break
     else:
         return
-    scorer = benchmark().create_game_scorer(experiment, instance)
-    scorer.compute_scores(json.loads(json.dumps(recorder.interactions)))
-    scores = scorer.scores["episode scores"]
+    scores = gametest.score_episode(benchmark(), experiment, instance, recorder.interactions)
     result = outcome(scores)
     if result == "Aborted":
         assert math.isnan(scores["Main Score"])
@@ -413,31 +349,25 @@ def test_instance_sets_shape_and_disjointness():
 
 
 def test_generator_is_reproducible(tmp_path):
-    for split, stem in (("eval", "instances"), ("train", "instances_train")):
-        gen = generator.TabooInstanceGenerator()
-        gen.game_path = str(tmp_path)
-        gen.generate(f"{stem}.json", seed=generator.SEED, split=split)
-        assert json.loads((tmp_path / "in" / f"{stem}.json").read_text(encoding="utf-8")) == load_instances(stem)
+    for split, stem in gametest.SPLITS:
+        written = gametest.generated_instances(generator.TabooInstanceGenerator(), tmp_path, stem,
+                                               seed=generator.SEED, split=split)
+        assert written == gametest.load_instances(GAME_DIR, stem)
 
 
 # --- end to end with the real clem CLI -----------------------------------------------------------
 
 def test_clem_run_score_eval_programmatic(clem_workspace, clem):
-    clem(["run", "-g", "taboo", "-m", "programmatic"], cwd=clem_workspace)
-    clem(["score", "-g", "taboo"], cwd=clem_workspace)
-    clem(["eval"], cwd=clem_workspace)
-    results = clem_workspace / "results"
-    score_files = sorted(results.glob("programmatic/taboo/*/instance_*/scores.json"))
-    assert len(score_files) == 60
+    results = gametest.clem_run_score_eval(clem, clem_workspace, "taboo")
+    episodes = gametest.episode_scores(results, "taboo")
+    assert len(episodes) == 60
     main_scores = []
-    for path in score_files:
-        episode = json.loads(path.read_text(encoding="utf-8"))["episode scores"]
+    for episode in episodes:
         assert outcome(episode) in ("Success", "Lose") and "Played" not in episode
         expected = 100 / episode["Guesses"] if episode["Success"] else 0
         assert episode["Main Score"] == pytest.approx(expected)
         main_scores.append(episode["Main Score"])
     assert round(sum(main_scores) / len(main_scores), 2) == EXPECTED_EVAL_QUALITY
-    with open(results / "results.csv", encoding="utf-8") as f:
-        row = next(r for r in csv.DictReader(f) if r[""] == "programmatic")
+    row = gametest.results_row(results)
     assert float(row["taboo, % Played"]) == 100.0
     assert float(row["taboo, Quality Score"]) == EXPECTED_EVAL_QUALITY

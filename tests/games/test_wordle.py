@@ -1,12 +1,8 @@
 """wordle, wordle_withclue, wordle_withcritic: rules, parsers, policies, scripted episodes, e2e."""
-import csv
-import importlib.util
 import json
 import math
-import sys
 from collections import Counter
 from itertools import cycle
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,29 +12,16 @@ from hypothesis import strategies as st
 from clemcore.backends.model_registry import CustomResponseModel
 from clemcore.clemgame import GameBenchmark, GameSpec
 from clemcore.clemgame.errors import ParseError
-from clemcore.clemgame.recorder import GameInteractionsRecorder
 
-GAME_DIR = Path(__file__).resolve().parents[2] / "playpen" / "games" / "builtin" / "wordle"
+import gametest
+
+GAME_DIR = gametest.BUILTIN_GAMES / "wordle"
 VARIANTS = ("wordle", "wordle_withclue", "wordle_withcritic")
 
-
-
-def _load(name, stem=None):
-    """Import a file of the game folder as module `name`. The helpers are registered under
-    their own (game-unique) names, as clemcore's sys.path makes master.py import them; the
-    folder itself stays off sys.path (its master.py must not shadow other games')."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, GAME_DIR / f"{stem or name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-rules = _load("wordle_rules")
-solver_mod = _load("wordle_solver")
-instancegenerator = _load("wordle_instancegenerator", "instancegenerator")
+# loaded by file path: the folder stays off sys.path (its master.py must not shadow other games')
+rules = gametest.load_module(GAME_DIR, "wordle_rules")
+solver_mod = gametest.load_module(GAME_DIR, "wordle_solver")
+instancegenerator = gametest.load_module(GAME_DIR, "wordle_instancegenerator", "instancegenerator")
 
 G, Y, R = rules.GREEN, rules.YELLOW, rules.RED
 words5 = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=5, max_size=5)
@@ -270,7 +253,7 @@ def test_word_data_and_instances():
     assert len(set(allowed.words)) == len(allowed.words)
     splits = {}
     for name in ("instances", "instances_train"):
-        data = load_json(GAME_DIR / "in" / f"{name}.json")
+        data = gametest.load_instances(GAME_DIR, name)
         rows = [(exp["name"], inst) for exp in data["experiments"] for inst in exp["game_instances"]]
         ids = [inst["game_id"] for _, inst in rows]
         assert all(isinstance(i, int) for i in ids) and len(set(ids)) == len(ids)
@@ -289,7 +272,7 @@ def test_instances_reproduce_from_seed():
     entries = load_json(GAME_DIR / "resources" / "target_words.json")
     split = instancegenerator.split_targets(entries, instancegenerator.SEED)
     for name, part in (("instances", "eval"), ("instances_train", "train")):
-        data = load_json(GAME_DIR / "in" / f"{name}.json")
+        data = gametest.load_instances(GAME_DIR, name)
         stored = {exp["name"]: [i["target_word"] for i in exp["game_instances"]]
                   for exp in data["experiments"]}
         assert stored == {f"{b}_words": [e["word"] for e in entries_] for b, entries_ in split[part].items()}
@@ -318,8 +301,8 @@ def _solve(solver, target, max_attempts=6):
 
 
 def test_solver_solves_every_evaluation_target(solver):
-    data = load_json(GAME_DIR / "in" / "instances.json")
-    targets = [i["target_word"] for e in data["experiments"] for i in e["game_instances"]]
+    data = gametest.load_instances(GAME_DIR, "instances")
+    targets = [i["target_word"] for _, i in gametest.all_instances(data)]
     attempts = [_solve(solver, t) for t in targets]
     assert None not in attempts
     assert sum(attempts) / len(attempts) <= 4.0
@@ -367,24 +350,8 @@ INSTANCE = {"game_id": 7, "target_word": "those", "clue": "Not these, but ..."}
 
 def play_scripted(bench, instance, scripts):
     """Play one episode with fixed replies per game role; returns (interactions, scores, gm)."""
-    players = bench.game_spec.players
-    gm = bench.create_game_master({"name": "scripted"}, [CustomResponseModel()] * players)
-    recorder = GameInteractionsRecorder(bench.game_name, "scripted", instance["game_id"], "results", {})
-    gm.register(recorder)
-    gm.setup(**instance)
-    gm.before_game()
-    replies = {role: iter(lines) for role, lines in scripts.items()}
-    done = False
-    for _ in range(100):
-        player = gm.current_player
-        assert gm.get_context_for(player) is not None
-        done, _info = gm.step(next(replies[player.game_role]))
-        if done:
-            break
-    assert done
-    scorer = bench.create_game_scorer({"name": "scripted"}, instance)
-    scorer.compute_scores(recorder.interactions)
-    return recorder.interactions, scorer.scores["episode scores"], gm
+    gm, interactions, scores, _ = gametest.play_episode(bench, {"name": "scripted"}, instance, scripts)
+    return interactions, scores, gm
 
 
 def guess(word, why="reasons"):
@@ -517,17 +484,8 @@ def test_unknown_variant_and_bad_target_fail_loudly(benchmarks):
 # --- programmatic players inside the game master ----------------------------------------
 
 def play_programmatic(bench, instance):
-    players = bench.game_spec.players
-    gm = bench.create_game_master({"name": "programmatic"}, [CustomResponseModel()] * players)
-    recorder = GameInteractionsRecorder(bench.game_name, "programmatic", instance["game_id"], "results", {})
-    gm.register(recorder)
-    gm.setup(**instance)
-    gm.before_game()
-    done = False
-    while not done:
-        player = gm.current_player
-        done, _ = gm.step(player(gm.get_context_for(player)))
-    return recorder.interactions, gm
+    gm, interactions, _, _ = gametest.play_episode(bench, {"name": "programmatic"}, instance)
+    return interactions, gm
 
 
 def test_programmatic_critic_game_shows_disagreement_and_reaction(benchmarks):
@@ -583,21 +541,15 @@ def wordle_workspace(clem_workspace):
 
 
 def test_clem_run_score_eval_programmatic(wordle_workspace, clem):
-    clem_workspace = wordle_workspace
     # one programmatic model: clemcore gives it to both players of wordle_withcritic
-    clem(["run", "-g", json.dumps({"main_game": "wordle"}), "-m", "programmatic"], cwd=clem_workspace)
-    clem(["score"], cwd=clem_workspace)
-    clem(["eval"], cwd=clem_workspace)
-    results = clem_workspace / "results"
+    results = gametest.clem_run_score_eval(clem, wordle_workspace, json.dumps({"main_game": "wordle"}))
     assert not list(results.rglob("error.json"))
-    with open(results / "results.csv", encoding="utf-8") as f:
-        row = next(r for r in csv.DictReader(f) if r[""] == "programmatic")
+    row = gametest.results_row(results)
     quality = {}
     for variant in VARIANTS:
         assert float(row[f"{variant}, % Played"]) == 100.0
         quality[variant] = float(row[f"{variant}, Quality Score"])
-        scores = [load_json(p)["episode scores"]
-                  for p in (results / "programmatic" / variant).rglob("scores.json")]
+        scores = gametest.episode_scores(results, variant)
         assert len(scores) == 30
         assert all(s["Aborted"] == 0 and s["Success"] + s["Lose"] == 1 for s in scores)
         assert sum(s["Success"] for s in scores) >= 27
