@@ -105,12 +105,13 @@ def _say(message: str) -> None:
     print(f"[playpen] {message}", file=sys.stderr, flush=True)
 
 
-def prepare_default_model(force: bool = False, deep_check: bool = False) -> Path:
-    """Convert the packaged GGUF into ``models/smol-135m`` once; idempotent.
+def prepare_default_model(folder: Path | None = None, force: bool = False,
+                          deep_check: bool = False) -> Path:
+    """Convert the packaged GGUF into `folder` (default ``models/smol-135m``) once; idempotent.
 
     Returns the folder. A folder that fails the check is rebuilt.
     """
-    folder = default_model_dir()
+    folder = Path(folder) if folder is not None else default_model_dir()
     problem = None if force else check_model_dir(folder, deep=deep_check)
     if not force and problem is None:
         return folder
@@ -158,21 +159,12 @@ def _convert_gguf(gguf: Path, out_dir: Path) -> None:
 
 
 def ensure_local_model(entry) -> None:
-    """Prepare the embedded model on first use when an entry points at its folder."""
+    """Prepare the embedded model on first use when an entry points at a playpen-managed
+    folder: ``models/smol-135m``, or another ``.../smol-135m`` folder a ``smol-135m``
+    entry names. Any other folder is the user's and is never written to."""
     if entry.backend != "huggingface_local":
         return
     target = Path(entry.spec.get("huggingface_id", ""))
-    if entry.name == DEFAULT_MODEL or target.resolve() == default_model_dir().resolve():
-        if target.resolve() == default_model_dir().resolve():
-            prepare_default_model()
-        elif check_model_dir(target) is not None:
-            # a workspace entry pointing at another models/ root
-            previous = os.environ.get(MODELS_DIR_ENV)
-            os.environ[MODELS_DIR_ENV] = str(target.parent)
-            try:
-                prepare_default_model()
-            finally:
-                if previous is None:
-                    os.environ.pop(MODELS_DIR_ENV)
-                else:
-                    os.environ[MODELS_DIR_ENV] = previous
+    is_default = target.resolve() == default_model_dir().resolve()
+    if is_default or (entry.name == DEFAULT_MODEL and target.name == DEFAULT_MODEL):
+        prepare_default_model(target)
