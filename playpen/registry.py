@@ -138,10 +138,9 @@ def _absolutise(entry: ModelEntry) -> ModelEntry:
     """Local paths in a workspace registry are relative to that file, not to the cwd."""
     spec = dict(entry.spec)
     base = Path(entry.source).parent if entry.source.endswith(".json") else Path.cwd()
-    for key in ("huggingface_id",):
-        value = spec.get(key)
-        if isinstance(value, str) and (value.startswith(".") or value.startswith("models/")):
-            spec[key] = str((base / value).resolve())
+    model_id = spec.get("huggingface_id")
+    if isinstance(model_id, str) and (model_id.startswith(".") or model_id.startswith("models/")):
+        spec["huggingface_id"] = str((base / model_id).resolve())
     config = dict(spec.get("model_config") or {})
     adapter = config.get("peft_model")
     if isinstance(adapter, str) and not os.path.isabs(adapter) and (base / adapter).exists():
