@@ -62,15 +62,23 @@ def main(argv=None) -> int:
     parser.add_argument("--grpo-minutes", type=float, default=30.0)
     parser.add_argument("--grpo-steps", type=int, default=200, help="upper bound; the time budget usually ends it")
     parser.add_argument("--num-generations", type=int, default=4)
-    parser.add_argument("--eval-instances", type=int, default=4, help="held-out instances per experiment")
+    parser.add_argument("--eval-instances", type=int, default=6,
+                        help="held-out instances per experiment (6 = two referencegame targets at each of the "
+                             "three positions: a follower that always answers one label scores 33.3)")
     parser.add_argument("--max-tokens", type=int, default=40, help="tokens per generated turn")
-    parser.add_argument("--temperature", type=float, default=1.0, help="GRPO sampling temperature")
+    parser.add_argument("--temperature", type=float, default=0.7, help="GRPO sampling temperature")
+    parser.add_argument("--grpo-lr", type=float, default=2e-4, help="GRPO learning rate (LoRA)")
+    parser.add_argument("--grpo-groups-per-step", type=int, default=2,
+                        help="groups per step (self-play: an instance's two roles are two groups)")
+    parser.add_argument("--grpo-save-steps", type=int, default=5,
+                        help="checkpoint interval; the checkpoint nearest half the budget is evaluated too")
     parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"))
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--quick", action="store_true", help="tiny budgets: checks the plumbing only")
     args = parser.parse_args(argv)
     if args.quick:
-        args.sft_steps, args.grpo_minutes, args.eval_instances, args.grpo_steps = 2, 1.0, 1, 2
+        args.sft_steps, args.grpo_minutes, args.eval_instances, args.grpo_steps = 2, 1.0, 1, 3
+        args.grpo_save_steps = 1
 
     from playpen.runner import load_trainer_class, resolve_and_load
     from playpen.seeding import seed_everything
@@ -110,8 +118,10 @@ def main(argv=None) -> int:
                                role="learner")
     grpo_cls = load_trainer_class(TRAINERS / "grpo_trainer_lora_sp.py")
     grpo_cfg = grpo_cls.config_class(games=args.grpo_game, max_steps=args.grpo_steps,
-                                     num_generations=args.num_generations, groups_per_step=2,
-                                     init_adapter=str(adapter), beta=0.0, save_steps=10,
+                                     num_generations=args.num_generations,
+                                     groups_per_step=args.grpo_groups_per_step, learning_rate=args.grpo_lr,
+                                     init_adapter=str(adapter), beta=0.0, save_steps=args.grpo_save_steps,
+                                     save_total_limit=10_000,
                                      models_dir=str(out / "models"), overwrite=True, evaluate=False)
     trainer = grpo_cls(learner, config=grpo_cfg, output_dir=out / "records", seed=args.seed)
     trainer.add_callback(stop_after(args.grpo_minutes * 60))
@@ -119,9 +129,20 @@ def main(argv=None) -> int:
     trainer.learn(None)
     grpo_seconds = time.time() - started
     learner.set_gen_args(temperature=0.0, max_tokens=args.max_tokens)
+    grpo_run = out / "models" / "grpo+lora" / training.safe_name(args.learner) / "selfplay"
+    # the checkpoint nearest half the budget (30 CPU-minutes = 15 wall-minutes on 2 cores)
+    half = halfway_checkpoint(grpo_run, grpo_seconds / 2)
+    if half is not None:
+        from playpen.evaluation import load_eval_model
+        checkpoint, half_seconds = half
+        name = f"{args.learner}+sft+lora+grpo-{checkpoint.name}"
+        half_model = load_eval_model(args.learner, adapter=checkpoint, run_name=name, temperature=0.0,
+                                     max_tokens=args.max_tokens)
+        table, seconds = evaluate(half_model, games, out, name, args.eval_instances, 16)
+        record(f"sft+lora+grpo ({checkpoint.name})", table, seconds, half_seconds)
+        del half_model
     table, seconds = evaluate(learner, games, out, f"{args.learner}+sft+lora+grpo", args.eval_instances, 16)
     record("sft+lora+grpo", table, seconds, grpo_seconds)
-    grpo_run = out / "models" / "grpo+lora" / training.safe_name(args.learner) / "selfplay"
     report["grpo_run"] = str(grpo_run)
     training.write_json(out / "learning.json", report)
     plot(report, grpo_run, out / "learning.png")
@@ -129,12 +150,33 @@ def main(argv=None) -> int:
     return 0
 
 
+def halfway_checkpoint(run_dir: Path, seconds: float):
+    """(checkpoint, GRPO seconds at its step) for the saved checkpoint whose step ended
+    nearest ``seconds`` after the start of training, or None."""
+    from playpen import training
+    from playpen.plotting import read_log
+    try:
+        steps = read_log(run_dir)
+    except Exception:
+        return None
+    if not steps:
+        return None
+    start = steps[0]["time"] - steps[0].get("train/step_time", 0.0)
+    ended = {s["step"]: s["time"] - start for s in steps if "time" in s}
+    saved = [(c, ended[int(c.name.split("-")[1])]) for c in training.checkpoints(run_dir)
+             if int(c.name.split("-")[1]) in ended]
+    saved = [(c, t) for c, t in saved if t < seconds * 1.5]  # not the final one
+    if not saved:
+        return None
+    return min(saved, key=lambda pair: abs(pair[1] - seconds))
+
+
 def table_text(report: dict) -> str:
-    lines = [f"{'stage':<16} {'game':<16} {'% played':>9} {'quality':>8} {'clemscore':>9} {'train s':>8}"]
+    lines = [f"{'stage':<30} {'game':<16} {'% played':>9} {'quality':>8} {'clemscore':>9} {'train s':>8}"]
     for stage in report["stages"]:
         for row in stage["eval"]["games"] + [stage["eval"]["overall"]]:
             quality = "n/a" if row["quality"] is None else f"{row['quality']:.1f}"
-            lines.append(f"{stage['stage']:<16} {row['game']:<16} {row['percent_played']:>9.1f} {quality:>8} "
+            lines.append(f"{stage['stage']:<30} {row['game']:<16} {row['percent_played']:>9.1f} {quality:>8} "
                          f"{row['clemscore']:>9.1f} {stage['train_seconds']:>8.0f}")
     return "\n".join(lines)
 

@@ -14,8 +14,11 @@ Every variant writes its records (clemcore's file savers for a/b, playpen's reco
 Tokens are counted the same way for all: the ids each ``model.generate`` call produced
 per row, up to and including the first EOS. "model time" is the time spent inside
 ``model.generate`` (plus playpen's shared-prefix prefill); env/bookkeeping share =
-1 - model time / wall time. Prints a table
-and writes benchmarks/results/rollouts-<date>.json.
+1 - model time / wall time. Every forward pass is also timed and split into prefill (more
+than one position per row) and decode steps (one position); "c/a bound" = wall time of
+(a) / prefill time of (c) is the most any engine could gain over (a) on this machine
+while prefilling what (c) prefills, with decoding and bookkeeping for free. Prints a
+table and writes benchmarks/results/rollouts-<date>.json.
 """
 from __future__ import annotations
 
@@ -41,6 +44,11 @@ class GenerateMeter:
         self.seconds = 0.0
         self.calls = 0
         model.generate = self._generate
+        # every forward pass, split into prefill (several positions per row) and decode steps
+        self.forward = model.forward
+        model.forward = self._forward
+        self.prefill_seconds = self.decode_seconds = 0.0
+        self.prefill_positions = self.decode_steps = 0
         # playpen's shared-prefix prefill runs outside generate: it is model time too
         prefix_cache = generation._prefix_cache
 
@@ -64,8 +72,23 @@ class GenerateMeter:
             self.tokens += len(row) if end is None else end + 1
         return out
 
+    def _forward(self, *args, **kwargs):
+        ids = kwargs.get("input_ids") if kwargs.get("input_ids") is not None else (args[0] if args else None)
+        started = time.perf_counter()
+        out = self.forward(*args, **kwargs)
+        elapsed = time.perf_counter() - started
+        if ids is not None and ids.shape[1] > 1:
+            self.prefill_seconds += elapsed
+            self.prefill_positions += int(ids.numel())
+        else:
+            self.decode_seconds += elapsed
+            self.decode_steps += 1
+        return out
+
     def reset(self):
         self.tokens, self.seconds, self.calls = 0, 0.0, 0
+        self.prefill_seconds = self.decode_seconds = 0.0
+        self.prefill_positions = self.decode_steps = 0
 
 
 def measure(name, fn, meter, num_episodes):
@@ -76,10 +99,14 @@ def measure(name, fn, meter, num_episodes):
     row = dict(variant=name, episodes=num_episodes, seconds=round(wall, 2), generate_calls=meter.calls,
                generated_tokens=meter.tokens, episodes_per_s=round(num_episodes / wall, 3),
                tokens_per_s=round(meter.tokens / wall, 1), model_seconds=round(meter.seconds, 2),
-               env_share=round(1 - meter.seconds / wall, 3))
+               env_share=round(1 - meter.seconds / wall, 3),
+               prefill_seconds=round(meter.prefill_seconds, 2), prefill_positions=meter.prefill_positions,
+               decode_seconds=round(meter.decode_seconds, 2), decode_steps=meter.decode_steps)
     print(f"  {name:<34} {wall:8.1f} s  {row['episodes_per_s']:7.3f} ep/s  {row['tokens_per_s']:7.1f} tok/s"
-          f"  env share {row['env_share']:.1%}  ({meter.tokens} tokens, {meter.calls} generate calls)",
-          flush=True)
+          f"  env share {row['env_share']:.1%}  ({meter.tokens} tokens, {meter.calls} generate calls)\n"
+          f"  {'':<34} prefill {meter.prefill_seconds:6.1f} s ({meter.prefill_positions} positions), "
+          f"decode {meter.decode_seconds:6.1f} s ({meter.decode_steps} steps, "
+          f"{1000 * meter.decode_seconds / max(1, meter.decode_steps):.0f} ms/step)", flush=True)
     return row
 
 
@@ -173,6 +200,10 @@ def main(argv=None):
               "c/b episodes_per_s": by["(c)"]["episodes_per_s"] / by["(b)"]["episodes_per_s"]}
     if "(a)" in by:
         ratios["c/a episodes_per_s"] = by["(c)"]["episodes_per_s"] / by["(a)"]["episodes_per_s"]
+    if "(a)" in by:
+        # the most any engine could gain over (a) on this machine while prefilling what (c)
+        # prefills: decoding for free, no bookkeeping (prefill is compute-bound on a CPU)
+        ratios["c/a bound (a wall / c prefill)"] = by["(a)"]["seconds"] / max(1e-9, by["(c)"]["prefill_seconds"])
     print("ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in ratios.items()))
     print(f"playpen rollout stats: env share {stats['rollout/env_share']:.1%} of the loop "
           f"(setup {stats['rollout/seconds_setup']:.2f} s); outcomes {sorted(set(stats['outcomes']))}")

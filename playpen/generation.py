@@ -71,6 +71,23 @@ class _LogprobRecorder:
         return torch.stack(self.steps, dim=1).cpu()
 
 
+def context_limit(model: Any, tokenizer: Any = None) -> int | None:
+    """The most tokens (prompt + generated) the model attends over: the config's
+    ``max_position_embeddings`` (or ``n_positions``), and the tokenizer's
+    ``model_max_length`` when that is a real limit; None when neither says."""
+    limits = []
+    config = getattr(model, "config", None)
+    for key in ("max_position_embeddings", "n_positions"):
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            limits.append(value)
+            break
+    value = getattr(tokenizer, "model_max_length", None)
+    if isinstance(value, int) and 0 < value < 10**7:  # HF's "no limit" is a huge sentinel
+        limits.append(value)
+    return min(limits) if limits else None
+
+
 def _device_of(model):
     return next(model.parameters()).device
 

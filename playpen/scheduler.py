@@ -13,7 +13,7 @@ import copy
 import math
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -26,6 +26,10 @@ from playpen.rollout import (LEARNER, BranchPoint, Branching, EpisodeResult, Ins
 
 class RolloutError(PlaypenError):
     """Bad rollout arguments: unknown roles or instances, nobody for a role."""
+
+
+class ContextOverflowError(PlaypenError):
+    """A learner prompt does not fit the model's context window (the episode fails)."""
 
 
 # ----------------------------------------------------------------------------- token buffers
@@ -464,15 +468,37 @@ class _Loop:
         for turn in turns:
             buffer = turn.episode.buffers.setdefault(turn.player.name, TokenBuffer())
             prompts.append(buffer.prepare(learner.tokenizer, turn.messages, self.template_kwargs))
+        # the context window: a prompt that fills it fails its episode; one that leaves less
+        # room than max_new_tokens is generated with the room left (cut, as at max_new_tokens)
+        limit = generation.context_limit(learner.model, learner.tokenizer)
+        wanted = learner.sampling.max_new_tokens
+        budgets: dict[int, list[int]] = {}
+        for i, (turn, prompt) in enumerate(zip(turns, prompts)):
+            room = wanted if limit is None else min(wanted, limit - len(prompt))
+            if room < 1:
+                answers[id(turn)] = None  # never applied: the episode has failed
+                self._fail(turn.episode, ContextOverflowError(
+                    f"the prompt of {turn.player.name} ({turn.player.game_role}) has {len(prompt)} tokens; "
+                    f"{learner.name}'s context window holds {limit}: the episode cannot go on (use a model "
+                    f"with a longer context, or fewer/shorter turns)"))
+                continue
+            budgets.setdefault(room, []).append(i)
         started = time.perf_counter()
         call_start = datetime.now()
-        generations = generation.generate(learner.model, learner.tokenizer, prompts, learner.sampling)
+        generations: list = [None] * len(turns)
+        for room, rows in sorted(budgets.items(), reverse=True):
+            sampling = learner.sampling if room == wanted else replace(learner.sampling, max_new_tokens=room)
+            for i, gen in zip(rows, generation.generate(learner.model, learner.tokenizer,
+                                                        [prompts[i] for i in rows], sampling)):
+                generations[i] = gen
+            self.clock.calls += 1
         elapsed = time.perf_counter() - started
         self.clock.generate += elapsed
-        self.clock.calls += 1
-        self.clock.learner_turns += len(turns)
+        self.clock.learner_turns += sum(len(rows) for rows in budgets.values())
         duration = str(datetime.now() - call_start)
         for turn, prompt, gen in zip(turns, prompts, generations):
+            if gen is None:
+                continue
             self.clock.tokens += len(gen.token_ids)
             buffer = turn.episode.buffers[turn.player.name]
             buffer.add_generation(gen.token_ids, gen.logprobs, gen.text)

@@ -201,3 +201,35 @@ def test_instances_file(toy_workspace, tiny_pair):
     assert [(e.experiment, e.game_id) for e in result.episodes] == [("train_words", 0), ("train_words", 1)]
     with pytest.raises(PlaypenError, match=r"no in/nope.json \(instance files: instances, instances_train\)"):
         rollout("sayword", make_learner(tiny_pair), instances_file="nope", records_dir=None)
+
+
+def test_context_window_overflow_fails_the_episode_and_short_room_cuts_the_turn(toy_workspace, tiny_pair,
+                                                                                 monkeypatch):
+    from playpen.generation import context_limit
+    model, tokenizer = tiny_pair
+    assert context_limit(model, tokenizer) == 2048  # the tiny model's config; the tokenizer sets none
+    learner = make_learner(tiny_pair, temperature=0.0, max_new_tokens=6)
+    probe = rollout("sayword", learner, records_dir=None)
+    lengths = sorted({len(t.prompt_ids) for t in probe.trajectories})
+    shortest, longest = lengths[0], lengths[-1]
+    assert all(t.num_model_tokens == 6 or t.completion_ids[-1] == tokenizer.eos_token_id
+               for t in probe.trajectories)
+
+    # room for 2 new tokens after the longest prompt: every turn is cut at 2 tokens (or ends earlier)
+    monkeypatch.setattr(model.config, "max_position_embeddings", longest + 2)
+    cut = rollout("sayword", learner, records_dir=None)
+    assert not any(e.error for e in cut.episodes)
+    assert all(t.num_model_tokens <= 2 for t in cut.trajectories if len(t.prompt_ids) == longest)
+    same = [t for t in cut.trajectories if len(t.prompt_ids) == longest]
+    assert same and all(t.num_model_tokens >= 1 for t in same)
+
+    # no room at all: the episodes whose prompt fills the window fail with a clear error, the others play
+    prompt_of = {t.game_id: len(t.prompt_ids) for t in probe.trajectories}
+    monkeypatch.setattr(model.config, "max_position_embeddings", longest)
+    result = rollout("sayword", learner, records_dir=None)
+    failed = [e for e in result.episodes if e.error]
+    assert sorted(e.game_id for e in failed) == sorted(g for g, n in prompt_of.items() if n >= longest)
+    assert all(e.outcome == "error" and "context window holds" in e.error for e in failed)
+    assert "ContextOverflowError" in failed[0].error
+    assert result.stats.num_errors == len(failed)
+    assert all(not e.error for e in result.episodes if prompt_of[e.game_id] < longest)
