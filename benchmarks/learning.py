@@ -187,7 +187,7 @@ def plot(report: dict, grpo_run: Path, path: Path) -> None:
     import matplotlib.pyplot as plt
     from playpen.plotting import read_log
     fig, (bars, curve) = plt.subplots(1, 2, figsize=(11, 3.8))
-    stages = [s["stage"] for s in report["stages"]]
+    stages = [s["stage"].replace(" (", "\n(") for s in report["stages"]]
     games = [g["game"] for g in report["stages"][0]["eval"]["games"]]
     width = 0.8 / max(1, len(games))
     for i, game in enumerate(games):
@@ -199,13 +199,20 @@ def plot(report: dict, grpo_run: Path, path: Path) -> None:
         bars.bar(xs, played, width * 0.5, label=f"{game} % played")
         bars.bar([x + width * 0.5 for x in xs], quality, width * 0.5, label=f"{game} quality")
     bars.set_xticks([x + 0.4 - width / 2 for x in range(len(stages))], stages)
-    bars.set_ylim(0, 105)
-    bars.legend(fontsize=7)
+    bars.set_ylim(0, 135)
+    bars.set_yticks(range(0, 101, 20))
+    bars.tick_params(axis="x", labelsize=8)
+    bars.legend(fontsize=7, loc="upper left", ncol=2)
     bars.set_title("held-out instances")
     try:
         steps = read_log(grpo_run)
-        curve.plot([s["step"] for s in steps], [s.get("rollout/reward_mean", float("nan")) for s in steps],
-                   label="reward (mean)")
+        xs = [s["step"] for s in steps]
+        rewards = [s.get("rollout/reward_mean", float("nan")) for s in steps]
+        curve.plot(xs, rewards, label="reward (mean)", alpha=0.5)
+        window = 5  # one or two instances per step: the running mean shows the trend
+        smooth = [sum(rewards[max(0, i - window + 1):i + 1]) / len(rewards[max(0, i - window + 1):i + 1])
+                  for i in range(len(rewards))]
+        curve.plot(xs, smooth, label=f"reward (mean of {window} steps)")
         curve.plot([s["step"] for s in steps], [s.get("rollout/percent_played", float("nan")) / 100 for s in steps],
                    label="played (fraction)")
         curve.legend(fontsize=7)
