@@ -184,6 +184,7 @@ def test_grpo_with_teacher_via_playpen_run(toy_workspace):
     (MP_TRAINER, [], "this trainer needs a teacher"),
     (SP_TRAINER, ["--roles", "Speeker"], "unknown role 'Speeker'. Did you mean: Speaker?"),
     (SP_TRAINER, ["--reward", "dense"], "--reward must be outcome or binary"),
+    (SP_TRAINER, ["--lora-dropout", "1.5"], "--lora-dropout must be in [0, 1), got 1.5"),
     (SP_TRAINER, ["--games", "relay", "--train-instances", "nope"], "has no in/nope.json"),
 ])
 def test_grpo_user_errors(toy_workspace, trainer, args, expected):
@@ -191,6 +192,51 @@ def test_grpo_user_errors(toy_workspace, trainer, args, expected):
     result = CliRunner().invoke(cli, ["run", str(trainer), "-l", "tiny-random", *base, *args])
     assert result.exit_code == 2, result.output
     assert expected in result.output
+
+
+def test_set_lora_dropout_replaces_every_lora_dropout(tiny_model_dir):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+                           LoraConfig(r=4, lora_dropout=0.05, target_modules="all-linear", task_type="CAUSAL_LM"))
+
+    def dropouts():
+        return [d for m in model.modules() if isinstance(getattr(m, "lora_dropout", None), torch.nn.ModuleDict)
+                for d in m.lora_dropout.values()]
+    layers = len(dropouts())
+    assert layers > 0 and all(isinstance(d, torch.nn.Dropout) and d.p == 0.05 for d in dropouts())
+    assert training.set_lora_dropout(model, 0.0) == layers
+    assert all(isinstance(d, torch.nn.Identity) for d in dropouts())
+    assert training.set_lora_dropout(model, 0.2) == layers
+    assert all(isinstance(d, torch.nn.Dropout) and d.p == 0.2 for d in dropouts())
+    with pytest.raises(ValueError, match=r"in \[0, 1\)"):
+        training.set_lora_dropout(model, 1.0)
+
+
+def test_grpo_from_an_adapter_trains_without_its_dropout(toy_workspace, tiny_model_dir, tmp_path):
+    """--init-adapter: the SFT adapter's dropout (0.05 here) is replaced by --lora-dropout (0)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    adapter = tmp_path / "sft-adapter"
+    get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+                   LoraConfig(r=4, lora_dropout=0.05, target_modules="all-linear",
+                              task_type="CAUSAL_LM")).save_pretrained(adapter)
+    seen = {}
+    original = training.set_lora_dropout
+
+    def spy(model, p):
+        seen["p"], seen["changed"] = p, original(model, p)
+        return seen["changed"]
+    training.set_lora_dropout = spy
+    try:
+        result = CliRunner().invoke(cli, ["run", str(SP_TRAINER), "-l", "tiny-random", "-L", "3", "--games", "sayword",
+                                          "--train-instances", "instances", "--max-steps", "1", "--no-evaluate",
+                                          "--num-generations", "2", "--init-adapter", str(adapter)])
+    finally:
+        training.set_lora_dropout = original
+    assert result.exit_code == 0, result.output
+    assert seen["p"] == 0.0 and seen["changed"] > 0
 
 
 # ----------------------------------------------------------------------------- plot

@@ -40,7 +40,8 @@ class GRPOSelfPlayConfig:
     beta: float = field(default=0.02, metadata={"help": "KL coefficient (0 = no KL, no reference pass)"})
     lora_r: int = field(default=16, metadata={"help": "LoRA rank"})
     lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha"})
-    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout"})
+    lora_dropout: float = field(default=0.0, metadata={
+        "help": "LoRA dropout, also applied to --init-adapter (0: none, as RL wants; it costs CPU time too)"})
     target_modules: str = field(default="all-linear", metadata={"help": "LoRA target modules"})
     init_adapter: str = field(default="", metadata={"help": "start from this adapter (e.g. an SFT checkpoint)"})
     reward: str = field(default="outcome", metadata={"help": "outcome (graded) or binary (1 = success)"})
@@ -81,6 +82,8 @@ class GRPOSelfPlayTrainer(BasePlayPen):
                                    eval_prefix=f"{self.learner.name}+grpo+lora-{partner_name}-")
         if cfg.reward not in ("outcome", "binary"):
             raise grpo.GRPOSetupError(f"--reward must be outcome or binary, got '{cfg.reward}'")
+        if not 0.0 <= cfg.lora_dropout < 1.0:
+            raise grpo.GRPOSetupError(f"--lora-dropout must be in [0, 1), got {cfg.lora_dropout}")
 
         # 1. the groups: (training instance, role) slots, an instance's roles side by side
         per_instance, game_roles = grpo.training_slots(games, training.split_list(cfg.roles), cfg.train_instances)
@@ -111,6 +114,7 @@ class GRPOSelfPlayTrainer(BasePlayPen):
         if cfg.init_adapter:
             from playpen.evaluation import check_adapter
             model = PeftModel.from_pretrained(model, str(check_adapter(cfg.init_adapter)), is_trainable=True)
+            training.set_lora_dropout(model, cfg.lora_dropout)
             peft_config = None
         args = GRPOConfig(
             output_dir=str(run.run_dir), max_steps=cfg.max_steps, learning_rate=cfg.learning_rate, beta=cfg.beta,
