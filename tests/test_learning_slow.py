@@ -17,5 +17,10 @@ def test_learning_benchmark_quick_on_smol(clem_workspace, tmp_path):
                            "--out", str(out)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=3000)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((out / "learning.json").read_text())
-    assert [s["stage"] for s in report["stages"]] == ["baseline", "sft+lora", "sft+lora+grpo"]
+    stages = [s["stage"] for s in report["stages"]]
+    assert stages[:2] == ["baseline", "sft+lora"] and stages[-1] == "sft+lora+grpo"
+    # the checkpoint nearest half the GRPO budget, when one was saved before the last
+    assert all(s.startswith("sft+lora+grpo (checkpoint-") for s in stages[2:-1]) and len(stages) <= 4
+    for stage in report["stages"]:
+        assert [g["game"] for g in stage["eval"]["games"]] == ["referencegame"]
     assert (out / "learning.png").exists()
