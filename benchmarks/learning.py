@@ -154,17 +154,17 @@ def halfway_checkpoint(run_dir: Path, seconds: float):
     """(checkpoint, GRPO seconds at its step) for the saved checkpoint whose step ended
     nearest ``seconds`` after the start of training, or None."""
     from playpen import training
-    from playpen.plotting import read_log
+    from playpen.plotting import PlotError, read_log
     try:
         steps = read_log(run_dir)
-    except Exception:
+    except PlotError:  # no log: GRPO never finished a step
         return None
     if not steps:
         return None
     start = steps[0]["time"] - steps[0].get("train/step_time", 0.0)
     ended = {s["step"]: s["time"] - start for s in steps if "time" in s}
-    saved = [(c, ended[int(c.name.split("-")[1])]) for c in training.checkpoints(run_dir)
-             if int(c.name.split("-")[1]) in ended]
+    saved = [(c, ended[training.checkpoint_step(c)]) for c in training.checkpoints(run_dir)
+             if training.checkpoint_step(c) in ended]
     saved = [(c, t) for c, t in saved if t < seconds * 1.5]  # not the final one
     if not saved:
         return None
@@ -213,7 +213,7 @@ def plot(report: dict, grpo_run: Path, path: Path) -> None:
         smooth = [sum(rewards[max(0, i - window + 1):i + 1]) / len(rewards[max(0, i - window + 1):i + 1])
                   for i in range(len(rewards))]
         curve.plot(xs, smooth, label=f"reward (mean of {window} steps)")
-        curve.plot([s["step"] for s in steps], [s.get("rollout/percent_played", float("nan")) / 100 for s in steps],
+        curve.plot(xs, [s.get("rollout/percent_played", float("nan")) / 100 for s in steps],
                    label="played (fraction)")
         curve.legend(fontsize=7)
     except Exception as e:  # a missing curve must not hide the table

@@ -214,7 +214,7 @@ def test_set_lora_dropout_replaces_every_lora_dropout(tiny_model_dir):
         training.set_lora_dropout(model, 1.0)
 
 
-def test_grpo_from_an_adapter_trains_without_its_dropout(toy_workspace, tiny_model_dir, tmp_path):
+def test_grpo_from_an_adapter_trains_without_its_dropout(toy_workspace, tiny_model_dir, tmp_path, monkeypatch):
     """--init-adapter: the SFT adapter's dropout (0.05 here) is replaced by --lora-dropout (0)."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
@@ -228,13 +228,10 @@ def test_grpo_from_an_adapter_trains_without_its_dropout(toy_workspace, tiny_mod
     def spy(model, p):
         seen["p"], seen["changed"] = p, original(model, p)
         return seen["changed"]
-    training.set_lora_dropout = spy
-    try:
-        result = CliRunner().invoke(cli, ["run", str(SP_TRAINER), "-l", "tiny-random", "-L", "3", "--games", "sayword",
-                                          "--train-instances", "instances", "--max-steps", "1", "--no-evaluate",
-                                          "--num-generations", "2", "--init-adapter", str(adapter)])
-    finally:
-        training.set_lora_dropout = original
+    monkeypatch.setattr(training, "set_lora_dropout", spy)
+    result = CliRunner().invoke(cli, ["run", str(SP_TRAINER), "-l", "tiny-random", "-L", "3", "--games", "sayword",
+                                      "--train-instances", "instances", "--max-steps", "1", "--no-evaluate",
+                                      "--num-generations", "2", "--init-adapter", str(adapter)])
     assert result.exit_code == 0, result.output
     assert seen["p"] == 0.0 and seen["changed"] > 0
 
