@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from playpen.files import write_json
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAINERS = REPO_ROOT / "examples" / "trl"
 
@@ -80,22 +82,24 @@ def main(argv=None) -> int:
         args.sft_steps, args.grpo_minutes, args.eval_instances, args.grpo_steps = 2, 1.0, 1, 3
         args.grpo_save_steps = 1
 
-    from playpen.runner import load_trainer_class, resolve_and_load
+    from playpen.cli.run import load_trainer_class
+    from playpen.models import load_model_by_name
     from playpen.seeding import seed_everything
-    from playpen import training
+    from playpen.training import run as training
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     games = [g for g in args.games.split(",") if g]
     seed_everything(args.seed)
-    learner = resolve_and_load(args.learner, dict(temperature=0.0, max_tokens=args.max_tokens), role="learner")
+    learner = load_model_by_name(args.learner, gen_args=dict(temperature=0.0, max_tokens=args.max_tokens),
+                                 role="learner")
     report = {"learner": args.learner, "games": games, "grpo_game": args.grpo_game, "args": vars(args),
               "stages": []}
 
     def record(stage, table, eval_seconds, train_seconds):
         report["stages"].append({"stage": stage, "eval": table, "eval_seconds": round(eval_seconds, 1),
                                  "train_seconds": round(train_seconds, 1)})
-        training.write_json(out / "learning.json", report)
+        write_json(out / "learning.json", report)
 
     # 1. baseline
     table, seconds = evaluate(learner, games, out, f"{args.learner}+baseline", args.eval_instances, 16)
@@ -114,8 +118,8 @@ def main(argv=None) -> int:
     record("sft+lora", table, seconds, sft_seconds)
 
     # 3. GRPO self-play from the SFT adapter, on a fresh copy of the base model
-    learner = resolve_and_load(args.learner, dict(temperature=args.temperature, max_tokens=args.max_tokens),
-                               role="learner")
+    learner = load_model_by_name(args.learner, gen_args=dict(temperature=args.temperature,
+                                                              max_tokens=args.max_tokens), role="learner")
     grpo_cls = load_trainer_class(TRAINERS / "grpo_trainer_lora_sp.py")
     grpo_cfg = grpo_cls.config_class(games=args.grpo_game, max_steps=args.grpo_steps,
                                      num_generations=args.num_generations,
@@ -133,18 +137,18 @@ def main(argv=None) -> int:
     # the checkpoint nearest half the budget (30 CPU-minutes = 15 wall-minutes on 2 cores)
     half = halfway_checkpoint(grpo_run, grpo_seconds / 2)
     if half is not None:
-        from playpen.evaluation import load_eval_model
+        from playpen.models import load_model_by_name
         checkpoint, half_seconds = half
         name = f"{args.learner}+sft+lora+grpo-{checkpoint.name}"
-        half_model = load_eval_model(args.learner, adapter=checkpoint, run_name=name, temperature=0.0,
-                                     max_tokens=args.max_tokens)
+        half_model = load_model_by_name(args.learner, adapter=checkpoint, run_name=name,
+                                        gen_args=dict(temperature=0.0, max_tokens=args.max_tokens))
         table, seconds = evaluate(half_model, games, out, name, args.eval_instances, 16)
         record(f"sft+lora+grpo ({checkpoint.name})", table, seconds, half_seconds)
         del half_model
     table, seconds = evaluate(learner, games, out, f"{args.learner}+sft+lora+grpo", args.eval_instances, 16)
     record("sft+lora+grpo", table, seconds, grpo_seconds)
     report["grpo_run"] = str(grpo_run)
-    training.write_json(out / "learning.json", report)
+    write_json(out / "learning.json", report)
     plot(report, grpo_run, out / "learning.png")
     print(table_text(report))
     return 0
@@ -153,8 +157,8 @@ def main(argv=None) -> int:
 def halfway_checkpoint(run_dir: Path, seconds: float):
     """(checkpoint, GRPO seconds at its step) for the saved checkpoint whose step ended
     nearest ``seconds`` after the start of training, or None."""
-    from playpen import training
-    from playpen.plotting import PlotError, read_log
+    from playpen.training import run as training
+    from playpen.training.plotting import PlotError, read_log
     try:
         steps = read_log(run_dir)
     except PlotError:  # no log: GRPO never finished a step
@@ -185,7 +189,7 @@ def plot(report: dict, grpo_run: Path, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from playpen.plotting import read_log
+    from playpen.training.plotting import read_log
     fig, (bars, curve) = plt.subplots(1, 2, figsize=(11, 3.8))
     stages = [s["stage"].replace(" (", "\n(") for s in report["stages"]]
     games = [g["game"] for g in report["stages"][0]["eval"]["games"]]

@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
-    from playpen.models import DEFAULT_MODEL, prepare_default_model
+    from playpen.default_model import DEFAULT_MODEL, prepare_default_model
 
     folder = prepare_default_model()
     models = {}

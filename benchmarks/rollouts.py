@@ -6,7 +6,7 @@ Same model (smol-135m, greedy), same instances, same max new tokens, one process
 
   (a) clemcore sequential runner (batch 1)
   (b) clemcore batchwise runner (batch 16)
-  (c) playpen.rollout at 16 concurrent episodes
+  (c) playpen.rollouts at 16 concurrent episodes
   (d) raw ``model.generate`` at batch 16 on the episodes' first prompts, left-padded,
       no prefix sharing (the ceiling of naive batching)
 
@@ -37,7 +37,7 @@ class GenerateMeter:
     """Wraps ``model.generate``: counts generated tokens per row (to the first EOS) and time."""
 
     def __init__(self, model, eos_ids):
-        import playpen.generation as generation
+        import playpen.rollouts.generation as generation
         self.model, self.eos = model, set(eos_ids)
         self.original = model.generate
         self.tokens = 0
@@ -120,12 +120,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     import torch
-    from playpen import chat, registry
+    from playpen.rollouts import chat, registry
     from playpen.clem import clemcore, clemgame, load_model, preserved_logging
     from playpen.envs.loading import game_instance_rows, game_spec, load_benchmark
-    from playpen.generation import eos_token_ids
-    from playpen.models import prepare_default_model, DEFAULT_MODEL
-    from playpen.rollout import Learner, SamplingConfig, rollout
+    from playpen.rollouts.generation import eos_token_ids
+    from playpen.default_model import prepare_default_model, DEFAULT_MODEL
+    from playpen.rollouts import Learner, SamplingConfig, rollout
 
     prepare_default_model()
     backends = clemcore().backends

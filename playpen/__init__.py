@@ -3,26 +3,34 @@
 Public API only; importing playpen has no side effects and imports no heavy module:
 every name below is imported on first use (module ``__getattr__``).
 
-The rollout function lives in its module: ``from playpen.rollout import rollout``.
+The rollout function lives in its module: ``from playpen.rollouts import rollout``.
 """
 
 __version__ = "0.1.0"
 
 # exported name -> the module that defines it
 _EXPORTS = {
-    "BasePlayPen": "playpen.base",
+    "BasePlayPen": "playpen.training.base",
+    "RunConfig": "playpen.training.config",
+    "LoraOptions": "playpen.training.config",
+    "DemonstrationOptions": "playpen.training.config",
     "BaseCallback": "playpen.callbacks",
     "EpisodeSummary": "playpen.callbacks",
-    "Learner": "playpen.rollout",
-    "SamplingConfig": "playpen.rollout",
-    "Branching": "playpen.rollout",
-    "InstanceRef": "playpen.rollout",
-    "Trajectory": "playpen.rollout",
-    "EpisodeResult": "playpen.rollout",
-    "RolloutResult": "playpen.rollout",
+    "rollout": "playpen.rollouts",
+    "Learner": "playpen.rollouts",
+    "SamplingConfig": "playpen.rollouts",
+    "Branching": "playpen.rollouts",
+    "InstanceRef": "playpen.rollouts",
+    "Trajectory": "playpen.rollouts",
+    "EpisodeResult": "playpen.rollouts",
+    "RolloutResult": "playpen.rollouts",
     "GameEnv": "playpen.envs",
+    "Response": "playpen.envs",
     "OutcomeReward": "playpen.rewards",
+    "EpisodeOutcome": "playpen.outcomes",
+    "load_model_by_name": "playpen.models",
     "evaluate": "playpen.evaluation",
+    "PlaypenError": "playpen.errors",
 }
 
 __all__ = [*_EXPORTS, "__version__"]

@@ -15,23 +15,22 @@ the player's view rebuilt from the events (GM ``send message`` to the player = u
 the player's ``get message`` = assistant; consecutive same-role messages joined by a
 blank line, as clemcore's backends send them; trailing unanswered messages dropped).
 Programmatic players get no record unless ``include_programmatic=True`` (they are the
-demonstrators that SFT learns from, see ``playpen.sft``). Malformed or partial episode
+demonstrators that SFT learns from, see ``playpen.training.sft``). Malformed or partial episode
 folders are skipped and reported, never fatal.
 """
 from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
-from playpen.errors import PlaypenError
+from playpen.errors import DatasetError
+from playpen.files import write_jsonl
+from playpen.outcomes import OUTCOMES, outcome_of
 
-OUTCOMES = ("success", "failure", "aborted")
 OUTCOME_ALIASES = {"lose": "failure", "loss": "failure", "fail": "failure", "failed": "failure",
                    "abort": "aborted", "win": "success"}
 PROGRAMMATIC = ("programmatic", "mock", "custom", "dry_run")
@@ -40,13 +39,13 @@ LEGACY_ROLES = {("referencegame", "Player 1"): "Instruction Giver",
                 ("referencegame", "Player 2"): "Instruction Follower",
                 ("imagegame", "Player 1"): "Instruction Giver",
                 ("imagegame", "Player 2"): "Instruction Follower"}
-ABORT_EVENTS = ("invalid format", "abort game", "aborted", "abort", "invalid response")
-SUCCESS_EVENTS = ("correct guess", "parse_correct", "success", "game won")
 
 
-class DatasetError(PlaypenError):
-    """Bad input to the dataset conversion (missing folder, unknown filter value) or to
-    SFT (malformed dataset file, no trainable examples; ``playpen.sft``)."""
+
+def role_key(role: str) -> str:
+    """A role name as both layouts spell it: ``InstructionGiver`` (3.x records) and
+    ``Instruction Giver`` (2.x) give the same key."""
+    return re.sub(r"[\s_-]+", "", str(role)).lower()
 
 
 @dataclass(frozen=True)
@@ -69,10 +68,11 @@ class DatasetFilter:
         object.__setattr__(self, "outcomes", tuple(normalized))
 
     def keeps(self, meta: dict) -> bool:
-        return ((not self.games or meta["game"] in self.games)
-                and (not self.roles or meta["game_role"] in self.roles)
-                and (not self.models or meta["model"] in self.models)
-                and (not self.outcomes or meta["outcome"] in self.outcomes))
+        return ((not self.games or meta.get("game") in self.games)
+                and (not self.roles or role_key(meta.get("game_role", "")) in {role_key(r) for r in self.roles}
+                     or meta.get("player_name") in self.roles)
+                and (not self.models or meta.get("model") in self.models)
+                and (not self.outcomes or meta.get("outcome") in self.outcomes))
 
 
 @dataclass(frozen=True)
@@ -233,40 +233,6 @@ def _folder_number(folder: Path) -> int:
     return int(match.group(1))
 
 
-def outcome_of(interactions: dict, scores: Optional[dict] = None) -> str:
-    """success / failure / aborted: from scores.json, else the logged keys, else GM events."""
-    episode_scores = (scores or {}).get("episode scores") if isinstance(scores, dict) else None
-    for source in (episode_scores or {}, interactions):
-        if "Aborted" in source or "Success" in source or "Lose" in source:
-            if _flag(source.get("Aborted")):
-                return "aborted"
-            if _flag(source.get("Success")):
-                return "success"
-            if _flag(source.get("Lose")):
-                return "failure"
-            if "Lose" in source and "Success" not in source:
-                return "success"  # 2.x wordle family logs only Aborted and Lose
-            if "Success" in source:
-                return "failure"
-            # only "Aborted": false (2.x privateshared): decide from the events below
-    events = [e.get("action", {}).get("type", "") for turn in interactions["turns"] for e in turn
-              if e.get("from") == "GM" and e.get("to") == "GM"]
-    if any(t in ABORT_EVENTS for t in events):
-        return "aborted"
-    if any(t in SUCCESS_EVENTS for t in events):
-        return "success"
-    return "failure"
-
-
-def _flag(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes")
-    try:
-        return bool(value) and value == value  # NaN is not a flag
-    except (TypeError, ValueError):
-        return False
-
-
 # ----------------------------------------------------------------------------- records
 
 def player_messages(interactions: dict, player_name: str) -> list[dict]:
@@ -298,7 +264,8 @@ def episode_records(folder: Path, include_programmatic: bool = False) -> list[di
     programmatic players' only with ``include_programmatic``."""
     episode = _load(folder)
     game, experiment, game_id = _game_experiment_id(episode)
-    outcome = outcome_of(episode.interactions, episode.scores)
+    scores = episode.scores.get("episode scores") if isinstance(episode.scores, dict) else None
+    outcome = outcome_of(scores if isinstance(scores, dict) else None, episode.interactions)
     records = []
     for name, role, model in _players(episode, game, include_programmatic):
         messages = player_messages(episode.interactions, name)
@@ -344,7 +311,8 @@ def _check_filter_values(keep: DatasetFilter, records: list[dict]) -> None:
                                 ("model", keep.models, "model")):
         available = sorted({r["meta"][key] for r in records})
         for value in wanted:
-            if value not in available:
+            found = {role_key(a) for a in available} if key == "game_role" else set(available)
+            if (role_key(value) if key == "game_role" else value) not in found:
                 close = difflib.get_close_matches(value, available, n=3, cutoff=0.5)
                 hint = f" Did you mean: {', '.join(close)}?" if close else ""
                 shown = ", ".join(available[:12]) + (" ..." if len(available) > 12 else "")
@@ -352,20 +320,44 @@ def _check_filter_values(keep: DatasetFilter, records: list[dict]) -> None:
                                    f"Found: {shown or 'nothing'}")
 
 
-def write_jsonl(records: Iterable[dict], path: str | Path) -> Path:
-    """Write one JSON object per line, atomically (temporary file + rename)."""
+# ----------------------------------------------------------------------------- files
+
+def read_dataset_file(path: str | Path) -> list[dict]:
+    """Records from a ``.jsonl`` file (one per line) or a ``.json`` list."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for record in records:
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    if not path.is_file():
+        raise DatasetError(f"dataset file '{path}' does not exist")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        records = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise DatasetError(f"{path}:{number}: malformed JSON: {e.msg}") from e
+    else:
+        try:
+            records = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise DatasetError(f"{path}:{e.lineno}: malformed JSON: {e.msg}") from e
+    if not isinstance(records, list):
+        raise DatasetError(f"{path}: expected a list of records ({{messages, meta}})")
+    for index, record in enumerate(records):
+        if not isinstance(record, dict) or not isinstance(record.get("messages"), list):
+            raise DatasetError(f"{path}: record {index} has no 'messages' list")
+    return records
+
+
+def read_results(folder: str | Path) -> list[dict]:
+    """Records of every episode under a results/records folder (any depth), programmatic
+    players included: they are the demonstrators. A thin wrapper of
+    :func:`conversational_records` (malformed or partial episode folders are skipped) that
+    names the ``--records`` folder in errors."""
+    if not Path(folder).is_dir():
+        raise DatasetError(f"records folder '{folder}' does not exist")
+    records, _ = conversational_records(folder, include_programmatic=True)
+    return records
 
 
 def build_dataset(results_dir: str | Path, out: str | Path, keep: DatasetFilter = DatasetFilter(), *,

@@ -32,3 +32,48 @@ class MissingKeyError(PlaypenError):
 
 class ModelPreparationError(PlaypenError):
     """The embedded default model could not be prepared."""
+
+
+class RolloutError(PlaypenError):
+    """Bad rollout arguments: unknown roles or instances, nobody for a role."""
+
+
+class ContextOverflowError(PlaypenError):
+    """A learner prompt does not fit the model's context window (the episode fails)."""
+
+
+class PartnerError(PlaypenError):
+    """A partner (teacher) could not answer: server down, calls failing after retries."""
+
+
+class RecordsError(PlaypenError):
+    """The records folder cannot be created (exists already, not writable)."""
+
+
+class DatasetError(PlaypenError):
+    """Bad input to the dataset conversion (missing folder, unknown filter value) or to
+    SFT (malformed dataset file, no trainable examples)."""
+
+
+class EvaluationError(PlaypenError):
+    """Evaluation could not run or produced no scores (a user-fixable cause is named)."""
+
+
+class AdapterError(PlaypenError):
+    """An adapter folder is missing, not a PEFT adapter, or unusable with the model."""
+
+
+class ResumeError(PlaypenError):
+    """--resume was asked for but there is nothing (complete) to resume from."""
+
+
+class TrainingSetupError(PlaypenError):
+    """The games/roles/batch options do not make a valid training run."""
+
+
+# the GRPO trainers' name for it (kept: scripts catch it)
+GRPOSetupError = TrainingSetupError
+
+
+class PlotError(PlaypenError):
+    """The run folder or log to plot is missing or empty."""

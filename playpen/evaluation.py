@@ -24,15 +24,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from playpen.errors import PlaypenError
+from playpen.errors import EvaluationError
+from playpen.files import write_json
+from playpen.registry import HELD_OUT_INSTANCES, TRAIN_INSTANCES, game_specs  # noqa: F401 (re-exported)
 
-HELD_OUT_INSTANCES = "instances"
-TRAIN_INSTANCES = "instances_train"
 EVAL_FILE = "playpen-eval.json"
 
-
-class EvaluationError(PlaypenError):
-    """Evaluation could not run or produced no scores (a user-fixable cause is named)."""
 
 
 # ----------------------------------------------------------------------------- table
@@ -127,83 +124,7 @@ def read_episode_scores(run_dir: Path) -> list[dict]:
     return out
 
 
-# ----------------------------------------------------------------------------- models
-
-def adapter_tag(adapter: str | Path, model_name: str) -> str:
-    """A readable, folder-safe tag for an adapter path, e.g.
-    ``models/sft+lora/smol-135m/checkpoint-8`` → ``sft+lora-checkpoint-8``."""
-    path = Path(adapter).resolve()
-    parts = list(path.parts)
-    if "models" in parts:
-        parts = parts[len(parts) - parts[::-1].index("models"):]
-    else:
-        parts = parts[-2:]
-    parts = [p for p in parts if p != model_name] or [path.name]
-    return re.sub(r"[^A-Za-z0-9+._-]", "_", "-".join(parts))
-
-
-def check_adapter(adapter: str | Path) -> Path:
-    path = Path(adapter)
-    if not path.is_dir():
-        raise EvaluationError(f"adapter '{adapter}' is not a folder (expected a PEFT adapter folder "
-                              f"with adapter_config.json, e.g. models/sft+lora/<model>/checkpoint-N)")
-    if not (path / "adapter_config.json").exists():
-        raise EvaluationError(f"adapter '{adapter}' has no adapter_config.json: not a PEFT adapter "
-                              f"(a full checkpoint is a model folder: register it as huggingface_id)")
-    return path.resolve()
-
-
-def load_eval_model(name: str, *, adapter: str | Path | None = None, run_name: str | None = None,
-                    temperature: float = 0.0, max_tokens: int = 300, role: str = "model"):
-    """Load a registered model (optionally with a PEFT adapter) as a clemcore Model whose
-    name is unique to the adapter, so that its results get their own folder."""
-    from playpen import registry
-    from playpen.clem import clemcore, load_model
-    from playpen.models import ensure_local_model
-    entry = registry.resolve_model(name)
-    spec = dict(entry.spec)
-    if adapter is not None:
-        if entry.backend != "huggingface_local":
-            raise EvaluationError(f"--adapter needs a huggingface_local model; '{name}' uses "
-                                  f"backend '{entry.backend}'")
-        adapter_path = check_adapter(adapter)
-        spec["model_config"] = dict(spec.get("model_config") or {}, peft_model=str(adapter_path))
-        spec["model_name"] = run_name or f"{name}+{adapter_tag(adapter_path, name)}"
-    elif run_name:
-        spec["model_name"] = run_name
-    registry.check_key_for(entry)
-    ensure_local_model(entry)
-    model_spec = clemcore().backends.ModelSpec.from_dict(spec)
-    return load_model(model_spec, dict(temperature=temperature, max_tokens=max_tokens))
-
-
-# ----------------------------------------------------------------------------- games
-
-def game_specs(names: Iterable[str] | None, instances: str | None = None) -> list:
-    """clemcore GameSpecs for `names` (default: every game of game_registry.json and
-    playpen's packaged games), with the instances file set (``instances`` = held-out)."""
-    from playpen import registry
-    from playpen.clem import clemgame
-    cg = clemgame()
-    entries = registry.game_entries(scan_cwd=False) if not names else \
-        [registry.resolve_game(n) for n in names]
-    specs = []
-    for entry in entries:
-        spec = cg.GameSpec.from_dict(dict(entry.spec))
-        if instances:
-            instances_file = Path(entry.path) / "in" / f"{instances}.json"
-            if not instances_file.exists():
-                raise EvaluationError(f"game '{entry.name}' has no {instances_file.relative_to(entry.path)}"
-                                      f" (instance files: {_instance_files(entry.path)})")
-            spec.instances = instances
-        specs.append(spec)
-    return specs
-
-
-def _instance_files(game_path) -> str:
-    found = sorted(p.stem for p in (Path(game_path) / "in").glob("*.json"))
-    return ", ".join(found) or "none"
-
+# ----------------------------------------------------------------------------- playing
 
 def limit_per_experiment(max_instances: int | None):
     """A GameInstances filter keeping the first `max_instances` instances of each experiment."""
@@ -332,15 +253,17 @@ def write_table(table: EvalTable, run_dir: Path, extra: dict | None = None) -> N
     with _quiet_stdout():
         clemeval.save_clem_table(df, str(run_dir))
     payload = {**table.to_dict(), **(extra or {})}
-    (run_dir / EVAL_FILE).write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    write_json(run_dir / EVAL_FILE, payload, indent=1)
 
 
 def evaluate(player_models: Sequence, games: Iterable[str] | None = None, *,
-             results_dir: str | Path = "results", instances: str = HELD_OUT_INSTANCES,
+             results_dir: str | Path = "results", instances: str | None = None,
              batch_size: int = 8, max_instances: int | None = None, run_name: str | None = None,
              extra: dict | None = None, overwrite: bool = False) -> EvalTable:
     """Play, score and tabulate. `player_models` are loaded clemcore models (a learner being
-    trained can be passed as is). Returns the table; files land in the run folder.
+    trained can be passed as is). ``instances`` is an instances file stem for every game;
+    None plays each game's own (``clemgame.json``'s ``instances``, the held-out set of
+    playpen's games). Returns the table; files land in the run folder.
     Earlier episodes of a requested game in the run folder: EvaluationError unless
     ``overwrite`` (see :func:`play`)."""
     specs = game_specs(games, instances)

@@ -97,7 +97,7 @@ def _validate_model_entries(data: Any, source: str) -> list[ModelEntry]:
 
 def builtin_model_entries() -> list[ModelEntry]:
     """playpen's own entries (the embedded default model), valid without a workspace file."""
-    from playpen.models import default_model_registry_entry
+    from playpen.default_model import default_model_registry_entry
     return _validate_model_entries([default_model_registry_entry()], "playpen (built-in)")
 
 
@@ -266,3 +266,45 @@ def resolve_game(name: str, cwd: Path | None = None) -> GameEntry:
     names = sorted(e.name for e in entries)
     raise UnknownGameError(f"unknown game '{name}'.{close_matches(name, names)} "
                            f"See `playpen list games`.")
+
+
+# --------------------------------------------------------------------------- game specs and instance sets
+
+HELD_OUT_INSTANCES = "instances"
+"""The instances file every game evaluates on (``in/instances.json``, ``clem run``'s default)."""
+TRAIN_INSTANCES = "instances_train"
+"""The training split of playpen's games (``in/instances_train.json``); never evaluated on."""
+
+
+def instance_sets(game_path: str | Path) -> list[str]:
+    """The instance files of a game folder (stems of ``in/*.json``)."""
+    return sorted(p.stem for p in (Path(game_path) / "in").glob("*.json"))
+
+
+def game_spec(name: str, instances: str | None = None, cwd: Path | None = None):
+    """The clemcore ``GameSpec`` of a game name, with ``instances`` (a file stem in the
+    game's ``in/`` folder) checked and set; None keeps the spec's own instances file."""
+    from playpen.clem import clemgame
+    entry = resolve_game(name, cwd)
+    spec = clemgame().GameSpec.from_dict(dict(entry.spec))
+    if instances:
+        if not (Path(entry.path) / "in" / f"{instances}.json").exists():
+            found = ", ".join(instance_sets(entry.path)) or "none"
+            raise UnknownGameError(f"game '{entry.name}' has no in/{instances}.json (instance files: {found})")
+        spec.instances = instances
+    return spec
+
+
+def game_specs(names: list[str] | None, instances: str | None = None) -> list:
+    """:func:`game_spec` for each name; no names: every game of ``game_registry.json`` and
+    playpen's packaged games (not the working-directory scan)."""
+    if names:
+        return [game_spec(name, instances) for name in names]
+    return [game_spec(entry.name, instances) for entry in game_entries(scan_cwd=False)]
+
+
+def clem_game_registry(cwd: Path | None = None):
+    """A clemcore ``GameRegistry`` with playpen's view of the games (first of a name wins)."""
+    from playpen.clem import clemgame
+    cg = clemgame()
+    return cg.GameRegistry([cg.GameSpec.from_dict(dict(entry.spec)) for entry in game_entries(cwd)])

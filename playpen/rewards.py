@@ -8,21 +8,10 @@ more without ever outranking the next outcome class.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass
+from typing import Callable
 
-OUTCOMES = ("success", "failure", "aborted")
-
-
-@dataclass(frozen=True)
-class EpisodeOutcome:
-    """How an episode ended, as a reward function sees it."""
-
-    outcome: str  # "success" | "failure" | "aborted"
-    main_score: float  # 0-100, NaN when aborted or unscored
-    episode_scores: Mapping[str, Any] = field(default_factory=dict)
-    num_turns: int = 0
-
+from playpen.outcomes import EpisodeOutcome
 
 RewardFunction = Callable[[EpisodeOutcome, str, str], float]
 

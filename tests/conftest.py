@@ -53,7 +53,7 @@ TINY_MODEL_NAME = "tiny-random"
 @pytest.fixture(scope="session")
 def smol_tokenizer_dir():
     """The real SmolLM2 tokenizer (from the prepared default model; prepared on first use)."""
-    from playpen.models import prepare_default_model
+    from playpen.default_model import prepare_default_model
     return prepare_default_model()
 
 

@@ -23,16 +23,16 @@ def tiny_pair(tiny_model_dir):
 
 
 def make_learner(tiny_pair, temperature=1.0, max_new_tokens=6, name="tiny-random"):
-    from playpen.rollout import Learner, SamplingConfig
+    from playpen.rollouts import Learner, SamplingConfig
     model, tokenizer = tiny_pair
     return Learner(model, tokenizer, name, SamplingConfig(temperature=temperature, max_new_tokens=max_new_tokens))
 
 
 class GenerateSpy:
-    """Wraps playpen.generation.generate and records the batch size of every call."""
+    """Wraps playpen.rollouts.generation.generate and records the batch size of every call."""
 
     def __init__(self, monkeypatch):
-        import playpen.generation as generation
+        import playpen.rollouts.generation as generation
         self.batch_sizes = []
         original = generation.generate
 

@@ -33,7 +33,7 @@ def test_public_api_resolves_lazily():
     code = ("import sys, playpen;"
             "heavy = [m for m in ('torch', 'transformers', 'clemcore', 'trl') if m in sys.modules];"
             "assert not heavy, heavy;"
-            "from playpen import rollout as rollout_module, envs, evaluation, rewards;"
+            "from playpen import rollouts as rollout_module, envs, evaluation, rewards;"
             "names = ['Learner', 'SamplingConfig', 'Branching', 'InstanceRef', 'Trajectory', 'EpisodeResult',"
             "         'RolloutResult'];"
             "assert all(getattr(playpen, n) is getattr(rollout_module, n) for n in names);"

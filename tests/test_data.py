@@ -106,7 +106,7 @@ def test_malformed_and_partial_folders_are_reported_and_skipped(tmp_path):
 
 
 def test_playpen_rollout_records_convert(toy_workspace, tiny_pair):
-    from playpen.rollout import rollout
+    from playpen.rollouts import rollout
     result = rollout("relay", make_learner(tiny_pair), partners={"Listener": "programmatic"},
                      instances=lambda row: row["experiment"]["name"] == "lenient", run_name="toconvert")
     records, report = conversational_records(result.run_dir)

@@ -6,7 +6,7 @@ import pytest
 from rollout_fixtures import toy_workspace  # noqa: F401
 
 from playpen.envs import GameEnv, load_benchmark, game_instance_rows, probe_roles
-from playpen.envs.loading import game_spec
+from playpen.registry import game_spec
 
 
 def _programmatic(n):

@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from playpen.cli import cli
-from playpen.evaluation import GameScore, adapter_tag, table_from_scores
+from playpen.evaluation import GameScore, table_from_scores
+from playpen.models import adapter_tag
 
 
 def invoke(*args):

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from playpen import grpo, training
+from playpen.training import grpo
+from playpen.training import run as training
 from playpen.cli import cli
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -76,11 +77,12 @@ def toy_workspace(tiny_workspace, yesno_model_dir):
 
 
 def load_trainer(path, learner_name, teacher=None, temperature=1.0, max_tokens=3, **config):
-    from playpen.runner import load_trainer_class, resolve_and_load
-    from playpen.evaluation import load_eval_model
+    from playpen.cli.run import load_trainer_class
+    from playpen.models import load_model_by_name
     cls = load_trainer_class(path)
-    learner = resolve_and_load(learner_name, dict(temperature=temperature, max_tokens=max_tokens), role="learner")
-    partner = load_eval_model(teacher) if teacher else None
+    learner = load_model_by_name(learner_name, gen_args=dict(temperature=temperature, max_tokens=max_tokens),
+                                 role="learner")
+    partner = load_model_by_name(teacher, role="teacher") if teacher else None
     return cls(learner, partner, config=cls.config_class(**config), progress=False), learner
 
 
@@ -120,9 +122,9 @@ def test_grpo_selfplay_raises_the_toy_reward(toy_workspace):
 def test_rollout_func_rows_groups_and_masks(toy_workspace):
     """Self-play on a 2-role game: each (instance, role) slot gets num_generations rows of
     that role, both roles share the instance's episodes, partner/GM tokens are masked."""
-    from playpen.rollout import SamplingConfig
-    from playpen.runner import resolve_and_load
-    learner = resolve_and_load("tiny-random", dict(temperature=1.0, max_tokens=4), role="learner")
+    from playpen.rollouts import SamplingConfig
+    from playpen.models import load_model_by_name
+    learner = load_model_by_name("tiny-random", gen_args=dict(temperature=1.0, max_tokens=4), role="learner")
     per_instance, roles = grpo.training_slots(["relay"], instances="instances")
     assert roles == {"relay": ["Speaker", "Listener"]}
     assert [s.role for s in per_instance[0]] == ["Speaker", "Listener"]

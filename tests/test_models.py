@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from playpen import models
-from playpen.models import MARKER_FILE, check_model_dir, prepare_default_model
+from playpen import default_model as models
+from playpen.default_model import MARKER_FILE, check_model_dir, prepare_default_model
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

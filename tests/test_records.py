@@ -6,8 +6,8 @@ import pytest
 
 from rollout_fixtures import make_learner, tiny_pair, toy_workspace  # noqa: F401
 
-from playpen.records import RecordsError, RunWriter, episode_dir_name
-from playpen.rollout import Branching, InstanceRef, rollout
+from playpen.rollouts.records import RecordsError, RunWriter, episode_dir_name
+from playpen.rollouts import Branching, InstanceRef, rollout
 
 
 def _episode_dirs(run_dir):
@@ -52,17 +52,17 @@ def test_layout_and_clem_tools_on_branched_run(toy_workspace, tiny_pair):
 
 
 def test_interrupted_run_leaves_only_complete_episodes(toy_workspace, tiny_pair, monkeypatch):
-    import playpen.records as records
-    original = records.write_json_atomic
+    import playpen.rollouts.records as records
+    original = records.write_json
     calls = {"n": 0}
 
-    def crash_on_the_ninth_file(path, data):
+    def crash_on_the_ninth_file(path, data, **kwargs):
         calls["n"] += 1
         if calls["n"] == 9:
             raise KeyboardInterrupt  # as if the process were stopped mid-episode
-        return original(path, data)
+        return original(path, data, **kwargs)
 
-    monkeypatch.setattr(records, "write_json_atomic", crash_on_the_ninth_file)
+    monkeypatch.setattr(records, "write_json", crash_on_the_ninth_file)
     with pytest.raises(KeyboardInterrupt):
         rollout("sayword", make_learner(tiny_pair), run_name="interrupted")
     run_dir = toy_workspace / "playpen-records" / "interrupted"
@@ -91,10 +91,10 @@ def test_episode_dir_names():
 
 
 def test_atomic_json_write_leaves_no_temp_files(tmp_path):
-    from playpen.records import write_json_atomic
+    from playpen.files import write_json
     target = tmp_path / "a" / "x.json"
-    write_json_atomic(target, {"v": float("nan")})
+    write_json(target, {"v": float("nan")})
     with pytest.raises(TypeError):
-        write_json_atomic(target, {"bad": object.__new__(type("X", (), {"isoformat": 1}))})
+        write_json(target, {"bad": object.__new__(type("X", (), {"isoformat": 1}))})
     assert json.loads(target.read_text(), parse_constant=str) == {"v": "NaN"}
     assert os.listdir(target.parent) == ["x.json"]

@@ -6,7 +6,7 @@ import torch
 
 from rollout_fixtures import TOYGAMES_DIR, toy_workspace  # noqa: F401
 
-from playpen.rollout import Branching, InstanceRef, Learner, SamplingConfig, rollout
+from playpen.rollouts import Branching, InstanceRef, Learner, SamplingConfig, rollout
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from playpen import sft, training
+from playpen import data
+from playpen.errors import DatasetError
+from playpen.files import write_jsonl
+from playpen.training import run as training
+from playpen.training import sft
 from playpen.cli import cli
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +34,7 @@ def tokenizer(smol_tokenizer_dir):
 @pytest.fixture(scope="session")
 def demonstrations(tmp_path_factory):
     """Programmatic referencegame episodes on the training instances (1 per experiment)."""
-    from playpen.sft import play_demonstrations
+    from playpen.training.sft import play_demonstrations
     root = tmp_path_factory.mktemp("demos")
     cwd = os.getcwd()
     os.chdir(root)
@@ -58,39 +62,44 @@ def test_assistant_mask_covers_exactly_the_assistant_turns(tokenizer):
 
 
 def test_records_from_results(demonstrations):
-    records = sft.read_results(demonstrations)
+    records = data.read_results(demonstrations)
     assert len(records) == 10  # 5 episodes x 2 players
     roles = {r["meta"]["game_role"] for r in records}
     assert roles == {"Instruction Giver", "Instruction Follower"}
     giver = next(r for r in records if r["meta"]["game_role"] == "Instruction Giver")
     assert [m["role"] for m in giver["messages"]] == ["user", "assistant"]
     assert giver["messages"][1]["content"].startswith("Expression:")
-    assert sft.select(records, roles=["Instruction Follower"], outcomes=["success"]) == \
+    followers = data.DatasetFilter(roles=("Instruction Follower",), outcomes=("success",))
+    assert [r for r in records if followers.keeps(r["meta"])] == \
         [r for r in records if r["meta"]["game_role"] == "Instruction Follower"]
-    assert sft.select(records, outcomes=["aborted"]) == []
-    with pytest.raises(sft.DatasetError, match="unknown outcome 'won'"):
-        sft.select(records, outcomes=["won"])
+    # both spellings of a role (3.x records: InstructionFollower; 2.x: Instruction Follower)
+    assert [r for r in records if data.DatasetFilter(roles=("InstructionFollower",)).keeps(r["meta"])] == \
+        [r for r in records if r["meta"]["game_role"] == "Instruction Follower"]
+    assert not [r for r in records if data.DatasetFilter(outcomes=("aborted",)).keeps(r["meta"])]
+    with pytest.raises(DatasetError, match="unknown outcome 'won'"):
+        data.DatasetFilter(outcomes=("won",))
 
 
 def test_dataset_file_round_trip(tmp_path, demonstrations, tokenizer):
-    records = sft.read_results(demonstrations)
-    path = sft.write_records(records, tmp_path / "d.jsonl")
-    assert sft.read_dataset_file(path) == records
-    dataset = sft.build_dataset(records, tokenizer, max_length=600)
+    records = data.read_results(demonstrations)
+    path = write_jsonl(records, tmp_path / "d.jsonl")
+    assert data.read_dataset_file(path) == records
+    dataset = sft.tokenized_dataset(records, tokenizer, max_length=600)
     assert set(dataset.column_names) == {"input_ids", "assistant_masks"} and len(dataset) == 10
     (tmp_path / "bad.jsonl").write_text('{"messages": []}\n{oops\n')
-    with pytest.raises(sft.DatasetError, match="bad.jsonl:2"):
-        sft.read_dataset_file(tmp_path / "bad.jsonl")
-    with pytest.raises(sft.DatasetError, match="no trainable examples"):
-        sft.build_dataset(records, tokenizer, max_length=8)
+    with pytest.raises(DatasetError, match="bad.jsonl:2"):
+        data.read_dataset_file(tmp_path / "bad.jsonl")
+    with pytest.raises(DatasetError, match="no trainable examples"):
+        sft.tokenized_dataset(records, tokenizer, max_length=8)
 
 
 # ----------------------------------------------------------------------------- trainers
 
 def load_trainer(path, learner_name="tiny-random", **config):
-    from playpen.runner import load_trainer_class, resolve_and_load
+    from playpen.cli.run import load_trainer_class
+    from playpen.models import load_model_by_name
     cls = load_trainer_class(path)
-    learner = resolve_and_load(learner_name, dict(temperature=0.0, max_tokens=6), role="learner")
+    learner = load_model_by_name(learner_name, gen_args=dict(temperature=0.0, max_tokens=6), role="learner")
     return cls(learner, config=cls.config_class(**config), progress=False), learner
 
 

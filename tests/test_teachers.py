@@ -8,8 +8,8 @@ from openai_server import ScriptedServer
 from rollout_fixtures import make_learner, tiny_pair, toy_workspace  # noqa: F401
 
 from playpen.errors import PlaypenError
-from playpen.rollout import rollout
-from playpen.teachers import ClemPartner, PartnerError, ProgrammaticPartner, as_partner
+from playpen.rollouts import rollout
+from playpen.rollouts.partners import ClemPartner, PartnerError, ProgrammaticPartner, as_partner
 
 
 def _register_scripted(workspace, base_url):
@@ -59,7 +59,7 @@ def test_failing_calls_are_retried_then_raised():
                 raise ConnectionError("reset by peer")
             return {}, {}, "ok"
 
-    from playpen.teachers import TurnRequest
+    from playpen.rollouts.partners import TurnRequest
     partner = ClemPartner(Flaky(), retries=1, retry_delay=0.01)
     request = TurnRequest(None, {"role": "user", "content": "x"}, ({"role": "user", "content": "x"},))
     assert partner.respond([request])[0].text == "ok"

@@ -19,41 +19,19 @@ With LoRA instead: sft_trainer_lora.py.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 
-from playpen import sft
-from playpen.base import BasePlayPen
+from playpen.training import BasePlayPen, DemonstrationOptions, RunConfig, option, report_to
+from playpen.training import run as lifecycle
+from playpen.training.sft import supervised_dataset
 
 
 @dataclass
-class SFTSimpleConfig:
-    games: str = field(default="referencegame", metadata={"help": "games to train on (comma-separated)"})
-    dataset: str = field(default="", metadata={"help": "a JSON-lines file of {messages, meta} records"})
-    records: str = field(default="", metadata={"help": "a folder of clemcore results / playpen records"})
-    demo_model: str = field(default="programmatic", metadata={
-        "help": "plays the training instances when neither --dataset nor --records is given"})
-    train_instances: str = field(default="instances_train", metadata={
-        "help": "instances file the demonstrations are played on"})
-    demo_max_instances: int = field(default=0, metadata={
-        "help": "training instances per experiment to play for demonstrations (0 = all)"})
-    roles: str = field(default="", metadata={"help": "game roles to learn (comma-separated; empty = all)"})
-    outcomes: str = field(default="success", metadata={"help": "episode outcomes to learn from"})
-    max_steps: int = field(default=20, metadata={"help": "optimizer steps"})
-    batch_size: int = field(default=8, metadata={"help": "conversations per optimizer step (per device)"})
-    gradient_accumulation_steps: int = field(default=1, metadata={"help": "micro-batches per step"})
-    learning_rate: float = field(default=2e-5, metadata={"help": "peak learning rate"})
-    max_length: int = field(default=1024, metadata={"help": "tokens per conversation (longer: truncated)"})
-    save_steps: int = field(default=10, metadata={"help": "save a checkpoint every N steps (and at the end)"})
-    save_total_limit: int = field(default=2, metadata={"help": "checkpoints kept"})
-    models_dir: str = field(default="models", metadata={"help": "root of the checkpoint folders"})
-    results_dir: str = field(default="results", metadata={"help": "root of the evaluation results"})
-    report_to: str = field(default="none", metadata={"help": "tracker: none, trackio, tensorboard, wandb"})
-    resume: bool = field(default=False, metadata={"help": "continue from the last checkpoint"})
-    overwrite: bool = field(default=False, metadata={
-        "help": "start over although checkpoints (and their evaluation results) exist"})
-    evaluate: bool = field(default=True, metadata={"help": "evaluate on the held-out instances at the end"})
-    eval_max_instances: int = field(default=0, metadata={"help": "held-out instances per experiment (0 = all)"})
-    eval_batch_size: int = field(default=16, metadata={"help": "episodes generated together in evaluation"})
+class SFTSimpleConfig(DemonstrationOptions, RunConfig):
+    """The run (RunConfig) and the supervised data; a full fine-tune wants a smaller step."""
+
+    learning_rate: float = option(2e-5, "peak learning rate")
 
 
 class SFTSimpleTrainer(BasePlayPen):
@@ -63,6 +41,31 @@ class SFTSimpleTrainer(BasePlayPen):
     kind = "sft"
 
     def learn(self, game_registry) -> None:
-        # the demonstrations, TRL's SFTTrainer, Ctrl-C-safe training and the final evaluation;
-        # no peft_config: every parameter is trained (sft_trainer_lora.py trains adapters)
-        sft.train_sft(self, kind=self.kind)
+        from trl import SFTConfig, SFTTrainer
+
+        cfg, learner = self.config, self.learner
+        # refuses now (not after training) to overwrite checkpoints or another run's results
+        run = lifecycle.TrainingRun(self, Path(cfg.models_dir) / self.kind / lifecycle.safe_name(learner.name),
+                                    cfg.game_list, eval_prefix=f"{learner.name}+{self.kind}-")
+        # 1. won episodes of the chosen roles, tokenised with assistant masks
+        tokenizer = lifecycle.tokenizer_of(learner)
+        dataset = supervised_dataset(cfg, self.output_dir, tokenizer, seed=self.seed)
+
+        # 2. TRL: the assistant_masks column restricts the loss to assistant tokens; no
+        #    peft_config: every parameter is trained (sft_trainer_lora.py trains adapters)
+        args = SFTConfig(
+            output_dir=str(run.run_dir), max_steps=cfg.max_steps, per_device_train_batch_size=cfg.batch_size,
+            gradient_accumulation_steps=cfg.gradient_accumulation_steps, learning_rate=cfg.learning_rate,
+            lr_scheduler_type="constant_with_warmup", warmup_steps=0, max_length=cfg.max_length,
+            logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
+            save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to), seed=self.seed,
+            gradient_checkpointing=False, dataloader_num_workers=0, disable_tqdm=True,
+            **lifecycle.precision_kwargs())
+        trainer = SFTTrainer(model=lifecycle.model_of(learner), args=args, train_dataset=dataset,
+                             processing_class=tokenizer,
+                             callbacks=[run.trainer_callback()])
+
+        # 3. train (Ctrl-C saves a checkpoint and stops); 4. evaluate the trained model on the
+        #    held-out instances, write the summary and the curve
+        run.train(trainer)
+        run.finish(saved="checkpoint", num_examples=len(dataset))

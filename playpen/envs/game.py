@@ -8,7 +8,7 @@ exactly like clemcore's runners do (``perceive_context`` / ``perceive_response``
 before handing the response to the master.
 
 The env attaches clemcore's own recorders, so a finished episode has a complete
-``interactions.json`` and per-player request logs; :mod:`playpen.records` writes them.
+``interactions.json`` and per-player request logs; :mod:`playpen.rollouts.records` writes them.
 The outcome and Main Score are computed with the game's own scorer, i.e. exactly what
 ``clem score`` will compute from the records.
 """
@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Mapping, NamedTuple, Optional
 
-from playpen.rewards import EpisodeOutcome, OutcomeReward
+from playpen.outcomes import EpisodeOutcome, as_float, outcome_of
+from playpen.rewards import OutcomeReward
 
 
 class Observation(NamedTuple):
@@ -42,6 +43,31 @@ class Observation(NamedTuple):
     def messages(self) -> list[dict]:
         """The player's memory plus the new context: what a model is prompted with."""
         return [*self.player.get_perspective(), self.context]
+
+
+@dataclass(frozen=True)
+class Response:
+    """A player's answer to one turn, and what its request log records about the call.
+
+    ``prompt`` and ``response_object`` are clemcore's ``manipulated_prompt_obj`` and
+    ``raw_response_obj`` (what ``player_N.requests.json`` holds); None records the
+    context itself and an empty response object. ``num_new_tokens`` counts generated
+    tokens (0 for programmatic and API players).
+    """
+
+    text: str
+    prompt: Any = None
+    response_object: Mapping[str, Any] = field(default_factory=dict)
+    num_new_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class EpisodeLog:
+    """What an episode leaves for its records: ``interactions.json`` and the per-player
+    request logs by file stem (``player_1`` → ``player_1.requests.json``)."""
+
+    interactions: Optional[dict]
+    requests: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -98,6 +124,13 @@ class GameEnv:
     @property
     def interactions(self) -> dict:
         return self.interactions_recorder.interactions
+
+    def episode_log(self) -> EpisodeLog:
+        """The interactions and request logs of the episode so far (None / empty before
+        :meth:`reset`)."""
+        interactions = self.interactions_recorder.interactions if self.interactions_recorder is not None else None
+        requests = self.requests() if self.game_master is not None else {}
+        return EpisodeLog(interactions, requests)
 
     def requests(self) -> dict[str, dict]:
         """Non-empty request logs by file stem (``player_1``), as clemcore writes them."""
@@ -163,19 +196,21 @@ class GameEnv:
             self._perceived = True
         return observation
 
-    def step(self, response: str, *, prompt: Any = None, response_object: Optional[dict] = None) -> StepResult:
-        """Give the current player's ``response`` to the master and advance the game.
+    def step(self, response: "Response | str") -> StepResult:
+        """Give the current player's answer to the master and advance the game.
 
-        ``prompt`` and ``response_object`` are what the player's request log records
-        (clemcore's ``manipulated_prompt_obj`` / ``raw_response_obj``).
+        A plain string is a :class:`Response` with nothing more to record.
         """
+        if isinstance(response, str):
+            response = Response(response)
         player, context = self.perceive()
         self._perceived = False
-        meta = dict(prompt=prompt if prompt is not None else context,
-                    response_object=response_object if response_object is not None else {})
-        meta["response_object"].setdefault("clem_player", {"response": response, "model_name": player.model.name})
-        player.perceive_response(response, metadata=meta)
-        done, info = self.game_master.step(response)
+        response_object = dict(response.response_object)
+        response_object.setdefault("clem_player", {"response": response.text, "model_name": player.model.name})
+        meta = dict(prompt=response.prompt if response.prompt is not None else context,
+                    response_object=response_object)
+        player.perceive_response(response.text, metadata=meta)
+        done, info = self.game_master.step(response.text)
         if not done:
             self.last_result = StepResult(done=False, info=info)
             return self.last_result
@@ -199,7 +234,7 @@ class GameEnv:
     def _final_result(self, info: dict) -> StepResult:
         scores = score_episode(self.benchmark, self.experiment, self.game_instance, self.interactions)
         outcome = outcome_of(scores, self.interactions, self.game_master)
-        main_score = _as_float(scores.get("Main Score"))
+        main_score = as_float(scores.get("Main Score"))
         if outcome == "aborted":
             main_score = math.nan
         episode = EpisodeOutcome(outcome, main_score, scores, self.interactions["meta"].get("round_count") or 0)
@@ -214,36 +249,6 @@ def score_episode(benchmark: Any, experiment: dict, game_instance: dict, interac
     # scorers read the interactions as loaded from JSON: give them exactly that
     scorer.compute_scores(json.loads(json.dumps(interactions)))
     return dict(scorer.scores.get("episode scores", {}))
-
-
-def outcome_of(episode_scores: Mapping[str, Any], interactions: Mapping[str, Any], game_master: Any) -> str:
-    """success / failure / aborted from the scores, the logged keys, or the master's state."""
-    for source in (episode_scores, interactions):
-        if any(k in source for k in ("Aborted", "Success", "Lose")):
-            if _truthy(source.get("Aborted")):
-                return "aborted"
-            if _truthy(source.get("Success")):
-                return "success"
-            return "failure"
-    outcome = getattr(getattr(game_master, "state", None), "outcome", None)
-    value = getattr(outcome, "value", outcome)
-    if value in ("success", "failure", "aborted"):
-        return value
-    return "failure"
-
-
-def _truthy(value: Any) -> bool:
-    try:
-        return bool(value) and not (isinstance(value, float) and math.isnan(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def _as_float(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def _file_stem(player_name: str) -> str:

@@ -5,17 +5,10 @@ from dataclasses import dataclass
 from typing import Any
 
 
-def game_spec(name: str):
-    """A clemcore GameSpec for a game name, resolved with playpen's registry."""
-    from playpen import registry
-    from playpen.clem import clemgame
-    entry = registry.resolve_game(name)
-    return clemgame().GameSpec.from_dict(dict(entry.spec))
-
-
 def load_benchmark(name_or_spec: Any):
     """Load a game's ``GameBenchmark`` (call ``.close()`` when done)."""
     from playpen.clem import clemgame, preserved_logging
+    from playpen.registry import game_spec
     spec = game_spec(name_or_spec) if isinstance(name_or_spec, str) else name_or_spec
     with preserved_logging():
         return clemgame().GameBenchmark.load_from_spec(spec)

@@ -4,7 +4,19 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from playpen.models import check_model_dir, prepare_default_model
+import click
+
+from playpen.default_model import check_model_dir, prepare_default_model
+
+
+@click.command("setup")
+@click.option("--force", is_flag=True, help="Rebuild the default model even if it looks complete.")
+@click.option("--verify/--no-verify", default=True, help="Hash-check the prepared model files.")
+def setup_command(force, verify):
+    """Prepare the workspace: the embedded default model and registry files."""
+    from playpen import workspace
+    for line in workspace.setup(force=force, verify=verify):
+        click.echo(line)
 
 
 def setup(force: bool = False, verify: bool = True, cwd: Path | None = None):

@@ -1,9 +1,9 @@
-"""What the example trainers share: the frame of a run (:class:`TrainingRun`: refusals,
-resume, training, final evaluation, summary), checkpoints, Ctrl-C safety, metrics,
-precision, option parsing.
+"""The lifecycle of a training run: the frame of a trainer's ``learn()``
+(:class:`TrainingRun`: refusals, resume, training, final evaluation, summary),
+checkpoints, Ctrl-C safety, the bridge from TRL's logs to playpen's metrics, precision.
 
-Kept free of any one algorithm: :mod:`playpen.sft` builds supervised datasets,
-:mod:`playpen.grpo` bridges the rollout engine to TRL's ``rollout_func``.
+Kept free of any one algorithm: :mod:`playpen.training.sft` builds supervised datasets,
+:mod:`playpen.training.grpo` bridges the rollout engine to TRL's ``rollout_func``.
 """
 from __future__ import annotations
 
@@ -17,15 +17,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from playpen.callbacks import BaseCallback, JsonlLogCallback
-from playpen.errors import PlaypenError
+from playpen.errors import PlaypenError, ResumeError
+from playpen.files import write_json
+from playpen.training.plotting import CURVE_FILE, LOG_FILE, plot_run
 
-LOG_FILE = "playpen-log.jsonl"
-CURVE_FILE = "learning-curve.png"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
-
-class ResumeError(PlaypenError):
-    """--resume was asked for but there is nothing (complete) to resume from."""
 
 
 # ----------------------------------------------------------------------------- checkpoints
@@ -100,16 +97,6 @@ def safe_name(name: str) -> str:
 
 # ----------------------------------------------------------------------------- options
 
-def split_list(value: str) -> list[str]:
-    """A comma-separated option (``--games a,b``) as a list; empty items are dropped."""
-    return [v.strip() for v in value.split(",") if v.strip()]
-
-
-def target_modules(value: str):
-    """``--target-modules`` for peft: ``all-linear`` or a list of module names."""
-    return value if value == "all-linear" else split_list(value)
-
-
 def set_lora_dropout(model, p: float) -> int:
     """Give every LoRA layer of a peft ``model`` dropout ``p`` (0: none). Returns the
     number of layers changed. An adapter loaded from a checkpoint keeps the dropout it was
@@ -127,11 +114,6 @@ def set_lora_dropout(model, p: float) -> int:
                 dropouts[name] = torch.nn.Dropout(p) if p > 0 else torch.nn.Identity()
                 changed += 1
     return changed
-
-
-def report_to(value: str):
-    """``--report-to`` for TRL: ``none`` or a list of trackers."""
-    return "none" if value in ("", "none") else split_list(value)
 
 
 # ----------------------------------------------------------------------------- Ctrl-C
@@ -328,21 +310,7 @@ class TrainingRun:
                              overwrite=cfg.resume or cfg.overwrite)
             print(table.to_text(), flush=True)
             summary["eval"] = table.to_dict()
-        write_json(self.run_dir / "playpen-run.json", summary)
-        from playpen.plotting import plot_run
+        write_json(self.run_dir / "playpen-run.json", summary, indent=1)
         plot_run(self.run_dir)
         print(f"[playpen] {saved}: {self.checkpoint}  curve: {self.run_dir / CURVE_FILE}", flush=True)
         return summary
-
-
-def finite(value: float) -> Optional[float]:
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
-
-
-def write_json(path: str | Path, payload: dict) -> None:
-    """Write atomically (a crash never leaves half a file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=1, default=str), encoding="utf-8")
-    tmp.replace(path)

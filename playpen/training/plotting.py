@@ -10,12 +10,11 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from playpen.errors import PlaypenError
-from playpen.training import CURVE_FILE, LOG_FILE
+from playpen.errors import PlotError
 
+LOG_FILE = "playpen-log.jsonl"
+CURVE_FILE = "learning-curve.png"
 
-class PlotError(PlaypenError):
-    """The run folder or log to plot is missing or empty."""
 
 
 def read_log(path: str | Path) -> list[dict]:

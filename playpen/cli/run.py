@@ -1,4 +1,4 @@
-"""`playpen run`: load a trainer file, resolve models, call ``learn()``."""
+"""`playpen run`: load a trainer file, parse its options, resolve and load the models, call ``learn()``."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,15 +8,17 @@ import sys
 import typing
 from pathlib import Path
 
-from playpen.errors import PlaypenError, TrainerFileError
+import click
+
 from playpen import registry
+from playpen.errors import PlaypenError, TrainerFileError
 
 
 # ----------------------------------------------------------------------------- trainer file
 
 def load_trainer_class(file: str | Path):
     """Import `file` and return its single concrete BasePlayPen subclass."""
-    from playpen.base import BasePlayPen
+    from playpen.training.base import BasePlayPen
     path = Path(file)
     if not path.exists():
         raise TrainerFileError(f"trainer file '{file}' does not exist")
@@ -53,7 +55,7 @@ def _option_name(field: dataclasses.Field) -> str:
 
 def trainer_help(file: str | Path) -> str:
     cls = load_trainer_class(file)
-    from playpen.base import config_fields, field_help
+    from playpen.training.base import config_fields, field_help
     doc = inspect.getdoc(cls) or ""
     out = [f"Trainer {cls.__name__} ({file})"]
     if doc:
@@ -104,7 +106,7 @@ def _convert(value: str, kind, name: str):
 
 def parse_config(config_class, extra_args: list[str]):
     """Turn `--field value` / `--field=value` / `--flag` / `--no-flag` into the config."""
-    from playpen.base import config_fields
+    from playpen.training.base import config_fields
     fields = {f.name: f for f in config_fields(config_class)}
     if config_class is None:
         if extra_args:
@@ -137,43 +139,57 @@ def parse_config(config_class, extra_args: list[str]):
     return config_class(**values)
 
 
-# ----------------------------------------------------------------------------- models and games
+# ----------------------------------------------------------------------------- running
 
-def resolve_and_load(name: str, gen_args: dict, role: str):
-    """Resolve a model name (registry entry, key check, default-model preparation) and load it."""
-    from playpen.models import ensure_local_model
-    from playpen.clem import clemcore, load_model
-    entry = registry.resolve_model(name)
-    if role == "learner" and entry.backend != "huggingface_local":
-        raise PlaypenError(f"the learner must be a huggingface_local model; '{name}' uses "
-                           f"backend '{entry.backend}'")
-    registry.check_key_for(entry)
-    ensure_local_model(entry)
-    spec = clemcore().backends.ModelSpec.from_dict(entry.spec)
-    return load_model(spec, gen_args)
+@click.command("run", context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+             add_help_option=False)
+@click.argument("file", required=False)
+@click.option("-l", "--learner", help="Model name of the learner (a huggingface_local model).")
+@click.option("-t", "--teacher", default=None, help="Model name of the teacher/partner (any backend).")
+@click.option("-T", "--temperature", type=float, default=0.0, show_default=True,
+              help="Sampling temperature for generation.")
+@click.option("-L", "--max-tokens", type=int, default=300, show_default=True,
+              help="Maximum new tokens per generated turn.")
+@click.option("--seed", type=int, default=42, show_default=True, help="Global seed.")
+@click.option("-o", "--output-dir", type=click.Path(file_okay=False), default="playpen-records",
+              show_default=True, help="Root folder for records and run outputs.")
+@click.option("-h", "--help", "show_help", is_flag=True,
+              help="Show this help; with FILE, also the trainer's own options.")
+@click.pass_context
+def run_command(ctx, file, learner, teacher, temperature, max_tokens, seed, output_dir, show_help):
+    """Run the BasePlayPen trainer defined in FILE with LEARNER (and TEACHER).
 
-
-def build_game_registry(cwd: Path | None = None):
-    """A clemcore GameRegistry with playpen's view of the games (deduplicated by name)."""
-    from playpen.clem import clemgame
-    cg = clemgame()
-    specs = [cg.GameSpec.from_dict(dict(entry.spec)) for entry in registry.game_entries(cwd)]
-    return cg.GameRegistry(specs)
+    Options after the known ones (e.g. --max-steps 10) set fields of the trainer's
+    config dataclass; `playpen run FILE --help` lists them.
+    """
+    if show_help:
+        click.echo(ctx.get_help())
+        if file:
+            click.echo("\n" + trainer_help(file))
+        return
+    if not file:
+        raise PlaypenError("missing trainer FILE: `playpen run TRAINER.py -l MODEL` "
+                           "(see examples/trl/)")
+    if not learner:
+        raise PlaypenError("missing learner: pass -l/--learner MODEL (see `playpen list models`)")
+    run(file, learner=learner, teacher=teacher, temperature=temperature, max_tokens=max_tokens, seed=seed,
+        output_dir=Path(output_dir), extra_args=ctx.args)
 
 
 def run(file, *, learner: str, teacher: str | None, temperature: float, max_tokens: int,
         seed: int, output_dir: Path, extra_args: list[str]):
     cls = load_trainer_class(file)
     config = parse_config(cls.config_class, extra_args)
-    # resolve both names before loading anything: a typo in -t must not cost a model load
-    registry.resolve_model(learner)
+    from playpen.models import check_model_name, load_model_by_name
+    # check both names before loading anything: a typo in -t must not cost a model load
+    check_model_name(learner, "learner")
     if teacher:
-        registry.check_key_for(registry.resolve_model(teacher))
-    game_registry = build_game_registry()
+        check_model_name(teacher, "teacher")
+    game_registry = registry.clem_game_registry()
     gen_args = dict(temperature=temperature, max_tokens=max_tokens)
     from playpen.seeding import seed_everything
     seed_everything(seed)
-    learner_model = resolve_and_load(learner, gen_args, role="learner")
-    teacher_model = resolve_and_load(teacher, gen_args, role="teacher") if teacher else None
+    learner_model = load_model_by_name(learner, gen_args=gen_args, role="learner")
+    teacher_model = load_model_by_name(teacher, gen_args=gen_args, role="teacher") if teacher else None
     trainer = cls(learner_model, teacher_model, config=config, output_dir=output_dir, seed=seed)
     trainer.learn(game_registry)

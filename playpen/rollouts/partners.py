@@ -4,7 +4,7 @@ A :class:`Partner` answers a batch of turns in one call:
 
 - :class:`ProgrammaticPartner` asks the game's own player (``Player._custom_response``),
   the ``programmatic``/``mock`` model of clemcore;
-- :class:`HFTeacher` is a frozen local HF model, batched with :mod:`playpen.generation`;
+- :class:`HFTeacher` is a frozen local HF model, batched with :mod:`playpen.rollouts.generation`;
 - :class:`ClemPartner` wraps any clemcore ``Model`` (API backends): its calls run
   concurrently on a thread pool with a bounded number in flight, with retries, and a
   pre-flight check that names an unreachable server instead of hanging on it.
@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Optional, Sequence
 
-from playpen.errors import PlaypenError
-from playpen.rollout import LEARNER, Learner, SamplingConfig
+from playpen.envs.game import Response
+from playpen.errors import PartnerError
+from playpen.rollouts import chat, generation
+from playpen.rollouts.chat import template_kwargs_of
+from playpen.rollouts.types import LEARNER, Learner, SamplingConfig
 
 PROGRAMMATIC_NAMES = ("programmatic", "mock")
 
-
-class PartnerError(PlaypenError):
-    """A partner (teacher) could not answer: server down, calls failing after retries."""
 
 
 @dataclass(frozen=True)
@@ -41,14 +41,23 @@ class TurnRequest:
     messages: tuple[dict, ...]
 
 
-@dataclass(frozen=True)
-class TurnResponse:
-    """An answer, with what the player's request log records about the call."""
+TurnResponse = Response
+"""A partner's answer: the env's :class:`playpen.envs.Response` (the old name is kept)."""
 
-    text: str
-    prompt: Any = None
-    response_object: dict = field(default_factory=dict)
-    num_new_tokens: int = 0
+
+def generated_response(tokenizer, prompt_ids, gen, sampling: SamplingConfig, model_name: str,
+                       call_start: datetime, duration: str) -> Response:
+    """The Response of a locally generated turn, with the request log entries
+    ``clem run``'s HF backend writes (prompt text, raw output, timing)."""
+    return Response(
+        gen.text,
+        prompt={"inputs": tokenizer.decode(prompt_ids), "max_new_tokens": sampling.max_new_tokens,
+                "temperature": sampling.temperature, "num_prompt_tokens": len(prompt_ids)},
+        response_object={"response": tokenizer.decode(gen.token_ids), "finished": gen.finished,
+                         "num_new_tokens": len(gen.token_ids),
+                         "clem_player": {"call_start": str(call_start), "call_duration": duration,
+                                         "response": gen.text, "model_name": model_name}},
+        num_new_tokens=len(gen.token_ids))
 
 
 class Partner(abc.ABC):
@@ -91,7 +100,10 @@ class _MessagesOnlyPlayer:
 
 
 class ProgrammaticPartner(Partner):
-    """The game's own programmatic player (``Player._custom_response``)."""
+    """Answers as clemcore's ``Player`` itself would: a programmatic (``CustomResponseModel``)
+    player by its ``_custom_response``, any other by its own model. Serves the roles given
+    to ``programmatic``/``mock`` and the players a game builds itself (not in
+    ``player_models``: a programmatic questioner, an evaluator)."""
 
     kind = "programmatic"
 
@@ -106,12 +118,24 @@ class ProgrammaticPartner(Partner):
         return self._clem_model
 
     def respond(self, requests):
+        from playpen.clem import clemcore
+        custom = clemcore().backends.CustomResponseModel
         out = []
         for request in requests:
-            text = request.player._custom_response(request.context)
-            out.append(TurnResponse(text, prompt=request.context,
-                                    response_object={"clem_player": {"response": text, "model_name": self.name}}))
+            model = getattr(request.player, "model", None)
+            if model is None or isinstance(model, custom):
+                text = request.player._custom_response(request.context)
+                out.append(Response(text, prompt=request.context,
+                                    response_object={"clem_player": {"response": text,
+                                                                     "model_name": getattr(model, "name", self.name)}}))
+            else:
+                prompt, response_object, text = model.generate_response(list(request.messages))
+                out.append(Response(text, prompt=prompt, response_object=dict(response_object or {})))
         return out
+
+
+GAME_PLAYERS = ProgrammaticPartner("game")
+"""The responder of players a game builds itself."""
 
 
 class HFTeacher(Partner):
@@ -127,23 +151,13 @@ class HFTeacher(Partner):
         self.num_generated_tokens = 0
 
     def respond(self, requests):
-        from playpen import chat, generation
         prompts = [chat.prompt_ids(self.tokenizer, r.messages, self.template_kwargs) for r in requests]
         started = datetime.now()
         generations = generation.generate(self.model, self.tokenizer, prompts, self.sampling)
         duration = str(datetime.now() - started)
-        out = []
-        for prompt, gen in zip(prompts, generations):
-            self.num_generated_tokens += len(gen.token_ids)
-            out.append(TurnResponse(
-                gen.text,
-                prompt={"inputs": self.tokenizer.decode(prompt), "max_new_tokens": self.sampling.max_new_tokens,
-                        "temperature": self.sampling.temperature},
-                response_object={"response": self.tokenizer.decode(gen.token_ids),
-                                 "clem_player": {"call_start": str(started), "call_duration": duration,
-                                                 "response": gen.text, "model_name": self.name}},
-                num_new_tokens=len(gen.token_ids)))
-        return out
+        self.num_generated_tokens += sum(len(gen.token_ids) for gen in generations)
+        return [generated_response(self.tokenizer, prompt, gen, self.sampling, self.name, started, duration)
+                for prompt, gen in zip(prompts, generations)]
 
 
 class ClemPartner(Partner):
@@ -193,7 +207,7 @@ class ClemPartner(Partner):
         for attempt in range(self.retries + 1):
             try:
                 prompt, response_object, text = self.model.generate_response(list(request.messages))
-                return TurnResponse(text, prompt=prompt, response_object=dict(response_object or {}))
+                return Response(text, prompt=prompt, response_object=dict(response_object or {}))
             except Exception as e:  # noqa: BLE001 - re-raised below with the partner's name
                 if attempt == self.retries:
                     raise PartnerError(f"partner '{self.name}' failed after {self.retries + 1} "
@@ -217,7 +231,7 @@ def _base_url_of(model: Any) -> Optional[str]:
 # ----------------------------------------------------------------------------- conversion
 
 def as_partner(value: Any, *, sampling: SamplingConfig = SamplingConfig(), max_in_flight: int = 8):
-    """A Partner for ``value`` (see :data:`playpen.rollout.PartnerLike`); ``LEARNER`` for the learner."""
+    """A Partner for ``value`` (see :data:`playpen.rollouts.PartnerLike`); ``LEARNER`` for the learner."""
     if isinstance(value, Partner):
         return value
     if isinstance(value, str):
@@ -225,7 +239,10 @@ def as_partner(value: Any, *, sampling: SamplingConfig = SamplingConfig(), max_i
             return LEARNER
         if value in PROGRAMMATIC_NAMES:
             return ProgrammaticPartner(value)
-        return as_partner(load_partner_model(value, sampling), sampling=sampling, max_in_flight=max_in_flight)
+        from playpen.models import load_model_by_name
+        model = load_model_by_name(value, gen_args=dict(temperature=sampling.temperature,
+                                                        max_tokens=sampling.max_new_tokens), role="partner")
+        return as_partner(model, sampling=sampling, max_in_flight=max_in_flight)
     if isinstance(value, Learner):
         return HFTeacher(value.model, value.tokenizer, value.name, value.sampling)
     from playpen.clem import clemcore
@@ -234,26 +251,13 @@ def as_partner(value: Any, *, sampling: SamplingConfig = SamplingConfig(), max_i
         return ProgrammaticPartner(value.name)
     if isinstance(value, backends.Model):
         if hasattr(value, "model") and hasattr(value, "tokenizer"):  # HuggingfaceLocalModel
-            gen = dict(value.gen_args or {})
-            teacher_sampling = SamplingConfig(temperature=float(gen.get("temperature", sampling.temperature)),
-                                              max_new_tokens=int(gen.get("max_tokens", sampling.max_new_tokens)),
-                                              max_batch_size=sampling.max_batch_size)
-            from playpen.chat import template_kwargs_of
-            return HFTeacher(value.model, value.tokenizer, value.name, teacher_sampling,
-                             template_kwargs_of(value))
+            teacher_sampling = SamplingConfig.from_gen_args(
+                {"temperature": sampling.temperature, "max_tokens": sampling.max_new_tokens, **(value.gen_args or {})},
+                max_batch_size=sampling.max_batch_size)
+            return HFTeacher(value.model, value.tokenizer, value.name, teacher_sampling, template_kwargs_of(value))
         return ClemPartner(value, max_in_flight=max_in_flight)
     raise TypeError(f"cannot use {value!r} as a partner: pass 'learner', 'programmatic', a model "
-                    f"name, a Learner, a clemcore Model or a playpen.teachers.Partner")
-
-
-def load_partner_model(name: str, sampling: SamplingConfig):
-    """Load a registry model by name as a clemcore Model (checks key.json first)."""
-    from playpen import registry
-    from playpen.clem import clemcore, load_model
-    entry = registry.resolve_model(name)
-    registry.check_key_for(entry)
-    spec = clemcore().backends.ModelSpec.from_dict(entry.spec)
-    return load_model(spec, dict(temperature=sampling.temperature, max_tokens=sampling.max_new_tokens))
+                    f"name, a Learner, a clemcore Model or a playpen.rollouts.partners.Partner")
 
 
 _STAND_IN_CLASS = None

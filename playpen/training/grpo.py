@@ -26,13 +26,12 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional, Sequence
 
-from playpen.errors import PlaypenError
+from playpen.errors import GRPOSetupError
+from playpen.registry import TRAIN_INSTANCES
+from playpen.training.config import option, split_list
+from playpen.training.plotting import LOG_FILE
 
-TRAIN_INSTANCES = "instances_train"
 
-
-class GRPOSetupError(PlaypenError):
-    """The games/roles/batch options do not make a valid GRPO run."""
 
 
 @dataclass(frozen=True)
@@ -59,11 +58,9 @@ class Slot:
 
 def game_roles(game: str, instances: str = TRAIN_INSTANCES) -> tuple[list[str], list[dict]]:
     """The roles of a game's player slots (player names where roles repeat) and its rows."""
-    from playpen.envs.loading import game_instance_rows, game_spec, load_benchmark, probe_roles
-    from playpen.evaluation import game_specs
-    game_specs([game], instances)  # names a missing instances file clearly
-    spec = game_spec(game)
-    spec.instances = instances
+    from playpen.envs.loading import game_instance_rows, load_benchmark, probe_roles
+    from playpen.registry import game_spec
+    spec = game_spec(game, instances)  # names a missing instances file clearly
     benchmark = load_benchmark(spec)
     try:
         rows = game_instance_rows(spec)
@@ -151,8 +148,8 @@ class GameRollout:
         num_generations: TRL's group size (episodes per slot).
         game_roles: every game's roles (from :func:`training_slots`).
         teacher: None for self-play, else the partner of the learner in every other role
-            (anything :data:`playpen.rollout.PartnerLike` accepts).
-        sampling: the learner's :class:`playpen.rollout.SamplingConfig`.
+            (anything :data:`playpen.rollouts.PartnerLike` accepts).
+        sampling: the learner's :class:`playpen.rollouts.SamplingConfig`.
         records_dir: where each call's run folder of clemcore-layout records goes.
         callbacks: playpen callbacks (episodes are reported to them).
         reward_fn: ``(EpisodeOutcome, player_name, role) -> float`` (default: outcome reward).
@@ -188,7 +185,7 @@ class GameRollout:
             if any(Slot.from_prompt(p) != slot for p in prompts[i * group:(i + 1) * group]):
                 raise ValueError("rollout_func: a group's prompts differ; TRL's sampler must repeat "
                                  "each prompt num_generations times consecutively")
-        from playpen.rollout import Learner
+        from playpen.rollouts.types import Learner
         model = getattr(trainer, "model_wrapped", None) or trainer.model
         learner = Learner(model, self.tokenizer, self.learner_name, self.sampling)
         step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
@@ -198,7 +195,7 @@ class GameRollout:
 
     def _play(self, learner, slots: list[Slot], step: int) -> dict:
         """Episodes by (instance, role): self-play shares an instance's episodes among its roles."""
-        from playpen.rollout import InstanceRef, rollout
+        from playpen.rollouts import InstanceRef, rollout
         calls: list[tuple[list, Optional[dict], Optional[list]]] = []
         if self.teacher is None:
             refs = list(dict.fromkeys(s.instance for s in slots))
@@ -278,3 +275,77 @@ def _merge_stats(stats: list) -> dict[str, float]:
             "rollout/seconds": seconds, "rollout/generated_tokens": tokens,
             "rollout/tokens_per_s": tokens / seconds if seconds else 0.0,
             "rollout/episodes_per_s": episodes / seconds if seconds else 0.0}
+
+
+# ----------------------------------------------------------------------------- a trainer's parts
+
+@dataclass
+class GRPOOptions:
+    """GRPO over games (also sets GRPO's own defaults of the run and LoRA options)."""
+
+    roles: str = option("", "roles to train (comma-separated; empty = all)")
+    num_generations: int = option(4, "group size: episodes per instance and role")
+    groups_per_step: int = option(2, "groups (instance x role) per optimizer step")
+    beta: float = option(0.02, "KL coefficient (0 = no KL, no reference pass)")
+    init_adapter: str = option("", "start from this adapter (e.g. an SFT checkpoint)")
+    reward: str = option("outcome", "outcome (graded) or binary (1 = success)")
+    max_concurrent_episodes: int = option(16, "episodes generated together")
+    max_steps: int = option(50, "optimizer steps")
+    learning_rate: float = option(5e-5, "learning rate")
+    lora_dropout: float = option(0.0, "LoRA dropout, also applied to --init-adapter (0: none, as RL wants; "
+                                      "it costs CPU time too)")
+
+
+@dataclass(frozen=True)
+class GRPOParts:
+    """What a GRPO trainer hands to TRL: the slot dataset, one reward function per role
+    (and their weights), the rollout function, the model (with ``--init-adapter`` loaded)
+    and the LoRA config for a fresh adapter (None when training ``--init-adapter``)."""
+
+    dataset: Any
+    reward_funcs: list
+    reward_weights: list
+    rollout_func: GameRollout
+    model: Any
+    peft_config: Any
+    tokenizer: Any
+    temperature: float
+    batch_size: int
+
+
+def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
+    """Build the TRL-facing parts of a GRPO run of ``playpen`` (a BasePlayPen whose config
+    has :class:`GRPOOptions`, LoRA options and :class:`~playpen.training.config.RunConfig`)
+    for ``run`` (a :class:`~playpen.training.run.TrainingRun`). ``teacher``: None for
+    self-play, else the partner of every role the learner does not train."""
+    from playpen.callbacks import CallbackList, JsonlLogCallback
+    from playpen.rewards import BinaryReward, OutcomeReward
+    from playpen.rollouts.types import SamplingConfig
+    from playpen.training import run as lifecycle
+    cfg = playpen.config
+    if cfg.reward not in ("outcome", "binary"):
+        raise GRPOSetupError(f"--reward must be outcome or binary, got '{cfg.reward}'")
+    per_instance, roles_of_games = training_slots(split_list(cfg.games), split_list(cfg.roles),
+                                                  cfg.train_instances)
+    dataset = slot_dataset(per_instance, cfg.groups_per_step * cfg.max_steps, playpen.seed)
+    reward_funcs, reward_weights = reward_functions(sorted({s.role for slots in per_instance for s in slots}))
+    # greedy groups carry no signal: -T 0 means the default sampling temperature 1.0
+    sampling = SamplingConfig.from_gen_args(getattr(playpen.learner, "gen_args", None))
+    sampling = SamplingConfig(temperature=sampling.temperature or 1.0, max_new_tokens=sampling.max_new_tokens)
+    tokenizer = lifecycle.tokenizer_of(playpen.learner)
+    # every finished episode goes to the callbacks and the run's JSON log
+    episode_callbacks = CallbackList([playpen.callbacks, JsonlLogCallback(run.run_dir / LOG_FILE)])
+    rollout_func = GameRollout(
+        playpen.learner.name, tokenizer, num_generations=cfg.num_generations, game_roles=roles_of_games,
+        teacher=teacher, sampling=sampling, records_dir=records_dir, callbacks=episode_callbacks,
+        reward_fn=BinaryReward() if cfg.reward == "binary" else OutcomeReward(),
+        max_concurrent_episodes=cfg.max_concurrent_episodes, instances=cfg.train_instances, seed=playpen.seed)
+    model, peft_config = lifecycle.model_of(playpen.learner), cfg.lora_config()
+    if cfg.init_adapter:
+        from peft import PeftModel
+        from playpen.models import check_adapter
+        model = PeftModel.from_pretrained(model, str(check_adapter(cfg.init_adapter)), is_trainable=True)
+        lifecycle.set_lora_dropout(model, cfg.lora_dropout)
+        peft_config = None
+    return GRPOParts(dataset, reward_funcs, reward_weights, rollout_func, model, peft_config, tokenizer,
+                     sampling.temperature, cfg.num_generations * cfg.groups_per_step)

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from playpen.rollout import SamplingConfig
+from playpen.rollouts.types import SamplingConfig
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import click
 
-
-def _split(values) -> tuple[str, ...]:
-    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
+from playpen.cli import split_values
 
 
 @click.command("dataset")
@@ -30,8 +28,8 @@ def dataset(results_dir, output, games, roles, models, outcomes, include_program
     skipped and reported.
     """
     from playpen.data import DatasetFilter, build_dataset
-    keep = DatasetFilter(games=_split(games), roles=_split(roles), models=_split(models),
-                         outcomes=_split(outcomes))
+    keep = DatasetFilter(games=tuple(split_values(games)), roles=tuple(split_values(roles)), models=tuple(split_values(models)),
+                         outcomes=tuple(split_values(outcomes)))
     report = build_dataset(results_dir, output, keep, include_programmatic=include_programmatic)
     lines = report.lines()
     click.echo(f"wrote {lines[0]} to {output}")

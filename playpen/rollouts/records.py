@@ -27,38 +27,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from playpen.errors import PlaypenError
+from playpen.errors import RecordsError
+from playpen.files import finite, write_json
 
-
-class RecordsError(PlaypenError):
-    """The records folder cannot be created (exists already, not writable)."""
-
-
-def write_json_atomic(path: Path, data: Any) -> Path:
-    """Write JSON to ``path`` via a temporary sibling and ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, ensure_ascii=False, default=_json_default)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def _json_default(value: Any):
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, (set, tuple)):
-        return list(value)
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return str(value)
 
 
 def default_run_name() -> str:
@@ -106,7 +77,7 @@ class RunWriter:
         data["games"].setdefault(game_name, dict(game_path=str(game_path),
                                                  benchmark_start=datetime.now().isoformat(),
                                                  num_instances=0))
-        write_json_atomic(self.run_dir / model_dir / "run.json", data)
+        write_json(self.run_dir / model_dir / "run.json", data, sync=True)
 
     def end_game(self, model_dir: str, game_name: str) -> None:
         data = self._runs.get(model_dir)
@@ -117,7 +88,7 @@ class RunWriter:
         start = datetime.fromisoformat(info["benchmark_start"])
         info.update(benchmark_end=end.isoformat(), duration=str(end - start),
                     duration_seconds=(end - start).total_seconds())
-        write_json_atomic(self.run_dir / model_dir / "run.json", data)
+        write_json(self.run_dir / model_dir / "run.json", data, sync=True)
 
     # ------------------------------------------------------------------ episodes
     def write_episode(self, *, model_dir: str, game_name: str, experiment: Mapping, game_instance: Mapping,
@@ -132,7 +103,7 @@ class RunWriter:
             config.update(timestamp=datetime.now().isoformat(), game_name=game_name,
                           player_models=dict(model_infos))
             if not (experiment_dir / "experiment.json").exists():
-                write_json_atomic(experiment_dir / "experiment.json", config)
+                write_json(experiment_dir / "experiment.json", config, sync=True)
             self._experiments.add(key)
         final = experiment_dir / dir_name
         if final.exists():
@@ -140,17 +111,17 @@ class RunWriter:
         stage = self.staging_dir / f"{model_dir}--{game_name}--{experiment['name']}--{dir_name}"
         shutil.rmtree(stage, ignore_errors=True)
         stage.mkdir(parents=True)
-        write_json_atomic(stage / "instance.json", game_instance)
+        write_json(stage / "instance.json", game_instance, sync=True)
         if interactions is not None:
-            write_json_atomic(stage / "interactions.json", interactions)
+            write_json(stage / "interactions.json", interactions, sync=True)
         for stem, data in requests.items():
-            write_json_atomic(stage / f"{stem}.requests.json", data)
-        write_json_atomic(stage / "episode.json", _finite(episode_meta))
+            write_json(stage / f"{stem}.requests.json", data, sync=True)
+        write_json(stage / "episode.json", finite(episode_meta), sync=True)
         stamp = {"timestamp": datetime.now().isoformat()}
         if error is None:
-            write_json_atomic(stage / "completed.json", stamp)
+            write_json(stage / "completed.json", stamp, sync=True)
         else:
-            write_json_atomic(stage / "error.json", dict(stamp, error=type(error).__name__, message=str(error)))
+            write_json(stage / "error.json", dict(stamp, error=type(error).__name__, message=str(error)), sync=True)
         final.parent.mkdir(parents=True, exist_ok=True)
         os.rename(stage, final)
         run = self._runs.get(model_dir)
@@ -165,16 +136,5 @@ class RunWriter:
             for game_name in list(data["games"]):
                 if "benchmark_end" not in data["games"][game_name]:
                     self.end_game(model_dir, game_name)
-            write_json_atomic(self.run_dir / model_dir / "run.json", data)
+            write_json(self.run_dir / model_dir / "run.json", data, sync=True)
         shutil.rmtree(self.staging_dir, ignore_errors=True)
-
-
-def _finite(value: Any) -> Any:
-    """NaN -> None so that episode.json is strict JSON."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, Mapping):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value

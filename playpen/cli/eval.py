@@ -6,9 +6,7 @@ from pathlib import Path
 
 import click
 
-
-def _split(values) -> list[str]:
-    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+from playpen.cli import split_values
 
 
 @click.command("eval")
@@ -20,8 +18,9 @@ def _split(values) -> list[str]:
               help="A PEFT adapter folder (e.g. models/sft+lora/<model>/checkpoint-N) loaded on top of MODEL.")
 @click.option("-t", "--partner", default=None,
               help="Model playing the other roles of multi-player games [default: MODEL itself].")
-@click.option("-i", "--instances", default="instances", show_default=True,
-              help="Instances file stem (instances = held-out evaluation set).")
+@click.option("-i", "--instances", default=None,
+              help="Instances file stem for every game [default: each game's own, as clemgame.json names "
+                   "it: the held-out set of playpen's games].")
 @click.option("-r", "--results-dir", type=click.Path(file_okay=False), default="results", show_default=True,
               help="Root of the results folders (one sub-folder per model/adapter).")
 @click.option("--name", "run_name", default=None,
@@ -50,26 +49,27 @@ def eval_command(model_name, games, adapter, partner, instances, results_dir, ru
       playpen eval -m smol-135m -g referencegame
       playpen eval -m smol-135m --adapter models/sft+lora/smol-135m/checkpoint-8 -g referencegame
     """
-    from playpen import registry
-    from playpen.evaluation import EvaluationError, evaluate, game_specs, load_eval_model
+    from playpen.errors import EvaluationError
+    from playpen.evaluation import evaluate
+    from playpen.models import check_adapter, check_model_name, load_model_by_name
+    from playpen.registry import game_specs
     if max_instances is not None and max_instances < 1:
         raise EvaluationError("--max-instances must be at least 1")
     if batch_size < 1:
         raise EvaluationError("--batch-size must be at least 1")
     if adapter is not None:
-        from playpen.evaluation import check_adapter
         check_adapter(adapter)
     # fail on names before loading any weights
-    registry.resolve_model(model_name)
+    check_model_name(model_name)
     if partner:
-        registry.resolve_model(partner)
-    names = _split(games) or None
+        check_model_name(partner, "partner")
+    names = split_values(games) or None
     game_specs(names, instances)
     gen = dict(temperature=temperature, max_tokens=max_tokens)
-    model = load_eval_model(model_name, adapter=adapter, **gen)
+    model = load_model_by_name(model_name, adapter=adapter, gen_args=gen)
     models = [model]
     if partner:
-        models.append(load_eval_model(partner, **gen))
+        models.append(load_model_by_name(partner, gen_args=gen, role="partner"))
     table = evaluate(models, names, results_dir=Path(results_dir), instances=instances,
                      batch_size=batch_size, max_instances=max_instances, run_name=run_name,
                      overwrite=overwrite, extra={"model": model_name, "adapter": str(adapter) if adapter else None,

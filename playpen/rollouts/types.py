@@ -1,22 +1,7 @@
-"""Batched multi-episode rollouts: the hot loop between clemcore games and trainers.
+"""The rollout engine's typed values: how to sample, what to play, what came back.
 
-One call of :func:`rollout` plays N episodes (instances x repeats, plus branches) of
-one or more games in lock-step. At each step every running episode that waits for
-a player is asked who must answer; the pending turns are grouped by responder
-(the learner, an HF teacher, a programmatic player, an API model) and each group is
-answered by ONE batched call (API models: concurrently, bounded). Then every game
-master is advanced. Finished episodes leave the batch and queued ones take their
-slots (continuous batching).
-
-For every (episode, player) played by the learner a :class:`Trajectory` records the
-exact tokens the model saw and produced, ready for TRL's ``rollout_func``::
-
-    result = rollout(["taboo"], Learner(model, tokenizer, name="smol-135m"),
-                     partners={"WordGuesser": "programmatic"}, num_repeats=4)
-    batch = result.as_trl_rollout()        # prompt_ids, completion_ids, logprobs, env_mask, ...
-
-Records are written as clemcore 3.x results (``clem score``/``eval``/``transcribe``
-work on them) into a new run folder under ``records_dir`` (see :mod:`playpen.records`).
+Frozen dataclasses passed between the stages (planning, the lock-step loop, records,
+trainers); see :mod:`playpen.rollouts` for the engine itself.
 """
 from __future__ import annotations
 
@@ -25,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from playpen.callbacks import BaseCallback, EpisodeSummary
+from playpen.callbacks import EpisodeSummary
 
 # The learner plays a role when a partner entry maps it to this value (or omits it).
 LEARNER = "learner"
@@ -51,6 +36,17 @@ class SamplingConfig:
     max_batch_size: int = 64
     """Most rows in one ``generate`` call; larger groups are split."""
 
+    @classmethod
+    def from_gen_args(cls, gen_args: Optional[Mapping[str, Any]], **overrides) -> "SamplingConfig":
+        """From clemcore generation arguments (``temperature``, ``max_tokens``), the settings
+        every model carries and ``-T``/``-L`` set; ``overrides`` win (e.g. a GRPO run's
+        temperature)."""
+        gen = dict(gen_args or {})
+        values = dict(temperature=float(gen.get("temperature", cls.temperature)),
+                      max_new_tokens=int(gen.get("max_tokens", cls.max_new_tokens)))
+        values.update(overrides)
+        return cls(**values)
+
 
 @dataclass(frozen=True)
 class Learner:
@@ -70,9 +66,7 @@ class Learner:
     def from_clem(cls, clem_model: Any, sampling: Optional[SamplingConfig] = None) -> "Learner":
         """Wrap a clemcore ``HuggingfaceLocalModel`` (``.model``, ``.tokenizer``, gen args)."""
         if sampling is None:
-            gen = dict(getattr(clem_model, "gen_args", {}) or {})
-            sampling = SamplingConfig(temperature=float(gen.get("temperature", 0.0)),
-                                      max_new_tokens=int(gen.get("max_tokens", 300)))
+            sampling = SamplingConfig.from_gen_args(getattr(clem_model, "gen_args", None))
         kwargs = dict(getattr(clem_model, "chat_template_kwargs", {}) or {})
         return cls(clem_model.model, clem_model.tokenizer, clem_model.name, sampling, kwargs)
 
@@ -121,6 +115,16 @@ class Branching:
     condition: Callable[[BranchPoint], bool] = field(
         default=lambda point: point.learner_turn == 0 and point.depth == 0)
     max_depth: int = 1
+
+
+# ----------------------------------------------------------------------------- partners
+
+PartnerLike = Any
+"""A partner for a role: ``"learner"`` (self-play), ``"programmatic"``/``"mock"`` (the
+game's own programmatic player), a model name from the registry (loaded once), a
+:class:`Learner` used as a frozen HF teacher (batched), any clemcore ``Model`` (API
+backends run concurrently), or a :class:`playpen.rollouts.partners.Partner`."""
+
 
 
 # ----------------------------------------------------------------------------- results
@@ -296,69 +300,6 @@ class RolloutResult:
             out["game"].append(t.game)
             out["group_id"].append(t.group_id)
         return out
-
-
-# ----------------------------------------------------------------------------- entry point
-
-PartnerLike = Any
-"""A partner for a role: ``"learner"`` (self-play), ``"programmatic"``/``"mock"`` (the
-game's own programmatic player), a model name from the registry (loaded once), a
-:class:`Learner` used as a frozen HF teacher (batched), any clemcore ``Model`` (API
-backends run concurrently), or a :class:`playpen.teachers.Partner`."""
-
-
-def rollout(games: Union[str, Sequence[str]],
-            learner: Learner,
-            *,
-            roles: Optional[Sequence[str]] = None,
-            partners: Optional[Mapping[str, PartnerLike]] = None,
-            instances: InstanceSelector = None,
-            instances_file: Optional[str] = None,
-            num_repeats: int = 1,
-            branching: Optional[Branching] = None,
-            max_concurrent_episodes: int = 16,
-            reward_fn: Optional[Callable] = None,
-            records_dir: Optional[Union[str, Path]] = "playpen-records",
-            run_name: Optional[str] = None,
-            callbacks: Optional[BaseCallback] = None,
-            seed: Optional[int] = None,
-            raise_game_errors: bool = False) -> RolloutResult:
-    """Play ``len(instances) * num_repeats`` episodes (plus branches) and return them.
-
-    Args:
-        games: game names (resolved with playpen's registry: workspace
-            ``game_registry.json``, packaged games, the working directory).
-        learner: the model being trained; its roles produce :class:`Trajectory` objects.
-        roles: game roles (``player.game_role``, e.g. ``"WordDescriber"``) or player names
-            (``"Player 1"``) the learner plays. None: every role not in ``partners``.
-        partners: role (or player name) -> partner for the other roles (see
-            :data:`PartnerLike`). Roles in neither ``roles`` nor ``partners`` are played
-            by the learner (self-play) when ``roles`` is None, else it is an error.
-        instances: which instances to play (see :data:`InstanceSelector`).
-        instances_file: stem of the instances file in each game's ``in/`` folder
-            (e.g. ``"instances_train"``); default: the game's own (``instances``).
-        num_repeats: episodes per instance (independent; same group_id).
-        branching: fork episodes at learner turns (GRPO groups, DPO pairs, trees).
-        max_concurrent_episodes: running episodes at once (the batch size of the
-            learner's generate when all of them wait for it).
-        reward_fn: ``(EpisodeOutcome, player_name, role) -> float``; default
-            :class:`playpen.rewards.OutcomeReward`.
-        records_dir: parent of the new run folder with clemcore-layout records; None
-            writes nothing.
-        run_name: name of the run folder (default: ``rollout-<time>-<random>``); an
-            existing folder is never reused (PlaypenError).
-        callbacks: ``on_rollout_start(num_episodes)``, ``on_episode_end(summary)``,
-            ``on_rollout_end()``.
-        seed: seeds torch's sampling for this call (None: leave RNG state alone).
-        raise_game_errors: re-raise an exception from game code (default: record the
-            episode as ``outcome="error"`` with ``error.json`` and go on).
-    """
-    from playpen.scheduler import run_rollout
-    return run_rollout(games, learner, roles=roles, partners=partners, instances=instances,
-                       instances_file=instances_file, num_repeats=num_repeats, branching=branching,
-                       max_concurrent_episodes=max_concurrent_episodes, reward_fn=reward_fn,
-                       records_dir=records_dir, run_name=run_name, callbacks=callbacks, seed=seed,
-                       raise_game_errors=raise_game_errors)
 
 
 def nan_to_none(value: float) -> Optional[float]:

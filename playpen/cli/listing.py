@@ -1,12 +1,26 @@
-"""What `playpen list` prints."""
+"""`playpen list games|models|backends`."""
 from __future__ import annotations
 
 import importlib.util
 import json
 from pathlib import Path
 
-from playpen.errors import PlaypenError
+import click
+
 from playpen import registry
+from playpen.errors import PlaypenError
+
+
+@click.command("list")
+@click.argument("what", type=click.Choice(["games", "models", "backends"]))
+@click.option("-v", "--verbose", is_flag=True, help="Show the whole entries.")
+@click.option("-s", "--selector", default="all",
+              help="Filter: a name, or JSON like \"{'benchmark':['2.0']}\" (games only).")
+def list_command(what, verbose, selector):
+    """List the games, models or backends playpen can use from this directory."""
+    from playpen import listing
+    for line in listing.lines(what, verbose=verbose, selector=selector):
+        click.echo(line)
 
 
 def lines(what: str, verbose: bool = False, selector: str = "all") -> list[str]:

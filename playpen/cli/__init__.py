@@ -1,0 +1,92 @@
+"""The `playpen` command line: the click group, one module per command (``list``,
+``setup``, ``run``, ``eval``, ``dataset``, ``plot``). Commands parse, dispatch and print;
+the work happens in the library.
+
+A command's module is imported only when the command runs (or ``--help`` lists it), and
+heavy modules (torch, transformers, trl, clemcore) only inside the commands that need
+them, so `playpen --help` stays instant.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import click
+
+from playpen import __version__
+from playpen.errors import PlaypenError
+
+
+def split_values(values) -> list[str]:
+    """A repeatable, comma-separable option (``-g a -g b,c``) as one list."""
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+class UserError(click.ClickException):
+    """A PlaypenError as click shows it: one line on stderr, exit code 2."""
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def show(self, file=None):
+        click.echo(f"playpen: error: {self.format_message()}", err=True, file=file)
+
+
+class LazyGroup(click.Group):
+    """Subcommands living in other modules are imported only when invoked."""
+
+    lazy_commands = {
+        "list": ("playpen.cli.listing", "list_command"),
+        "setup": ("playpen.cli.setup", "setup_command"),
+        "run": ("playpen.cli.run", "run_command"),
+        "eval": ("playpen.cli.eval", "eval_command"),
+        "dataset": ("playpen.cli.dataset", "dataset"),
+        "plot": ("playpen.cli.plot", "plot"),
+    }
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(self.available_lazy()))
+
+    def available_lazy(self):
+        return [name for name, (module, _) in self.lazy_commands.items()
+                if importlib.util.find_spec(module) is not None]
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except PlaypenError as e:
+            if (ctx.obj or {}).get("debug"):
+                raise
+            raise UserError(str(e), e.exit_code) from e
+
+    def get_command(self, ctx, name):
+        if name in self.lazy_commands and name in self.available_lazy():
+            module, attr = self.lazy_commands[name]
+            return getattr(importlib.import_module(module), attr)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="playpen")
+@click.option("--debug", is_flag=True, help="Show full tracebacks for errors.")
+@click.pass_context
+def cli(ctx, debug):
+    """playpen: train language models by playing dialogue games.
+
+    \b
+    Typical use:
+      playpen list games
+      playpen run examples/trl/sft_trainer_lora.py -l smol-135m
+      playpen eval -m smol-135m -g taboo
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def main(argv=None):
+    """Console entry point (`playpen`)."""
+    cli.main(args=argv, prog_name="playpen")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,1 +1,0 @@
-"""Subcommands that live outside cli.py (imported only when invoked)."""

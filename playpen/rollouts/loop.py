@@ -1,0 +1,396 @@
+"""The rollout engine's lock-step loop, and :func:`rollout`, its entry point.
+
+Each iteration: admit queued episodes up to the concurrency limit; observe every
+running episode; fork those at a branching point; group the pending turns by
+responder; start concurrent partners (API models) in the background; run ONE
+batched generate for all learner turns; answer the other groups (one batched call
+each); then step every game master and retire finished episodes.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+from playpen.callbacks import BaseCallback
+from playpen.envs.game import GameEnv
+from playpen.errors import ContextOverflowError, RolloutError
+from playpen.rollouts import chat, generation
+from playpen.rollouts.buffers import TokenBuffer
+from playpen.rollouts.episodes import Episode
+from playpen.rollouts.partners import (GAME_PLAYERS, TurnRequest, as_partner, generated_response,
+                                       stand_in_model)
+from playpen.rollouts.plan import GamePlan, check_keys_used, pending_episodes, plan_game
+from playpen.rollouts.types import (LEARNER, BranchPoint, Branching, EpisodeResult, InstanceSelector, Learner,
+                                    PartnerLike, RolloutResult, RolloutStats, TurnRecord)
+
+
+def rollout(games: Union[str, Sequence[str]],
+            learner: Learner,
+            *,
+            roles: Optional[Sequence[str]] = None,
+            partners: Optional[Mapping[str, PartnerLike]] = None,
+            instances: InstanceSelector = None,
+            instances_file: Optional[str] = None,
+            num_repeats: int = 1,
+            branching: Optional[Branching] = None,
+            max_concurrent_episodes: int = 16,
+            reward_fn: Optional[Callable] = None,
+            records_dir: Optional[Union[str, Path]] = "playpen-records",
+            run_name: Optional[str] = None,
+            callbacks: Optional[BaseCallback] = None,
+            seed: Optional[int] = None,
+            raise_game_errors: bool = False) -> RolloutResult:
+    """Play ``len(instances) * num_repeats`` episodes (plus branches) and return them.
+
+    Args:
+        games: game names (resolved with playpen's registry: workspace
+            ``game_registry.json``, packaged games, the working directory).
+        learner: the model being trained; its roles produce :class:`Trajectory` objects.
+        roles: game roles (``player.game_role``, e.g. ``"WordDescriber"``) or player names
+            (``"Player 1"``) the learner plays. None: every role not in ``partners``.
+        partners: role (or player name) -> partner for the other roles (see
+            :data:`PartnerLike`). Roles in neither ``roles`` nor ``partners`` are played
+            by the learner (self-play) when ``roles`` is None, else it is an error.
+        instances: which instances to play (see :data:`InstanceSelector`).
+        instances_file: stem of the instances file in each game's ``in/`` folder
+            (e.g. ``"instances_train"``); default: the game's own (``instances``).
+        num_repeats: episodes per instance (independent; same group_id).
+        branching: fork episodes at learner turns (GRPO groups, DPO pairs, trees).
+        max_concurrent_episodes: running episodes at once (the batch size of the
+            learner's generate when all of them wait for it).
+        reward_fn: ``(EpisodeOutcome, player_name, role) -> float``; default
+            :class:`playpen.rewards.OutcomeReward`.
+        records_dir: parent of the new run folder with clemcore-layout records; None
+            writes nothing.
+        run_name: name of the run folder (default: ``rollout-<time>-<random>``); an
+            existing folder is never reused (PlaypenError).
+        callbacks: ``on_rollout_start(num_episodes)``, ``on_episode_end(summary)``,
+            ``on_rollout_end()``.
+        seed: seeds torch's sampling for this call (None: leave RNG state alone).
+        raise_game_errors: re-raise an exception from game code (default: record the
+            episode as ``outcome="error"`` with ``error.json`` and go on).
+    """
+    started = time.perf_counter()
+    if num_repeats < 1:
+        raise RolloutError(f"num_repeats must be >= 1, got {num_repeats}")
+    if max_concurrent_episodes < 1:
+        raise RolloutError(f"max_concurrent_episodes must be >= 1, got {max_concurrent_episodes}")
+    if branching is not None and branching.factor < 1:
+        raise RolloutError(f"branching factor must be >= 1, got {branching.factor}")
+    game_names = [games] if isinstance(games, str) else list(games)
+    if not game_names:
+        raise RolloutError("no games given")
+    partner_objects = {key: as_partner(value, sampling=learner.sampling)
+                       for key, value in dict(partners or {}).items()}
+    for partner in {id(p): p for p in partner_objects.values() if p is not LEARNER}.values():
+        partner.check()
+    template_kwargs = dict(getattr(learner, "template_kwargs", {}) or {})
+    learner_model = stand_in_model(
+        learner.name, lambda messages: _direct_learner_call(learner, messages, template_kwargs),
+        gen_args=dict(temperature=learner.sampling.temperature, max_tokens=learner.sampling.max_new_tokens),
+        backend="huggingface_local")
+    plans = []
+    try:
+        for name in game_names:
+            plans.append(plan_game(name, learner_model, partner_objects, roles, instances, instances_file))
+        check_keys_used(plans, roles, partner_objects)
+        pending = pending_episodes(plans, instances, num_repeats)
+        writer = None
+        if records_dir is not None:
+            from playpen.rollouts.records import RunWriter
+            writer = RunWriter(records_dir, run_name)
+        if seed is not None:
+            import torch
+            torch.manual_seed(seed)
+        setup_seconds = time.perf_counter() - started
+        loop = _Loop(learner, template_kwargs, branching, max_concurrent_episodes, reward_fn, writer,
+                     callbacks, raise_game_errors)
+        if callbacks is not None:
+            callbacks.on_rollout_start(len(pending))
+        try:
+            if writer is not None:
+                for plan in plans:
+                    writer.start_game(plan.model_dir, plan.name, plan.spec.game_path, plan.model_infos)
+            loop.run(pending)
+        finally:
+            if writer is not None:
+                writer.close()
+            if callbacks is not None:
+                callbacks.on_rollout_end()
+    finally:
+        for plan in plans:
+            plan.benchmark.close()
+        for partner in {id(p): p for p in partner_objects.values() if p is not LEARNER}.values():
+            partner.close()
+    episodes = tuple(sorted(loop.finished, key=lambda e: e[0]))
+    results = tuple(result for _, result in episodes)
+    total = time.perf_counter() - started
+    clock = loop.clock
+    stats = RolloutStats(num_episodes=len(results), num_errors=sum(r.error is not None for r in results),
+                         num_learner_turns=clock.learner_turns, num_generated_tokens=clock.tokens,
+                         num_generate_calls=clock.calls, seconds_total=total, seconds_setup=setup_seconds,
+                         seconds_generate=clock.generate, seconds_partners=clock.partners,
+                         seconds_env=max(0.0, total - setup_seconds - clock.generate - clock.partners))
+    return RolloutResult(results, stats, writer.run_dir if writer is not None else None)
+
+
+def _direct_learner_call(learner: Learner, messages: list[dict], template_kwargs: dict):
+    """A game master calling the learner's player directly: generate once, outside trajectories."""
+    prompt = chat.prompt_ids(learner.tokenizer, messages, template_kwargs)
+    gen = generation.generate(learner.model, learner.tokenizer, [prompt], learner.sampling)[0]
+    return ({"inputs": learner.tokenizer.decode(prompt)}, {"response": learner.tokenizer.decode(gen.token_ids)},
+            gen.text)
+
+
+# ----------------------------------------------------------------------------- loop
+
+@dataclass
+class _Turn:
+    episode: Episode
+    player: Any
+    context: dict
+    messages: list[dict]
+    responder: Any
+    prompt_ids: Optional[list[int]] = None
+
+
+class _Clock:
+    """Where the loop's time went (seconds) and what the models produced."""
+
+    def __init__(self):
+        self.generate = 0.0
+        self.partners = 0.0
+        self.tokens = 0
+        self.calls = 0
+        self.learner_turns = 0
+
+
+class _Loop:
+    def __init__(self, learner, template_kwargs, branching, max_concurrent, reward_fn, writer, callbacks,
+                 raise_game_errors):
+        self.learner = learner
+        self.template_kwargs = template_kwargs
+        self.branching = branching
+        self.max_concurrent = max_concurrent
+        self.reward_fn = reward_fn
+        self.writer = writer
+        self.callbacks = callbacks
+        self.raise_game_errors = raise_game_errors
+        self.clock = _Clock()
+        self.finished: list[tuple[tuple, EpisodeResult]] = []
+        self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
+
+    def run(self, pending: list[tuple]) -> None:
+        queue = deque(pending)
+        active: list[Episode] = []
+        try:
+            while queue or active:
+                while queue and len(active) < self.max_concurrent:
+                    episode = self._start(*queue.popleft())
+                    if episode is not None:
+                        active.append(episode)
+                if not active:
+                    continue
+                turns = self._collect(active)
+                self._answer(turns)
+                active = [e for e in active if not (e.failed or e.env.done)]
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+
+    # ------------------------------------------------------------------ episodes
+    def _start(self, order, plan: GamePlan, row: dict, repeat: int) -> Optional[Episode]:
+        env = GameEnv(plan.benchmark, plan.player_models, reward_fn=self.reward_fn, results_folder=plan.model_dir)
+        gid = int(row["game_instance"]["game_id"])
+        base_id = f"{plan.name}/{row['experiment']['name']}/{gid}/r{repeat}"
+        episode = Episode(order, plan, row, repeat, env, base_id, group_id=f"{plan.name}/{row['experiment']['name']}/{gid}")
+        try:
+            env.reset(row["experiment"], row["game_instance"])
+        except Exception as e:  # game code
+            self._fail(episode, e)
+            return None
+        return episode
+
+    def _fork(self, episode: Episode, player_name: str, learner_turn: int) -> list[Episode]:
+        factor = self.branching.factor
+        node_id = episode.episode_id
+        group_id = f"{node_id}@{player_name}#{learner_turn}"
+        children = []
+        for index in range(1, factor):
+            env = episode.env.fork()
+            child = Episode(episode.order, episode.plan, episode.row, episode.repeat, env, episode.base_id,
+                             group_id, episode.branch_path + (index,), node_id, episode.depth + 1,
+                             {k: b.copy() for k, b in episode.buffers.items()}, dict(episode.learner_turns),
+                             list(episode.turns))
+            children.append(child)
+        episode.branch_path += (0,)
+        episode.parent_id, episode.group_id, episode.depth = node_id, group_id, episode.depth + 1
+        return children
+
+    def _collect(self, active: list[Episode]) -> list[_Turn]:
+        turns: list[_Turn] = []
+        for episode in list(active):
+            player, context = episode.env.observe()
+            responder = episode.plan.responders.get(player.name)
+            if responder is None:
+                responder = GAME_PLAYERS  # a player the game built itself
+            if responder is LEARNER and self.branching is not None:
+                count = episode.learner_turns.get(player.name, 0)
+                point = BranchPoint(episode.plan.name, episode.row["experiment"]["name"],
+                                    int(episode.row["game_instance"]["game_id"]), player.name,
+                                    player.game_role, count, episode.depth)
+                if episode.depth < self.branching.max_depth and self.branching.factor > 1 \
+                        and self.branching.condition(point):
+                    try:
+                        children = self._fork(episode, player.name, count)
+                    except Exception as e:  # deep-copying game state is game code too
+                        self._fail(episode, e)
+                        active.remove(episode)
+                        continue
+                    active.extend(children)
+                    for child in children:
+                        turns.append(self._turn(child, responder))
+            turns.append(self._turn(episode, responder))
+        return turns
+
+    @staticmethod
+    def _turn(episode: Episode, responder) -> _Turn:
+        # perceive first, as clemcore's Player does: programmatic players read their memory
+        player, context = episode.env.observe()
+        messages = [*player.get_perspective(), context]
+        episode.env.perceive()
+        return _Turn(episode, player, context, messages, responder)
+
+    # ------------------------------------------------------------------ answering
+    def _answer(self, turns: list[_Turn]) -> None:
+        learner_turns = [t for t in turns if t.responder is LEARNER]
+        groups: dict[int, tuple[Any, list[_Turn]]] = {}
+        for turn in turns:
+            if turn.responder is not LEARNER:
+                groups.setdefault(id(turn.responder), (turn.responder, []))[1].append(turn)
+        answers: dict[int, Any] = {}
+        background = {}
+        for key, (partner, group) in groups.items():
+            if getattr(partner, "concurrent", False):
+                if self._pool is None:
+                    self._pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="partners")
+                requests = [TurnRequest(t.player, t.context, tuple(t.messages)) for t in group]
+                background[key] = (time.perf_counter(), self._pool.submit(partner.respond, requests))
+        if learner_turns:
+            self._generate_learner(learner_turns, answers)
+        for key, (partner, group) in groups.items():
+            if key in background:
+                continue
+            started = time.perf_counter()
+            responses = partner.respond([TurnRequest(t.player, t.context, tuple(t.messages)) for t in group])
+            elapsed = time.perf_counter() - started
+            if getattr(partner, "generates", False):
+                self.clock.generate += elapsed
+                self.clock.calls += 1
+                self.clock.tokens += sum(r.num_new_tokens for r in responses)
+            else:
+                self.clock.partners += elapsed
+            for turn, response in zip(group, responses):
+                answers[id(turn)] = response
+        background_joined = time.perf_counter()
+        for key, (started, future) in background.items():
+            partner, group = groups[key]
+            responses = future.result()  # re-raises PartnerError
+            # the part of the partners' time not hidden behind the learner's generate
+            self.clock.partners += max(0.0, time.perf_counter() - background_joined)
+            for turn, response in zip(group, responses):
+                answers[id(turn)] = response
+        for turn in turns:
+            self._apply(turn, answers[id(turn)])
+
+    def _generate_learner(self, turns: list[_Turn], answers: dict) -> None:
+        learner = self.learner
+        prompts = []
+        for turn in turns:
+            buffer = turn.episode.buffers.setdefault(turn.player.name, TokenBuffer())
+            prompts.append(buffer.prepare(learner.tokenizer, turn.messages, self.template_kwargs))
+        # the context window: a prompt that fills it fails its episode; one that leaves less
+        # room than max_new_tokens is generated with the room left (cut, as at max_new_tokens)
+        limit = generation.context_limit(learner.model, learner.tokenizer)
+        wanted = learner.sampling.max_new_tokens
+        budgets: dict[int, list[int]] = {}
+        for i, (turn, prompt) in enumerate(zip(turns, prompts)):
+            room = wanted if limit is None else min(wanted, limit - len(prompt))
+            if room < 1:
+                answers[id(turn)] = None  # never applied: the episode has failed
+                self._fail(turn.episode, ContextOverflowError(
+                    f"the prompt of {turn.player.name} ({turn.player.game_role}) has {len(prompt)} tokens; "
+                    f"{learner.name}'s context window holds {limit}: the episode cannot go on (use a model "
+                    f"with a longer context, or fewer/shorter turns)"))
+                continue
+            budgets.setdefault(room, []).append(i)
+        started = time.perf_counter()
+        call_start = datetime.now()
+        generations: list = [None] * len(turns)
+        for room, rows in sorted(budgets.items(), reverse=True):
+            sampling = learner.sampling if room == wanted else replace(learner.sampling, max_new_tokens=room)
+            for i, gen in zip(rows, generation.generate(learner.model, learner.tokenizer,
+                                                        [prompts[i] for i in rows], sampling)):
+                generations[i] = gen
+            self.clock.calls += 1
+        elapsed = time.perf_counter() - started
+        self.clock.generate += elapsed
+        self.clock.learner_turns += sum(len(rows) for rows in budgets.values())
+        duration = str(datetime.now() - call_start)
+        for turn, prompt, gen in zip(turns, prompts, generations):
+            if gen is None:
+                continue
+            self.clock.tokens += len(gen.token_ids)
+            buffer = turn.episode.buffers[turn.player.name]
+            buffer.add_generation(gen.token_ids, gen.logprobs, gen.text)
+            turn.episode.learner_turns[turn.player.name] = turn.episode.learner_turns.get(turn.player.name, 0) + 1
+            answers[id(turn)] = generated_response(learner.tokenizer, prompt, gen, learner.sampling, learner.name,
+                                                   call_start, duration)
+
+    def _apply(self, turn: _Turn, response) -> None:
+        episode = turn.episode
+        if episode.failed:
+            return
+        kind = "learner" if turn.responder is LEARNER else getattr(turn.responder, "kind", "teacher")
+        episode.turns.append(TurnRecord(turn.player.name, turn.player.game_role, kind,
+                                        turn.context.get("content", ""), response.text, response.num_new_tokens))
+        try:
+            result = episode.env.step(response)
+        except Exception as e:  # game code
+            self._fail(episode, e)
+            return
+        if result.done:
+            self._finish(episode)
+
+    # ------------------------------------------------------------------ finishing
+    def _finish(self, episode: Episode) -> None:
+        result = episode.env.last_result
+        path = episode.write(self.writer, self.learner.name, outcome=result.outcome,
+                             main_score=result.main_score, rewards=result.rewards, error=None)
+        self._record(episode, episode.result(
+            outcome=result.outcome, main_score=result.main_score, rewards=result.rewards,
+            trajectories=episode.trajectories(result, self.learner.name),
+            episode_scores=result.episode_scores, path=path))
+
+    def _fail(self, episode: Episode, error: Exception) -> None:
+        if self.raise_game_errors:
+            raise error
+        episode.failed = True
+        message = f"{type(error).__name__}: {error}"
+        logging.getLogger(__name__).warning("episode %s failed: %s", episode.episode_id, message)
+        path = episode.write(self.writer, self.learner.name, outcome="error", main_score=math.nan,
+                             rewards={}, error=error)
+        self._record(episode, episode.result(outcome="error", main_score=math.nan, rewards={}, path=path,
+                                             error=message))
+
+    def _record(self, episode: Episode, result: EpisodeResult) -> None:
+        self.finished.append(((episode.order, episode.branch_path), result))
+        if self.callbacks is not None:
+            self.callbacks.on_episode_end(result.summary())

@@ -1,0 +1,111 @@
+"""Planning a rollout call: each game's benchmark and instances, who answers which player
+slot, and the ordered list of episodes to play."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from playpen.errors import RolloutError
+from playpen.rollouts.types import LEARNER, InstanceRef
+
+
+@dataclass
+class GamePlan:
+    """One game: its benchmark, who plays which slot, and the model folder name."""
+
+    name: str
+    spec: Any
+    benchmark: Any
+    rows: list[dict]
+    responders: dict[str, Any]  # player name -> LEARNER | Partner
+    roles: dict[str, str]  # player name -> role
+    player_models: list
+    model_dir: str
+    model_infos: dict
+
+
+def plan_game(name, learner_model, partner_objects, roles, instances, instances_file) -> GamePlan:
+    """Load game `name` and decide who answers each of its player slots."""
+    from playpen.envs.loading import game_instance_rows, load_benchmark, probe_roles
+    from playpen.registry import game_spec
+    spec = game_spec(name, instances_file)
+    benchmark = load_benchmark(spec)
+    try:
+        rows = game_instance_rows(spec)
+        if callable(instances):
+            rows = [r for r in rows if instances(r)]
+        if not rows:
+            raise RolloutError(f"game '{name}': no instances selected")
+        slots, own = probe_roles(benchmark, rows[0])
+        responders, role_of, models = {}, {}, [None] * int(spec.players)
+        for slot in slots:
+            keys = (slot.role, slot.player_name)
+            partner = next((partner_objects[k] for k in keys if k in partner_objects), None)
+            if partner is None or partner is LEARNER:
+                if partner is None and roles is not None and not any(k in roles for k in keys):
+                    raise RolloutError(f"game '{name}': nobody plays role '{slot.role}' "
+                                       f"({slot.player_name}): add it to roles or partners")
+                responders[slot.player_name] = LEARNER
+                models[slot.index] = learner_model
+            else:
+                responders[slot.player_name] = partner
+                models[slot.index] = partner.clem_model()
+            role_of[slot.player_name] = slot.role
+        for player_name, role in own:
+            role_of[player_name] = role
+        if any(m is None for m in models):
+            raise RolloutError(f"game '{name}': could not map every player slot to a role "
+                               f"(slots {[s.player_name for s in slots]})")
+        from playpen.clem import clemcore
+        model_cls = clemcore().backends.Model
+        names = [m.name for m in models]
+        model_dir = model_cls.to_identifier(models if len(set(names)) > 1 else models[:1])
+        infos = model_cls.to_infos(models)
+        return GamePlan(spec.game_name, spec, benchmark, rows, responders, role_of, models, model_dir, infos)
+    except BaseException:
+        benchmark.close()
+        raise
+
+
+def check_keys_used(plans, roles, partner_objects) -> None:
+    """Every role or player name the caller gave exists in one of the games."""
+    known = sorted({v for plan in plans for item in plan.roles.items() for v in item})
+    for key in [*(roles or []), *partner_objects]:
+        if key not in known:
+            from playpen.registry import close_matches
+            raise RolloutError(f"unknown role or player '{key}'.{close_matches(key, known)} "
+                               f"Roles and players of {', '.join(p.name for p in plans)}: {', '.join(known)}")
+
+
+def pending_episodes(plans, instances, num_repeats) -> list[tuple]:
+    """The episodes to play, ``(order, plan, row, repeat)`` in request order."""
+    out = []
+    if instances is not None and not callable(instances):
+        by_name = {plan.name: plan for plan in plans}
+        seen: dict[tuple, int] = {}
+        for index, ref in enumerate(instances):
+            if not isinstance(ref, InstanceRef):
+                ref = InstanceRef(*ref)
+            plan = by_name.get(ref.game)
+            if plan is None:
+                raise RolloutError(f"instance {ref}: game '{ref.game}' is not among the games "
+                                   f"{sorted(by_name)}")
+            row = next((r for r in plan.rows if r["experiment"]["name"] == ref.experiment
+                        and int(r["game_instance"]["game_id"]) == int(ref.game_id)), None)
+            if row is None:
+                raise RolloutError(f"instance {ref}: no such experiment/game_id in {plan.name}'s instances")
+            key = (ref.game, ref.experiment, int(ref.game_id))
+            for _ in range(num_repeats):
+                repeat = seen.get(key, 0)
+                seen[key] = repeat + 1
+                out.append(((index, repeat), plan, row, repeat))
+        return out
+    index = 0
+    for plan in plans:
+        for row in plan.rows:
+            for repeat in range(num_repeats):
+                out.append(((index, repeat), plan, row, repeat))
+            index += 1
+    return out
+
+

@@ -1,0 +1,111 @@
+"""The package's shape: imports flow one way (no cycle between playpen's modules, counting
+imports inside functions too), and no module grows past ~400 lines without saying why."""
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "playpen"
+MAX_LINES = 400
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "builtin" in path.relative_to(PACKAGE).parts:  # game folders: clemcore's, not ours
+            continue
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """playpen modules that `name` imports anywhere in its file (the longest known prefix)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            # `from pkg import submodule` needs the submodule; `from pkg import name`, the package
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                       for alias in node.names]
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    graph = {name: _imports(name, path, known) for name, path in modules.items()}
+    # a module also needs its parent packages (importing a.b runs a/__init__), but a
+    # package that re-exports its submodules lazily must not count as importing them
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]):
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node):
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if state.get(nxt) is None:
+                cycle = visit(nxt)
+                if cycle:
+                    return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if state.get(node) is None:
+            cycle = visit(node)
+            if cycle:
+                return cycle
+    return None
+
+
+def test_no_import_cycle_between_playpen_modules():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_modules_stay_readable_in_one_sitting():
+    too_long = []
+    for name, path in _modules().items():
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > MAX_LINES and "Longer than" not in text[:3000]:
+            too_long.append(f"{name} ({text.count(chr(10))} lines)")
+    assert not too_long, f"modules over {MAX_LINES} lines without a reason at their top: {too_long}"
+
+
+def test_the_data_flows_one_way():
+    """Lower layers never import higher ones (registry -> envs -> rollouts -> data ->
+    training -> evaluation -> cli)."""
+    graph = import_graph()
+    order = ["playpen.envs", "playpen.rollouts", "playpen.data", "playpen.training.run", "playpen.cli"]
+
+    def layer(module):
+        return next((i for i, prefix in enumerate(order)
+                     if module == prefix or module.startswith(prefix + ".")), None)
+    wrong = [f"{a} -> {b}" for a, targets in graph.items() for b in targets
+             if layer(a) is not None and layer(b) is not None and layer(b) > layer(a)]
+    assert not wrong, f"imports against the flow: {wrong}"
