@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from rollout_helpers import TOYGAMES_DIR
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GAMES_DIR = REPO_ROOT / "playpen" / "games"
-FIXTURES_DIR = REPO_ROOT.parent / "shared" / "fixtures"
+FIXTURES_DIR = REPO_ROOT / "tests" / "fixtures"
 
 
 def clem_executable() -> str:
@@ -100,3 +102,20 @@ def tiny_workspace(tmp_path, tiny_model_dir, monkeypatch):
         json.dumps([{"benchmark_path": str(GAMES_DIR)}]), encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+# ----------------------------------------------------------------------------- toy games
+
+@pytest.fixture
+def toy_workspace(tiny_workspace):
+    """tiny_workspace (cwd, tiny-random registered) whose game registry holds the toy games."""
+    (tiny_workspace / "game_registry.json").write_text(
+        json.dumps([{"benchmark_path": str(TOYGAMES_DIR)}]), encoding="utf-8")
+    return tiny_workspace
+
+
+@pytest.fixture(scope="session")
+def tiny_pair(tiny_model_dir):
+    """(model, tokenizer) of the tiny random Llama, loaded once."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    return AutoModelForCausalLM.from_pretrained(tiny_model_dir), AutoTokenizer.from_pretrained(tiny_model_dir)

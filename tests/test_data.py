@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rollout_fixtures import make_learner, tiny_pair, toy_workspace  # noqa: F401
+from rollout_helpers import make_learner
 
 from playpen.cli import cli
 from playpen.data import DatasetFilter, DatasetError, conversational_records, episode_folders, episode_records
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "clembench-runs-v2.0"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "clembench-runs-v2.0"
 META_KEYS = {"game", "experiment", "game_id", "player_name", "game_role", "model", "outcome"}
 
 

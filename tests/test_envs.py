@@ -3,7 +3,6 @@ import math
 
 import pytest
 
-from rollout_fixtures import toy_workspace  # noqa: F401
 
 from playpen.envs import GameEnv, load_benchmark, game_instance_rows, probe_roles
 from playpen.registry import game_spec

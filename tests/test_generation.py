@@ -2,7 +2,6 @@
 import pytest
 import torch
 
-from rollout_fixtures import tiny_pair  # noqa: F401
 
 from playpen.rollouts import chat
 from playpen.rollouts.generation import eos_token_ids, generate

@@ -186,7 +186,13 @@ def test_grpo_with_teacher_via_playpen_run(toy_workspace):
     (MP_TRAINER, [], "this trainer needs a teacher"),
     (SP_TRAINER, ["--roles", "Speeker"], "unknown role 'Speeker'. Did you mean: Speaker?"),
     (SP_TRAINER, ["--reward", "dense"], "--reward must be outcome or binary"),
-    (SP_TRAINER, ["--lora-dropout", "1.5"], "--lora-dropout must be in [0, 1), got 1.5"),
+    (SP_TRAINER, ["--lora-dropout", "1.5"], "option --lora-dropout: 1.5 is not valid; expected a number in [0, 1)"),
+    # every option is checked before a model loads (a step count of 0 once meant 3 epochs)
+    (SP_TRAINER, ["--max-steps", "0"], "option --max-steps: 0 is not valid; expected an integer >= 1"),
+    (SP_TRAINER, ["--learning-rate", "-1"], "option --learning-rate: -1.0 is not valid; expected a number > 0"),
+    (SP_TRAINER, ["--report-to", "foo"], "option --report-to: 'foo' is not valid; expected none or"),
+    (SP_TRAINER, ["--num-generations", "1"], "option --num-generations: 1 is not valid"),
+    (SP_TRAINER, ["--resume", "--overwrite"], "--resume and --overwrite exclude each other"),
     (SP_TRAINER, ["--games", "relay", "--train-instances", "nope"], "has no in/nope.json"),
 ])
 def test_grpo_user_errors(toy_workspace, trainer, args, expected):

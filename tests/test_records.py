@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from rollout_fixtures import make_learner, tiny_pair, toy_workspace  # noqa: F401
+from rollout_helpers import make_learner
 
 from playpen.rollouts.records import RecordsError, RunWriter, episode_dir_name
 from playpen.rollouts import Branching, InstanceRef, rollout

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from rollout_fixtures import GenerateSpy, make_learner, tiny_pair, toy_workspace  # noqa: F401
+from rollout_helpers import GenerateSpy, make_learner
 
 from playpen.errors import PlaypenError
 from playpen.rollouts import Branching, InstanceRef, rollout

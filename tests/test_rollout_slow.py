@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from rollout_fixtures import TOYGAMES_DIR, toy_workspace  # noqa: F401
+from rollout_helpers import TOYGAMES_DIR
 
 from playpen.rollouts import Branching, InstanceRef, Learner, SamplingConfig, rollout
 

@@ -5,7 +5,7 @@ import socket
 import pytest
 
 from openai_server import ScriptedServer
-from rollout_fixtures import make_learner, tiny_pair, toy_workspace  # noqa: F401
+from rollout_helpers import make_learner
 
 from playpen.errors import PlaypenError
 from playpen.rollouts import rollout

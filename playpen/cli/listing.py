@@ -18,8 +18,7 @@ from playpen.errors import PlaypenError
               help="Filter: a name, or JSON like \"{'benchmark':['2.0']}\" (games only).")
 def list_command(what, verbose, selector):
     """List the games, models or backends playpen can use from this directory."""
-    from playpen import listing
-    for line in listing.lines(what, verbose=verbose, selector=selector):
+    for line in lines(what, verbose=verbose, selector=selector):
         click.echo(line)
 
 

@@ -14,8 +14,7 @@ from playpen.default_model import check_model_dir, prepare_default_model
 @click.option("--verify/--no-verify", default=True, help="Hash-check the prepared model files.")
 def setup_command(force, verify):
     """Prepare the workspace: the embedded default model and registry files."""
-    from playpen import workspace
-    for line in workspace.setup(force=force, verify=verify):
+    for line in setup(force=force, verify=verify):
         click.echo(line)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILTIN_GAMES = REPO_ROOT / "playpen" / "games" / "builtin"
-RECORDS_DIR = REPO_ROOT.parent / "shared" / "fixtures" / "clembench-runs-v2.0"
+RECORDS_DIR = REPO_ROOT / "tests" / "fixtures" / "clembench-runs-v2.0"
 SPLITS = (("eval", "instances"), ("train", "instances_train"))  # generator split, instances file
 
 

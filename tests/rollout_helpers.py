@@ -1,25 +1,7 @@
-"""Fixtures for the rollout tests: a workspace with the toy games, the tiny learner."""
-import json
+"""Helpers of the rollout tests (plain functions; the fixtures are in conftest.py)."""
 from pathlib import Path
 
-import pytest
-
 TOYGAMES_DIR = Path(__file__).resolve().parent / "toygames"
-
-
-@pytest.fixture
-def toy_workspace(tiny_workspace):
-    """tiny_workspace (cwd, tiny-random registered) whose game registry holds the toy games."""
-    (tiny_workspace / "game_registry.json").write_text(
-        json.dumps([{"benchmark_path": str(TOYGAMES_DIR)}]), encoding="utf-8")
-    return tiny_workspace
-
-
-@pytest.fixture(scope="session")
-def tiny_pair(tiny_model_dir):
-    """(model, tokenizer) of the tiny random Llama, loaded once."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    return AutoModelForCausalLM.from_pretrained(tiny_model_dir), AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
 def make_learner(tiny_pair, temperature=1.0, max_new_tokens=6, name="tiny-random"):

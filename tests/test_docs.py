@@ -1,0 +1,48 @@
+"""The code in docs/ runs as written: the trainer of docs/your-own-trainer.md, through
+`playpen run`, on the tiny model and the toy game `sayword`."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from playpen.cli import cli
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "your-own-trainer.md"
+
+
+@pytest.fixture
+def trainer_file(tmp_path):
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    assert len(blocks) == 1, "the chapter holds exactly one complete trainer"
+    path = tmp_path / "best_of_n.py"
+    path.write_text(blocks[0], encoding="utf-8")
+    return path
+
+
+def test_the_chapters_trainer_trains_saves_logs_and_evaluates(toy_workspace, trainer_file, tiny_model_dir):
+    from safetensors.torch import load_file
+    result = CliRunner().invoke(cli, ["run", str(trainer_file), "-l", "tiny-random", "-T", "1.0", "-L", "4",
+                                      "--games", "sayword", "--max-steps", "2", "--save-steps", "1",
+                                      "--num-samples", "2", "--eval-max-instances", "1"])
+    assert result.exit_code == 0, result.output
+    run_dir = toy_workspace / "models" / "best-of-n" / "tiny-random"
+    assert sorted(p.name for p in run_dir.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    before = load_file(tiny_model_dir / "model.safetensors")
+    after = load_file(run_dir / "checkpoint-2" / "model.safetensors")
+    assert any(not (before[k] == after[k]).all() for k in before), "training changed no parameter"
+    steps = [json.loads(line) for line in (run_dir / "playpen-log.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps if s["event"] == "train_step"] == [1, 2]
+    assert all(s["train/kept"] >= 1 for s in steps)
+    assert "clemscore table for tiny-random+best-of-n" in result.output
+    records = list((toy_workspace / "playpen-records" / "best-of-n").rglob("interactions.json"))
+    assert len(records) == 2 * 2 * 2  # 2 steps x 2 instances x 2 samples
+
+
+def test_the_chapters_trainer_lists_and_checks_its_options(toy_workspace, trainer_file):
+    shown = CliRunner().invoke(cli, ["run", str(trainer_file), "--help"])
+    assert shown.exit_code == 0 and "--num-samples" in shown.output and "--max-steps" in shown.output
+    bad = CliRunner().invoke(cli, ["run", str(trainer_file), "-l", "tiny-random", "--num-samples", "1"])
+    assert bad.exit_code == 2
+    assert "option --num-samples: 1 is not valid" in bad.output
