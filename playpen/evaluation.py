@@ -17,16 +17,15 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import re
 import shutil
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 from playpen.errors import EvaluationError
 from playpen.files import write_json
-from playpen.registry import HELD_OUT_INSTANCES, TRAIN_INSTANCES, game_specs  # noqa: F401 (re-exported)
+from playpen.registry import game_specs
 
 EVAL_FILE = "playpen-eval.json"
 

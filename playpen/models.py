@@ -13,10 +13,15 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from playpen.default_model import (DEFAULT_MODEL, MARKER_FILE, MODELS_DIR_ENV, check_model_dir,  # noqa: F401
+from playpen.default_model import (DEFAULT_MODEL, MARKER_FILE, MODELS_DIR_ENV, check_model_dir,
                                    default_model_dir, default_model_registry_entry, ensure_local_model,
                                    models_dir, prepare_default_model)
 from playpen.errors import AdapterError, PlaypenError
+
+__all__ = ["load_model_by_name", "check_model_name", "check_adapter", "adapter_tag", "ROLES",
+           # the embedded default model (playpen.default_model)
+           "DEFAULT_MODEL", "MARKER_FILE", "MODELS_DIR_ENV", "check_model_dir", "default_model_dir",
+           "default_model_registry_entry", "ensure_local_model", "models_dir", "prepare_default_model"]
 
 ROLES = ("learner", "teacher", "partner", "model", "judge")
 

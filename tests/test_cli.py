@@ -1,6 +1,5 @@
 """The playpen CLI: help, listing, and every user error (one line, exit 2, nothing written)."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

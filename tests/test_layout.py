@@ -46,10 +46,7 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
 def import_graph() -> dict[str, set[str]]:
     modules = _modules()
     known = set(modules)
-    graph = {name: _imports(name, path, known) for name, path in modules.items()}
-    # a module also needs its parent packages (importing a.b runs a/__init__), but a
-    # package that re-exports its submodules lazily must not count as importing them
-    return graph
+    return {name: _imports(name, path, known) for name, path in modules.items()}
 
 
 def find_cycle(graph: dict[str, set[str]]):

@@ -1,6 +1,5 @@
 """The embedded default model: preparation, completeness checks, rebuilds; clemcore side effects."""
 import json
-import logging
 import os
 import subprocess
 import sys

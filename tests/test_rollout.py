@@ -211,7 +211,7 @@ def test_context_window_overflow_fails_the_episode_and_short_room_cuts_the_turn(
     learner = make_learner(tiny_pair, temperature=0.0, max_new_tokens=6)
     probe = rollout("sayword", learner, records_dir=None)
     lengths = sorted({len(t.prompt_ids) for t in probe.trajectories})
-    shortest, longest = lengths[0], lengths[-1]
+    longest = lengths[-1]
     assert all(t.num_model_tokens == 6 or t.completion_ids[-1] == tokenizer.eos_token_id
                for t in probe.trajectories)
 

@@ -4,7 +4,6 @@ import json
 import pytest
 import torch
 
-from rollout_helpers import TOYGAMES_DIR
 
 from playpen.rollouts import Branching, InstanceRef, Learner, SamplingConfig, rollout
 

@@ -17,15 +17,12 @@ a new run never writes into an old one.
 """
 from __future__ import annotations
 
-import json
-import math
 import os
 import secrets
 import shutil
-import tempfile
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 from playpen.errors import RecordsError
 from playpen.files import finite, write_json

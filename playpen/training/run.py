@@ -7,8 +7,6 @@ Kept free of any one algorithm: :mod:`playpen.training.sft` builds supervised da
 """
 from __future__ import annotations
 
-import json
-import math
 import re
 import signal
 import time
