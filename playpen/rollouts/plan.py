@@ -53,18 +53,33 @@ def plan_game(name, learner_model, partner_objects, roles, instances, instances_
             role_of[slot.player_name] = slot.role
         for player_name, role in own:
             role_of[player_name] = role
-        if any(m is None for m in models):
-            raise RolloutError(f"game '{name}': could not map every player slot to a role "
-                               f"(slots {[s.player_name for s in slots]})")
+        # a game may declare more players than it builds from player_models (its questioner
+        # is programmatic, built by the game): those slots get a stand-in that refuses calls
+        for index, model in enumerate(models):
+            if model is None:
+                models[index] = unused_slot_model(name, index)
         from playpen.clem import clemcore
         model_cls = clemcore().backends.Model
-        names = [m.name for m in models]
-        model_dir = model_cls.to_identifier(models if len(set(names)) > 1 else models[:1])
+        used = [models[i] for i in sorted({slot.index for slot in slots})] or models[:1]
+        names = [m.name for m in used]
+        model_dir = model_cls.to_identifier(used if len(set(names)) > 1 else used[:1])
         infos = model_cls.to_infos(models)
         return GamePlan(spec.game_name, spec, benchmark, rows, responders, role_of, models, model_dir, infos)
     except BaseException:
         benchmark.close()
         raise
+
+
+def unused_slot_model(game: str, index: int):
+    """The model of a player slot that the game's master does not use (found by
+    :func:`playpen.envs.loading.probe_roles` on the first instance): a call to it means
+    another instance builds that player after all, which fails the episode clearly."""
+    from playpen.rollouts.partners import stand_in_model
+
+    def refuse(messages):
+        raise RolloutError(f"game '{game}': player slot {index + 1} was unused when the roles were "
+                           f"probed (first instance), but this instance calls its model")
+    return stand_in_model("unused-slot", refuse)
 
 
 def check_keys_used(plans, roles, partner_objects) -> None:
