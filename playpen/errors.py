@@ -22,6 +22,11 @@ class UnknownGameError(PlaypenError):
     """A game name resolves to no game folder."""
 
 
+class GameLoadError(PlaypenError):
+    """A game could not be loaded or set up (a missing Python dependency or data file, an
+    incompatibility with the installed clemcore): the message names the game and the cause."""
+
+
 class TrainerFileError(PlaypenError):
     """The trainer file passed to `playpen run` is missing or unusable."""
 

@@ -9,21 +9,26 @@ Results go to ``<results_dir>/<run_name>/<game>/<experiment>/instance_N/`` (clem
 layout). ``run_name`` is the model name, or ``<model>+<adapter tag>`` for an adapter, or
 ``<model>--<partner>`` with a partner: results of different models or adapters never
 share a folder. Each run folder also gets ``results.csv``/``results.html`` (clem eval's
-table for that run alone) and ``playpen-eval.json``. Earlier episodes of a game in the
-run folder are never replaced silently: :func:`play` refuses unless ``overwrite=True``.
+table over every scored episode of that folder, earlier calls' games included) and
+``playpen-eval.json`` (this call's table, which instances file each game played, and the
+whole folder's table). Earlier episodes of a game in the run folder are never replaced
+silently: :func:`play` refuses unless ``overwrite=True``. A game that cannot be loaded or
+set up leaves nothing behind and is reported in one line with the file holding the details.
 """
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import shutil
 import sys
-from dataclasses import asdict, dataclass
+import traceback
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
-from playpen.errors import EvaluationError
+from playpen.errors import EvaluationError, GameLoadError
 from playpen.files import write_json
 from playpen.registry import game_specs
 
@@ -57,6 +62,8 @@ class EvalTable:
     games: tuple[GameScore, ...]
     overall: GameScore
     run_dir: Optional[str] = None
+    instances: Mapping[str, str] = field(default_factory=dict)
+    """The instances file stem each game played (``in/<stem>.json``), where known."""
 
     @property
     def clemscore(self) -> float:
@@ -67,16 +74,19 @@ class EvalTable:
             return {**asdict(s), "quality": None if math.isnan(s.quality) else s.quality,
                     "clemscore": s.clemscore}
         return {"run_name": self.run_name, "run_dir": self.run_dir, "clemscore": self.clemscore,
-                "overall": row(self.overall), "games": [row(g) for g in self.games]}
+                "overall": row(self.overall), "games": [row(g) for g in self.games],
+                "instances": dict(self.instances)}
 
     def to_text(self) -> str:
         lines = [f"clemscore table for {self.run_name}",
-                 f"{'game':<24} {'episodes':>8} {'% played':>9} {'quality':>8} {'clemscore':>9}"]
+                 f"{'game':<24} {'episodes':>8} {'% played':>9} {'quality':>8} {'clemscore':>9}"
+                 + ("  instances" if self.instances else "")]
 
         def fmt(s: GameScore) -> str:
             quality = "n/a" if math.isnan(s.quality) else f"{s.quality:.2f}"
+            played_on = f"  in/{self.instances[s.game]}.json" if s.game in self.instances else ""
             return (f"{s.game:<24} {s.num_episodes:>8} {s.percent_played:>9.2f} {quality:>8} "
-                    f"{s.clemscore:>9.2f}")
+                    f"{s.clemscore:>9.2f}{played_on}")
         lines += [fmt(g) for g in self.games]
         lines.append(fmt(self.overall))
         return "\n".join(lines)
@@ -142,7 +152,6 @@ def limit_per_experiment(max_instances: int | None):
 def _quiet_stdout():
     """clemcore prints progress to stdout and logs each run step at INFO; keep playpen's
     stdout for the table and the console for warnings."""
-    import logging
     run_logger = logging.getLogger("clemcore.run")
     level = run_logger.level
     run_logger.setLevel(logging.WARNING)
@@ -172,12 +181,25 @@ def play(specs: Sequence, player_models: Sequence, *, results_dir: str | Path,
     The same runners and file savers as ``clem run``. A game whose folder in the run
     folder already holds episodes is an EvaluationError (nothing is played) unless
     ``overwrite``, which removes those episodes first: a table shows exactly the
-    instances played now.
+    instances played now. A game that fails to load or to play any episode raises
+    :class:`GameLoadError` once the others are played (see :func:`play_games`).
     """
-    from playpen.clem import clemcore, clemgame, preserved_logging
+    run_dir, failures = play_games(specs, player_models, results_dir=results_dir, batch_size=batch_size,
+                                   max_instances=max_instances, run_name=run_name, overwrite=overwrite)
+    if failures:
+        raise _joined(failures) from failures[0].__cause__
+    return run_dir
+
+
+def play_games(specs: Sequence, player_models: Sequence, *, results_dir: str | Path,
+               batch_size: int = 8, max_instances: int | None = None, run_name: str | None = None,
+               overwrite: bool = False) -> tuple[Path, list[GameLoadError]]:
+    """:func:`play`, returning the games that failed instead of raising: a game whose code
+    does not load, or none of whose episodes could be played (e.g. every setup failed),
+    leaves nothing in the run folder (a re-run is not blocked) and becomes a
+    :class:`GameLoadError` with the cause and the file holding the traceback."""
+    from playpen.clem import clemcore, clemgame
     cg = clemgame()
-    from clemcore.clemgame.callbacks.files import PlayerFileSaver
-    from clemcore.clemgame.runners import dispatch
     Model = clemcore().backends.Model
     results_dir = Path(results_dir)
     plans = []
@@ -189,29 +211,112 @@ def play(specs: Sequence, player_models: Sequence, *, results_dir: str | Path,
     if not overwrite:  # refuse before playing anything
         for spec, _, name in plans:
             check_no_earlier_results(results_dir, name, [spec.game_name])
-    errors = []
-    run_dir = None
+    failures: list[GameLoadError] = []
+    run_dir = results_dir / (run_name or plans[0][2]) if plans else results_dir
     for spec, models, name in plans:
         folder = cg.ResultsFolder(results_dir, run_dir=name)
-        infos = Model.to_infos(models)
-        callbacks = cg.GameBenchmarkCallbackList([
-            cg.InstanceFileSaver(folder), cg.ExperimentFileSaver(folder, player_model_infos=infos),
-            cg.InteractionsFileSaver(folder, player_model_infos=infos),
-            cg.RunFileSaver(folder, player_model_infos=infos), PlayerFileSaver(folder),
-            cg.SignalFileSaver(folder)])
         run_dir = folder.to_run_dir_path()
         # overwrite (checked above otherwise): the table must show exactly the instances played now
         shutil.rmtree(run_dir / spec.game_name, ignore_errors=True)
-        with preserved_logging(), _quiet_stdout(), cg.GameBenchmark.load_from_spec(spec) as benchmark:
-            instances = cg.GameInstances.from_game_spec(spec).filter(limit_per_experiment(max_instances))
-            try:
-                dispatch.run(benchmark, instances, models, callbacks=callbacks, batch_size=batch_size)
-            except Exception as e:  # keep the other games' results; re-raised below with context
-                errors.append((spec.game_name, e))
-    if errors:
-        game, error = errors[0]
-        raise RuntimeError(f"playing {game} failed: {error!r}") from error
-    return run_dir
+        failure = _play_game(spec, models, folder, batch_size, max_instances)
+        if failure is not None:
+            failures.append(failure)
+            shutil.rmtree(run_dir / spec.game_name, ignore_errors=True)
+            if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= {"run.json"}:
+                shutil.rmtree(run_dir)
+    return run_dir, failures
+
+
+def _play_game(spec, models: list, folder, batch_size: int, max_instances: int | None) -> Optional[GameLoadError]:
+    from playpen.clem import clemcore, clemgame, log_dir, preserved_logging
+    from playpen.envs.loading import load_benchmark
+    cg = clemgame()
+    from clemcore.clemgame.callbacks.files import PlayerFileSaver
+    from clemcore.clemgame.runners import dispatch
+    infos = clemcore().backends.Model.to_infos(models)
+    callbacks = cg.GameBenchmarkCallbackList([
+        cg.InstanceFileSaver(folder), cg.ExperimentFileSaver(folder, player_model_infos=infos),
+        cg.InteractionsFileSaver(folder, player_model_infos=infos),
+        cg.RunFileSaver(folder, player_model_infos=infos), PlayerFileSaver(folder),
+        cg.SignalFileSaver(folder)])
+    details = log_dir() / f"eval-{spec.game_name}.error.txt"
+    try:
+        benchmark = load_benchmark(spec)
+    except GameLoadError as e:
+        return _failure(spec.game_name, str(e), details, traceback.format_exception(e.__cause__ or e))
+    captured = _RunnerErrors()
+    with preserved_logging(), _quiet_stdout(), captured, benchmark:
+        instances = cg.GameInstances.from_game_spec(spec).filter(limit_per_experiment(max_instances))
+        try:
+            dispatch.run(benchmark, instances, models, callbacks=callbacks, batch_size=batch_size)
+        except Exception as e:  # e.g. "could not prepare any game sessions": the cause is below
+            captured.records.append("".join(traceback.format_exception(e)))
+    game_dir = folder.to_run_dir_path() / spec.game_name
+    if next(game_dir.rglob("completed.json"), None) is not None or not captured.records:
+        captured.replay()
+        return None
+    first = next(iter(sorted(game_dir.rglob("error.json"))), None)
+    reason = "no episode could be played"
+    if first is not None:
+        error = json.loads(first.read_text(encoding="utf-8"))
+        reason = " ".join(f"{error.get('error', 'Error')}: {error.get('message', '')}".split())
+    return _failure(spec.game_name, f"game '{spec.game_name}' failed in every episode (in/{spec.instances}.json): "
+                    f"{reason}", details, captured.records)
+
+
+def _failure(game: str, message: str, details: Path, tracebacks: Sequence[str]) -> GameLoadError:
+    details.parent.mkdir(parents=True, exist_ok=True)
+    details.write_text(message + "\n\n" + "\n".join(tracebacks), encoding="utf-8")
+    error = GameLoadError(f"{message} (details: {details})")
+    error.game, error.details = game, details
+    return error
+
+
+def _joined(failures: Sequence[GameLoadError]) -> GameLoadError:
+    """The first failure in full, the others by name and details file (one line)."""
+    more = "".join(f"; game '{f.game}' failed too (details: {f.details})" for f in failures[1:])
+    return GameLoadError(f"{failures[0]}{more}")
+
+
+class _RunnerErrors:
+    """Collects the tracebacks clemcore's runners log (and only log) for failing episodes,
+    and holds back the runners' "N exceptions occurred" summary until :meth:`replay`: a
+    game that fails as a whole is reported in one line instead."""
+
+    LOGGERS = ("clemcore.clemgame.runners.batchwise", "clemcore.clemgame.runners.sequential")
+
+    def __init__(self):
+        self.records: list[str] = []
+        self.held: list[logging.LogRecord] = []
+        self.handler = logging.Handler(logging.ERROR)
+        self.handler.setFormatter(logging.Formatter("%(message)s"))
+        self.handler.emit = self._collect
+
+    def _collect(self, record: logging.LogRecord) -> None:
+        if len(self.records) < 3 and record.exc_info:
+            self.records.append(self.handler.format(record))
+
+    def _hold(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            self.held.append(record)
+            return False
+        return True
+
+    def replay(self) -> None:
+        """Log the held-back summaries after all (the game did play)."""
+        for record in self.held:
+            logging.getLogger("clemcore.run").handle(record)
+
+    def __enter__(self):
+        for name in self.LOGGERS:
+            logging.getLogger(name).addHandler(self.handler)
+        logging.getLogger("clemcore.run").addFilter(self._hold)
+        return self
+
+    def __exit__(self, *exc):
+        for name in self.LOGGERS:
+            logging.getLogger(name).removeHandler(self.handler)
+        logging.getLogger("clemcore.run").removeFilter(self._hold)
 
 
 def score(specs: Sequence, run_dir: str | Path) -> None:
@@ -234,25 +339,35 @@ def score(specs: Sequence, run_dir: str | Path) -> None:
                                   f"be scored (first: {unscored[0]}); see {log_dir() / 'clembench.log'}")
 
 
-def write_table(table: EvalTable, run_dir: Path, extra: dict | None = None) -> None:
-    """``results.csv``/``.html`` (clem eval's own table code) and ``playpen-eval.json``."""
+def write_table(table: EvalTable, run_dir: Path, extra: dict | None = None) -> EvalTable:
+    """``results.csv``/``.html`` over EVERY scored episode in the run folder (clem eval's own
+    table code; games of earlier calls included, as ``clem eval`` would count them) and
+    ``playpen-eval.json``: this call's `table`, `extra`, and under ``"run_folder"`` the table
+    of the whole folder, which is returned."""
     from playpen.clem import clemcore
     clemcore()
     import pandas as pd
     from clemcore import clemeval
+    scores = read_episode_scores(run_dir)
     rows = []
-    games = {g.game for g in table.games}
-    for s in read_episode_scores(run_dir):
-        if s["game"] not in games:
-            continue
+    for s in scores:
         rows.append([s["game"], table.run_name, s["experiment"], s["episode"], "Aborted", s["Aborted"]])
         rows.append([s["game"], table.run_name, s["experiment"], s["episode"], "Played", 1 - s["Aborted"]])
         rows.append([s["game"], table.run_name, s["experiment"], s["episode"], "Main Score", s["Main Score"]])
     df = pd.DataFrame(rows, columns=["game", "model", "experiment", "episode", "metric", "value"])
     with _quiet_stdout():
         clemeval.save_clem_table(df, str(run_dir))
-    payload = {**table.to_dict(), **(extra or {})}
+    try:  # the instances files that earlier calls played
+        earlier = json.loads((run_dir / EVAL_FILE).read_text(encoding="utf-8"))["run_folder"]["instances"]
+    except (OSError, ValueError, KeyError, TypeError):
+        earlier = {}
+    whole = table_from_scores(table.run_name, scores)
+    instances = {**earlier, **table.instances}
+    whole = replace(whole, run_dir=table.run_dir,
+                    instances={s.game: instances[s.game] for s in whole.games if s.game in instances})
+    payload = {**table.to_dict(), **(extra or {}), "run_folder": whole.to_dict()}
     write_json(run_dir / EVAL_FILE, payload, indent=1)
+    return whole
 
 
 def evaluate(player_models: Sequence, games: Iterable[str] | None = None, *,
@@ -260,20 +375,31 @@ def evaluate(player_models: Sequence, games: Iterable[str] | None = None, *,
              batch_size: int = 8, max_instances: int | None = None, run_name: str | None = None,
              extra: dict | None = None, overwrite: bool = False) -> EvalTable:
     """Play, score and tabulate. `player_models` are loaded clemcore models (a learner being
-    trained can be passed as is). ``instances`` is an instances file stem for every game;
-    None plays each game's own (``clemgame.json``'s ``instances``, the held-out set of
-    playpen's games). Returns the table; files land in the run folder.
+    trained can be passed as is). ``instances`` is an instances file stem for every game
+    (each must have it); None plays each game's own (``clemgame.json``'s ``instances``, the
+    held-out set of playpen's games); the table names the file each game played. Returns the
+    table of this call's games; files land in the run folder (see :func:`write_table`).
     Earlier episodes of a requested game in the run folder: EvaluationError unless
-    ``overwrite`` (see :func:`play`)."""
-    specs = game_specs(games, instances)
+    ``overwrite`` (see :func:`play`). Games that fail to load or play: GameLoadError after the
+    other games are scored and tabulated (the error carries that table as ``.table``)."""
+    specs = game_specs(list(games) if games else None, instances)
     if not specs:
         raise EvaluationError("no games to evaluate (pass -g GAME; see `playpen list games`)")
-    run_dir = play(specs, player_models, results_dir=results_dir, batch_size=batch_size,
-                   max_instances=max_instances, run_name=run_name, overwrite=overwrite)
-    score(specs, run_dir)
-    names = {s.game_name for s in specs}
+    run_dir, failures = play_games(specs, player_models, results_dir=results_dir, batch_size=batch_size,
+                                   max_instances=max_instances, run_name=run_name, overwrite=overwrite)
+    failed = {f.game for f in failures}
+    played = [s for s in specs if s.game_name not in failed]
+    if not played:
+        raise _joined(failures) from failures[0].__cause__
+    score(played, run_dir)
+    names = {s.game_name for s in played}
     episode_scores = [s for s in read_episode_scores(run_dir) if s["game"] in names]
     table = table_from_scores(run_dir.name, episode_scores)
-    table = EvalTable(table.run_name, table.games, table.overall, str(run_dir))
-    write_table(table, run_dir, extra)
+    table = replace(table, run_dir=str(run_dir), instances={s.game_name: s.instances for s in played})
+    failed_info = {"failed_games": [str(f) for f in failures]} if failures else {}
+    write_table(table, run_dir, {**(extra or {}), **failed_info})
+    if failures:
+        error = _joined(failures)
+        error.table = table
+        raise error from failures[0].__cause__
     return table

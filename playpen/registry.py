@@ -271,9 +271,11 @@ def resolve_game(name: str, cwd: Path | None = None) -> GameEntry:
 # --------------------------------------------------------------------------- game specs and instance sets
 
 HELD_OUT_INSTANCES = "instances"
-"""The instances file every game evaluates on (``in/instances.json``, ``clem run``'s default)."""
+"""The instances file a game evaluates on unless its spec names its own (``clemgame.json``
+``"instances"``): ``in/instances.json``, ``clem run``'s default."""
 TRAIN_INSTANCES = "instances_train"
-"""The training split of playpen's games (``in/instances_train.json``); never evaluated on."""
+"""The training split: ``in/instances_train.json``, or ``in/<own>_train.json`` for a spec that
+names its own instances file ``<own>`` (several specs sharing one folder); never evaluated on."""
 
 
 def instance_sets(game_path: str | Path) -> list[str]:
@@ -281,26 +283,57 @@ def instance_sets(game_path: str | Path) -> list[str]:
     return sorted(p.stem for p in (Path(game_path) / "in").glob("*.json"))
 
 
+def own_instances(spec: dict) -> str:
+    """The instances file stem a game spec plays by default (its ``"instances"`` or ``instances``)."""
+    return spec.get("instances") or HELD_OUT_INSTANCES
+
+
+def instances_stem(spec: dict, instances: str | None) -> str:
+    """The instances file stem that `instances` means for this spec: None = its own file;
+    :data:`TRAIN_INSTANCES` = its training split; anything else as given."""
+    if not instances:
+        return own_instances(spec)
+    if instances == TRAIN_INSTANCES and own_instances(spec) != HELD_OUT_INSTANCES:
+        return f"{own_instances(spec)}_train"
+    return instances
+
+
 def game_spec(name: str, instances: str | None = None, cwd: Path | None = None):
-    """The clemcore ``GameSpec`` of a game name, with ``instances`` (a file stem in the
-    game's ``in/`` folder) checked and set; None keeps the spec's own instances file."""
+    """The clemcore ``GameSpec`` of a game name, with its instances file (a stem in the game's
+    ``in/`` folder, see :func:`instances_stem`) checked and set in ``spec.instances``."""
     from playpen.clem import clemgame
     entry = resolve_game(name, cwd)
     spec = clemgame().GameSpec.from_dict(dict(entry.spec))
-    if instances:
-        if not (Path(entry.path) / "in" / f"{instances}.json").exists():
-            found = ", ".join(instance_sets(entry.path)) or "none"
-            raise UnknownGameError(f"game '{entry.name}' has no in/{instances}.json (instance files: {found})")
-        spec.instances = instances
+    stem = instances_stem(entry.spec, instances)
+    if not (Path(entry.path) / "in" / f"{stem}.json").exists():
+        found = ", ".join(instance_sets(entry.path)) or "none"
+        what = " (its training split)" if instances == TRAIN_INSTANCES else ""
+        raise UnknownGameError(f"game '{entry.name}' has no in/{stem}.json{what} (instance files: {found})")
+    spec.instances = stem
     return spec
 
 
 def game_specs(names: list[str] | None, instances: str | None = None) -> list:
     """:func:`game_spec` for each name; no names: every game of ``game_registry.json`` and
-    playpen's packaged games (not the working-directory scan)."""
-    if names:
-        return [game_spec(name, instances) for name in names]
-    return [game_spec(entry.name, instances) for entry in game_entries(scan_cwd=False)]
+    playpen's packaged games (not the working-directory scan). ``instances`` given: every
+    game must have that file, else one error names all that lack it."""
+    names = names or [entry.name for entry in game_entries(scan_cwd=False)]
+    specs, missing = [], []
+    for name in names:
+        try:
+            specs.append(game_spec(name, instances))
+        except UnknownGameError:
+            if not instances:
+                raise
+            resolve_game(name)  # an unknown name is its own error
+            missing.append(name)
+    if missing and len(names) == 1:
+        return [game_spec(names[0], instances)]  # raises, naming the files the game has
+    if missing:
+        raise UnknownGameError(f"instances '{instances}': {', '.join(missing)} "
+                               f"{'has' if len(missing) == 1 else 'have'} no such file in in/; "
+                               f"without -i each game plays its own instances file")
+    return specs
 
 
 def clem_game_registry(cwd: Path | None = None):

@@ -33,3 +33,140 @@ def test_game_building_fewer_players_than_declared_under_grpo_slots(toy_workspac
     from playpen.training.grpo import game_roles
     names, rows = game_roles("interview", "instances")
     assert names == ["Answerer"] and len(rows) == 2
+
+
+# ----------------------------------------------------------------------------- 1. own instances file per spec
+
+def test_eval_plays_each_specs_own_instances_file(toy_workspace):
+    result = invoke("eval", "-m", "programmatic", "-g", "hints,hints_withclue", "--json")
+    assert result.exit_code == 0, result.output
+    table = json.loads(result.stdout)
+    assert table["instances"] == {"hints": "instances", "hints_withclue": "instances_withclue"}
+    run_dir = toy_workspace / "results" / "programmatic"
+    assert sorted(p.name for p in (run_dir / "hints").iterdir()) == ["category"]
+    assert sorted(p.name for p in (run_dir / "hints_withclue").iterdir()) == ["clue"]
+    assert {g["game"]: g["num_episodes"] for g in table["games"]} == {"hints": 2, "hints_withclue": 3}
+    recorded = json.loads((run_dir / "playpen-eval.json").read_text())
+    assert recorded["instances"] == table["instances"]
+    text = invoke("eval", "-m", "programmatic", "-g", "hints_withclue", "--overwrite")
+    assert "in/instances_withclue.json" in text.output
+
+
+def test_eval_instances_option_needs_the_file_in_every_game(toy_workspace):
+    result = invoke("eval", "-m", "programmatic", "-g", "hints,relay,countdown", "-i", "instances_train")
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "playpen: error: instances 'instances_train': relay, countdown have no such file in in/; "
+        "without -i each game plays its own instances file"]
+    assert not (toy_workspace / "results").exists()
+    # where every game has it, -i applies to all of them
+    result = invoke("eval", "-m", "programmatic", "-g", "hints,sayword", "-i", "instances_train", "--json")
+    assert result.exit_code == 0, result.output
+    table = json.loads(result.stdout)
+    assert table["instances"] == {"hints": "instances_train", "sayword": "instances_train"}
+
+
+def test_rollout_plays_each_specs_own_instances_file(toy_workspace, tiny_pair):
+    result = rollout(["hints", "hints_withclue"], make_learner(tiny_pair), seed=0)
+    assert [(e.game, e.experiment) for e in result.episodes] == \
+        [("hints", "category")] * 2 + [("hints_withclue", "clue")] * 3
+    assert all(e.error is None for e in result.episodes)
+    run = json.loads((result.run_dir / "tiny-random" / "run.json").read_text())
+    assert {g: info["instances"] for g, info in run["games"].items()} == \
+        {"hints": "instances", "hints_withclue": "instances_withclue"}
+    # the training split of a spec with its own instances file is <own>_train
+    train = rollout(["hints_withclue"], make_learner(tiny_pair), instances_file="instances_train",
+                    records_dir=None, seed=0)
+    assert [e.game_id for e in train.episodes] == [0]
+
+
+def test_trainer_trains_on_each_specs_split_and_evaluates_on_its_own_file(toy_workspace):
+    from playpen.cli.run import load_trainer_class
+    from playpen.models import load_model_by_name
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "examples" / "trl" / "sft_trainer_lora.py"
+    cls = load_trainer_class(path)
+    learner = load_model_by_name("tiny-random", gen_args=dict(temperature=0.0, max_tokens=6), role="learner")
+    config = cls.config_class(games="hints,hints_withclue", max_steps=1, batch_size=2, max_length=300,
+                              save_steps=1, lora_r=4)
+    cls(learner, config=config, progress=False).learn(None)
+    demos_dir = toy_workspace / "playpen-records" / "demonstrations"
+    demos = {p.parent.parent.name: p.parent.name for p in demos_dir.rglob("experiment.json")}
+    assert demos == {"hints": "category", "hints_withclue": "clue"}
+    assert len(list(demos_dir.rglob("hints_withclue/clue/instance_*"))) == 1  # its own training split
+    summary = json.loads(next((toy_workspace / "models").rglob("playpen-run.json")).read_text())
+    assert summary["eval"]["instances"] == {"hints": "instances", "hints_withclue": "instances_withclue"}
+    assert {g["game"]: g["num_episodes"] for g in summary["eval"]["games"]} == {"hints": 2, "hints_withclue": 3}
+
+
+# ----------------------------------------------------------------------------- 4. games that fail to load or set up
+
+@pytest.fixture
+def unloadable_workspace(toy_workspace):
+    """toy_workspace with the fixture games that fail to load (needsdep) or set up (needsfile)."""
+    from conftest import FIXTURES_DIR
+    (toy_workspace / "game_registry.json").write_text(json.dumps(
+        [{"benchmark_path": str(FIXTURES_DIR / "unloadable_games")},
+         {"benchmark_path": str(FIXTURES_DIR.parent / "toygames")}]), encoding="utf-8")
+    return toy_workspace
+
+
+@pytest.mark.parametrize("game, cause", [
+    ("needsdep", "could not be loaded from {path}: ModuleNotFoundError: No module named "
+                 "'playpen_fixture_missing_dependency'"),
+    ("needsfile", "failed in every episode (in/instances.json): FileNotFoundError: [Errno 2] No such file "
+                  "or directory: '{path}/resources/words.txt'")])
+def test_eval_names_the_real_error_of_a_broken_game_and_leaves_nothing(unloadable_workspace, game, cause):
+    from conftest import FIXTURES_DIR
+    path = FIXTURES_DIR / "unloadable_games" / game
+    details = unloadable_workspace / "playpen-records" / "logs" / f"eval-{game}.error.txt"
+    for _ in range(2):  # the second run is not blocked by the first
+        result = invoke("eval", "-m", "programmatic", "-g", game)
+        assert result.exit_code == 2
+        line = f"playpen: error: game '{game}' {cause.format(path=path)} (details: {details})"
+        assert result.stderr.strip().splitlines()[-1] == line
+        assert "Traceback" not in result.stderr and "exceptions occurred" not in result.stderr
+        assert "Traceback" in details.read_text()
+        assert not (unloadable_workspace / "results" / "programmatic").exists()
+
+
+def test_eval_tabulates_the_games_that_play_beside_a_broken_one(unloadable_workspace):
+    result = invoke("eval", "-m", "programmatic", "-g", "needsfile,sayword,needsdep")
+    assert result.exit_code == 2
+    assert "sayword" in result.stdout and "needsfile" not in result.stdout
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith("playpen: error: game 'needsfile' failed in every episode")
+    assert "; game 'needsdep' failed too (details: " in error
+    run_dir = unloadable_workspace / "results" / "programmatic"
+    assert sorted(p.name for p in run_dir.iterdir() if p.is_dir()) == ["sayword"]
+    assert len(json.loads((run_dir / "playpen-eval.json").read_text())["failed_games"]) == 2
+
+
+def test_rollout_raises_a_playpen_error_naming_the_game_and_cause(unloadable_workspace, tiny_pair):
+    from playpen.errors import GameLoadError
+    with pytest.raises(GameLoadError, match=r"game 'needsdep' could not be loaded from .*: ModuleNotFoundError: "
+                                            r"No module named 'playpen_fixture_missing_dependency'") as info:
+        rollout("needsdep", make_learner(tiny_pair), records_dir=None)
+    assert isinstance(info.value.__cause__, ModuleNotFoundError)
+    with pytest.raises(GameLoadError, match=r"game 'needsfile' could not be set up \(instance only/0 of "
+                                            r"in/instances.json\): FileNotFoundError: .*words.txt") as info:
+        rollout("needsfile", make_learner(tiny_pair), records_dir=None)
+    assert isinstance(info.value.__cause__, FileNotFoundError)
+
+
+# ----------------------------------------------------------------------------- 7. results.csv of a run folder
+
+def test_results_csv_counts_every_scored_episode_of_the_run_folder(toy_workspace):
+    import csv
+    for game in ("hints", "countdown"):  # two single-game calls into the same run folder
+        assert invoke("eval", "-m", "programmatic", "-g", game).exit_code == 0
+    run_dir = toy_workspace / "results" / "programmatic"
+    header, row = list(csv.reader((run_dir / "results.csv").open()))
+    values = dict(zip(header, row))
+    assert values["hints, Quality Score"] == "100.0" and values["countdown, % Played"] == "100.0"
+    recorded = json.loads((run_dir / "playpen-eval.json").read_text())
+    assert [g["game"] for g in recorded["games"]] == ["countdown"]  # this call's table
+    whole = recorded["run_folder"]
+    assert [g["game"] for g in whole["games"]] == ["countdown", "hints"]
+    assert whole["instances"] == {"countdown": "instances", "hints": "instances"}
+    assert values["-, clemscore"] == str(whole["clemscore"])

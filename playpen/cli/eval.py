@@ -19,8 +19,8 @@ from playpen.cli import split_values
 @click.option("-t", "--partner", default=None,
               help="Model playing the other roles of multi-player games [default: MODEL itself].")
 @click.option("-i", "--instances", default=None,
-              help="Instances file stem for every game [default: each game's own, as clemgame.json names "
-                   "it: the held-out set of playpen's games].")
+              help="Instances file stem (in/STEM.json) for every game; refused when a game lacks it "
+                   "[default: each game's own, as clemgame.json names it: the held-out set].")
 @click.option("-r", "--results-dir", type=click.Path(file_okay=False), default="results", show_default=True,
               help="Root of the results folders (one sub-folder per model/adapter).")
 @click.option("--name", "run_name", default=None,
@@ -49,7 +49,7 @@ def eval_command(model_name, games, adapter, partner, instances, results_dir, ru
       playpen eval -m smol-135m -g referencegame
       playpen eval -m smol-135m --adapter models/sft+lora/smol-135m/checkpoint-8 -g referencegame
     """
-    from playpen.errors import EvaluationError
+    from playpen.errors import EvaluationError, GameLoadError
     from playpen.evaluation import evaluate
     from playpen.models import check_adapter, check_model_name, load_model_by_name
     from playpen.registry import game_specs
@@ -70,10 +70,17 @@ def eval_command(model_name, games, adapter, partner, instances, results_dir, ru
     models = [model]
     if partner:
         models.append(load_model_by_name(partner, gen_args=gen, role="partner"))
-    table = evaluate(models, names, results_dir=Path(results_dir), instances=instances,
-                     batch_size=batch_size, max_instances=max_instances, run_name=run_name,
-                     overwrite=overwrite, extra={"model": model_name, "adapter": str(adapter) if adapter else None,
-                            "partner": partner, "instances": instances})
+    try:
+        table = evaluate(models, names, results_dir=Path(results_dir), instances=instances,
+                         batch_size=batch_size, max_instances=max_instances, run_name=run_name,
+                         overwrite=overwrite, extra={"model": model_name,
+                                                     "adapter": str(adapter) if adapter else None,
+                                                     "partner": partner})
+    except GameLoadError as e:  # the games that did play still get their table
+        if getattr(e, "table", None) is not None:
+            click.echo(e.table.to_text())
+            click.echo(f"results: {e.table.run_dir}")
+        raise
     if as_json:
         click.echo(json.dumps(table.to_dict(), indent=1))
     else:

@@ -4,20 +4,39 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from playpen.errors import GameLoadError
+
 
 def load_benchmark(name_or_spec: Any):
-    """Load a game's ``GameBenchmark`` (call ``.close()`` when done)."""
+    """Load a game's ``GameBenchmark`` (call ``.close()`` when done). A game whose code fails
+    to load (a missing dependency, an incompatible clemcore) raises :class:`GameLoadError`."""
     from playpen.clem import clemgame, preserved_logging
     from playpen.registry import game_spec
     spec = game_spec(name_or_spec) if isinstance(name_or_spec, str) else name_or_spec
+    cg = clemgame()
     with preserved_logging():
-        return clemgame().GameBenchmark.load_from_spec(spec)
+        try:
+            return cg.GameBenchmark.load_from_spec(spec)
+        except Exception as e:  # the game's own code: name the game and the cause
+            raise GameLoadError(f"game '{spec.game_name}' could not be loaded from {spec.game_path}: "
+                                f"{cause(e)}") from e
+
+
+def cause(error: BaseException) -> str:
+    """``Type: message`` of an exception, on one line."""
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def game_instance_rows(spec: Any) -> list[dict]:
     """All rows ``{"game_name", "experiment", "game_instance"}`` of the game's instances file."""
     from playpen.clem import clemgame
-    return list(clemgame().GameInstances.from_game_spec(spec))
+    cg = clemgame()
+    try:
+        return list(cg.GameInstances.from_game_spec(spec))
+    except Exception as e:  # a malformed instances file
+        raise GameLoadError(f"game '{spec.game_name}': cannot read in/{getattr(spec, 'instances', 'instances')}"
+                            f".json: {cause(e)}") from e
 
 
 @dataclass(frozen=True)
@@ -41,8 +60,14 @@ def probe_roles(benchmark: Any, row: dict) -> tuple[list[PlayerSlot], list[tuple
     num_slots = int(benchmark.game_spec.players)
     probes = [backends.CustomResponseModel(backends.ModelSpec(model_name=f"playpen-slot-{i}"))
               for i in range(num_slots)]
-    gm = benchmark.create_game_master(row["experiment"], probes)
-    gm.setup(**row["game_instance"])
+    try:
+        gm = benchmark.create_game_master(row["experiment"], probes)
+        gm.setup(**row["game_instance"])
+    except Exception as e:  # the game's own code
+        spec = benchmark.game_spec
+        raise GameLoadError(f"game '{spec.game_name}' could not be set up (instance "
+                            f"{row['experiment']['name']}/{row['game_instance']['game_id']} of "
+                            f"in/{getattr(spec, 'instances', 'instances')}.json): {cause(e)}") from e
     slots, own = [], []
     for player in gm.get_players():
         index = next((i for i, m in enumerate(probes) if player.model is m), None)

@@ -117,7 +117,8 @@ def rollout(games: Union[str, Sequence[str]],
         try:
             if writer is not None:
                 for plan in plans:
-                    writer.start_game(plan.model_dir, plan.name, plan.spec.game_path, plan.model_infos)
+                    writer.start_game(plan.model_dir, plan.name, plan.spec.game_path, plan.model_infos,
+                                      plan.spec.instances)
             loop.run(pending)
         finally:
             if writer is not None:

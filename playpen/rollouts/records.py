@@ -64,14 +64,17 @@ class RunWriter:
         self.num_episodes = 0
 
     # ------------------------------------------------------------------ run.json
-    def start_game(self, model_dir: str, game_name: str, game_path: str, model_infos: Mapping) -> None:
+    def start_game(self, model_dir: str, game_name: str, game_path: str, model_infos: Mapping,
+                   instances: Optional[str] = None) -> None:
+        """Record in ``run.json`` that this run plays `game_name` (from `game_path`, on
+        ``in/<instances>.json``)."""
         from playpen.clem import clemcore
         data = self._runs.get(model_dir)
         if data is None:
             data = dict(clem_version=clemcore().get_version(), created=datetime.now().isoformat(),
                         player_models=dict(model_infos), games={}, playpen_run=self.run_name)
             self._runs[model_dir] = data
-        data["games"].setdefault(game_name, dict(game_path=str(game_path),
+        data["games"].setdefault(game_name, dict(game_path=str(game_path), instances=instances,
                                                  benchmark_start=datetime.now().isoformat(),
                                                  num_instances=0))
         write_json(self.run_dir / model_dir / "run.json", data, sync=True)
