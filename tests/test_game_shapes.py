@@ -170,3 +170,22 @@ def test_results_csv_counts_every_scored_episode_of_the_run_folder(toy_workspace
     assert [g["game"] for g in whole["games"]] == ["countdown", "hints"]
     assert whole["instances"] == {"countdown": "instances", "hints": "instances"}
     assert values["-, clemscore"] == str(whole["clemscore"])
+
+
+# ----------------------------------------------------------------------------- 6. role spellings
+
+@pytest.mark.parametrize("role", ["InstructionGiver", "Instruction Giver", "instruction_giver"])
+def test_dataset_role_filter_matches_either_spelling_in_both_layouts(clem_workspace, monkeypatch, role):
+    from conftest import FIXTURES_DIR
+    monkeypatch.chdir(clem_workspace)
+    assert invoke("eval", "-m", "programmatic", "-g", "referencegame", "-n", "1").exit_code == 0
+    layouts = {"3.x": (clem_workspace / "results", ["--include-programmatic"]),
+               "2.x": (FIXTURES_DIR / "clembench-runs-v2.0", [])}
+    for layout, (folder, extra) in layouts.items():
+        out = clem_workspace / f"{layout}.jsonl"
+        result = invoke("dataset", str(folder), "-o", str(out), "-g", "referencegame", "--role", role, *extra)
+        assert result.exit_code == 0, (layout, result.output)
+        records = [json.loads(line) for line in out.read_text().splitlines()]
+        assert records, layout
+        assert {r["meta"]["game"] for r in records} == {"referencegame"}
+        assert {r["meta"]["game_role"] for r in records} == {"Instruction Giver"}
