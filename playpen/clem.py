@@ -4,7 +4,8 @@
 in the current directory, sets the root logger to INFO and disables every logger
 created before it. Loading a model through its huggingface backend calls
 ``torch.set_num_threads(1)`` process-wide. Everything in playpen that needs clemcore
-goes through :func:`clemcore` (or the helpers here), which undoes those effects.
+goes through :func:`clemcore` (or the helpers here), which undoes those effects. Its
+runners only log the errors of failing episodes: :class:`RunnerErrors` collects them.
 """
 from __future__ import annotations
 
@@ -99,3 +100,44 @@ def load_model(spec, gen_args: dict | None = None):
         model = backend.get_model_for(spec)
     model.set_gen_args(**gen_args)
     return model
+
+
+class RunnerErrors:
+    """Collects the tracebacks clemcore's runners log (and only log) for failing episodes,
+    and holds back the runners' "N exceptions occurred" summary until :meth:`replay`: a
+    game that fails as a whole is reported in one line instead."""
+
+    LOGGERS = ("clemcore.clemgame.runners.batchwise", "clemcore.clemgame.runners.sequential")
+
+    def __init__(self):
+        self.records: list[str] = []
+        self.held: list[logging.LogRecord] = []
+        self.handler = logging.Handler(logging.ERROR)
+        self.handler.setFormatter(logging.Formatter("%(message)s"))
+        self.handler.emit = self._collect
+
+    def _collect(self, record: logging.LogRecord) -> None:
+        if len(self.records) < 3 and record.exc_info:
+            self.records.append(self.handler.format(record))
+
+    def _hold(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            self.held.append(record)
+            return False
+        return True
+
+    def replay(self) -> None:
+        """Log the held-back summaries after all (the game did play)."""
+        for record in self.held:
+            logging.getLogger("clemcore.run").handle(record)
+
+    def __enter__(self):
+        for name in self.LOGGERS:
+            logging.getLogger(name).addHandler(self.handler)
+        logging.getLogger("clemcore.run").addFilter(self._hold)
+        return self
+
+    def __exit__(self, *exc):
+        for name in self.LOGGERS:
+            logging.getLogger(name).removeHandler(self.handler)
+        logging.getLogger("clemcore.run").removeFilter(self._hold)

@@ -228,7 +228,7 @@ def play_games(specs: Sequence, player_models: Sequence, *, results_dir: str | P
 
 
 def _play_game(spec, models: list, folder, batch_size: int, max_instances: int | None) -> Optional[GameLoadError]:
-    from playpen.clem import clemcore, clemgame, log_dir, preserved_logging
+    from playpen.clem import RunnerErrors, clemcore, clemgame, log_dir, preserved_logging
     from playpen.envs.loading import load_benchmark
     cg = clemgame()
     from clemcore.clemgame.callbacks.files import PlayerFileSaver
@@ -244,7 +244,7 @@ def _play_game(spec, models: list, folder, batch_size: int, max_instances: int |
         benchmark = load_benchmark(spec)
     except GameLoadError as e:
         return _failure(spec.game_name, str(e), details, traceback.format_exception(e.__cause__ or e))
-    captured = _RunnerErrors()
+    captured = RunnerErrors()
     with preserved_logging(), _quiet_stdout(), captured, benchmark:
         instances = cg.GameInstances.from_game_spec(spec).filter(limit_per_experiment(max_instances))
         try:
@@ -276,47 +276,6 @@ def _joined(failures: Sequence[GameLoadError]) -> GameLoadError:
     """The first failure in full, the others by name and details file (one line)."""
     more = "".join(f"; game '{f.game}' failed too (details: {f.details})" for f in failures[1:])
     return GameLoadError(f"{failures[0]}{more}")
-
-
-class _RunnerErrors:
-    """Collects the tracebacks clemcore's runners log (and only log) for failing episodes,
-    and holds back the runners' "N exceptions occurred" summary until :meth:`replay`: a
-    game that fails as a whole is reported in one line instead."""
-
-    LOGGERS = ("clemcore.clemgame.runners.batchwise", "clemcore.clemgame.runners.sequential")
-
-    def __init__(self):
-        self.records: list[str] = []
-        self.held: list[logging.LogRecord] = []
-        self.handler = logging.Handler(logging.ERROR)
-        self.handler.setFormatter(logging.Formatter("%(message)s"))
-        self.handler.emit = self._collect
-
-    def _collect(self, record: logging.LogRecord) -> None:
-        if len(self.records) < 3 and record.exc_info:
-            self.records.append(self.handler.format(record))
-
-    def _hold(self, record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.ERROR:
-            self.held.append(record)
-            return False
-        return True
-
-    def replay(self) -> None:
-        """Log the held-back summaries after all (the game did play)."""
-        for record in self.held:
-            logging.getLogger("clemcore.run").handle(record)
-
-    def __enter__(self):
-        for name in self.LOGGERS:
-            logging.getLogger(name).addHandler(self.handler)
-        logging.getLogger("clemcore.run").addFilter(self._hold)
-        return self
-
-    def __exit__(self, *exc):
-        for name in self.LOGGERS:
-            logging.getLogger(name).removeHandler(self.handler)
-        logging.getLogger("clemcore.run").removeFilter(self._hold)
 
 
 def score(specs: Sequence, run_dir: str | Path) -> None:
@@ -397,7 +356,8 @@ def evaluate(player_models: Sequence, games: Iterable[str] | None = None, *,
     table = table_from_scores(run_dir.name, episode_scores)
     table = replace(table, run_dir=str(run_dir), instances={s.game_name: s.instances for s in played})
     failed_info = {"failed_games": [str(f) for f in failures]} if failures else {}
-    write_table(table, run_dir, {**(extra or {}), **failed_info})
+    paths = {"game_paths": {s.game_name: str(s.game_path) for s in played}}
+    write_table(table, run_dir, {**(extra or {}), **paths, **failed_info})
     if failures:
         error = _joined(failures)
         error.table = table

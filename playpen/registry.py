@@ -2,16 +2,17 @@
 file, the line and the valid choices.
 
 Lookup order for models: ``./model_registry.json`` (the workspace), then playpen's
-built-in entries (the embedded default model), then clemcore's packaged registry.
-Games: ``./game_registry.json`` entries, playpen's packaged games, then clemcore's scan
-of the working directory. The first entry with a given name wins.
+built-in entries (the embedded default model), then clemcore's packaged registry; the
+first entry with a given name wins. Games: ``./game_registry.json`` entries, playpen's
+packaged games, then clemcore's scan of the working directory; a plain name picks the
+first copy, ``source:game`` or a folder path any copy (:func:`resolve_game`).
 """
 from __future__ import annotations
 
 import difflib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -181,10 +182,21 @@ def _missing_key(entry: ModelEntry, detail: str):
 
 @dataclass(frozen=True)
 class GameEntry:
+    """One copy of a game: its spec, where it was found and how to ask for this copy."""
+
     name: str
     path: Path
     spec: dict = field(hash=False, compare=False)
     source: str = ""
+    qualifier: str = ""
+    """The benchmark folder the copy was found in (``playpen`` for playpen's own games):
+    ``<qualifier>:<name>`` asks for this copy."""
+    shadowed: bool = False
+    """An earlier copy of the same name wins by default (lookup order)."""
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.qualifier}:{self.name}"
 
 
 def packaged_games_dir() -> Path:
@@ -192,8 +204,15 @@ def packaged_games_dir() -> Path:
     return GAMES_DIR
 
 
-def _game_specs_in(directory: Path, source: str, max_depth: int = 3) -> list[GameEntry]:
-    """Walk `directory` like clemcore does (clemgame.json folders, skipping in/, resources/...)."""
+def _qualifier(folder: Path, default: str) -> str:
+    packaged = packaged_games_dir().resolve()
+    return "playpen" if packaged in (folder.resolve(), *folder.resolve().parents) else default
+
+
+def _game_specs_in(directory: Path, source: str, max_depth: int = 3,
+                   qualifier: str | None = None) -> list[GameEntry]:
+    """Walk `directory` like clemcore does (clemgame.json folders, skipping in/, resources/...).
+    Copies are qualified by `qualifier`, else by the folder holding the game folder."""
     found: list[GameEntry] = []
     skip = {"venv", ".venv", "__pycache__", "docs", "in", "resources", "utils", "evaluation", "files",
             "node_modules", "models", "results", "playpen-records"}
@@ -205,10 +224,11 @@ def _game_specs_in(directory: Path, source: str, max_depth: int = 3) -> list[Gam
         if spec_file.exists():
             data = read_json(spec_file)
             specs = data if isinstance(data, list) else [data]
+            label = _qualifier(path, qualifier or path.resolve().parent.name)
             for spec in specs:
                 if not isinstance(spec, dict) or "game_name" not in spec:
                     raise RegistryError(f"{spec_file}: every spec needs a 'game_name'")
-                found.append(GameEntry(spec["game_name"], path, dict(spec, game_path=str(path)), source))
+                found.append(GameEntry(spec["game_name"], path, dict(spec, game_path=str(path)), source, label))
             return
         try:
             children = sorted(path.iterdir())
@@ -222,8 +242,10 @@ def _game_specs_in(directory: Path, source: str, max_depth: int = 3) -> list[Gam
     return found
 
 
-def game_entries(cwd: Path | None = None, scan_cwd: bool = True) -> list[GameEntry]:
-    """All games in lookup order: game_registry.json, packaged games, the cwd scan."""
+def all_game_entries(cwd: Path | None = None, scan_cwd: bool = True) -> list[GameEntry]:
+    """Every copy of every game in lookup order — ``game_registry.json`` entries in file order,
+    playpen's packaged games, the cwd scan — each folder once; a later copy of a name is
+    marked ``shadowed``."""
     cwd = Path(cwd or Path.cwd())
     entries: list[GameEntry] = []
     registry_file = cwd / GAME_REGISTRY_FILE
@@ -240,32 +262,65 @@ def game_entries(cwd: Path | None = None, scan_cwd: bool = True) -> list[GameEnt
                 if not path.is_dir():
                     raise RegistryError(f"{registry_file}: entry {index}: benchmark_path '{path}' "
                                         f"is not a directory")
-                entries += _game_specs_in(path, str(registry_file))
+                entries += _game_specs_in(path, str(registry_file), qualifier=path.resolve().name)
             elif "game_name" in item and "game_path" in item:
                 path = Path(item["game_path"])
                 path = path if path.is_absolute() else cwd / path
                 entries.append(GameEntry(item["game_name"], path, dict(item, game_path=str(path)),
-                                         str(registry_file)))
+                                         str(registry_file), _qualifier(path, path.resolve().parent.name)))
             else:
                 raise RegistryError(f"{registry_file}: entry {index} needs 'benchmark_path' or "
                                     f"'game_name' and 'game_path'")
     entries += _game_specs_in(packaged_games_dir(), "playpen (packaged)", max_depth=2)
     if scan_cwd:
         entries += _game_specs_in(cwd, "working directory scan")
-    unique: dict[str, GameEntry] = {}
+    out, copies, names = [], set(), set()
     for entry in entries:
-        unique.setdefault(entry.name, entry)
-    return list(unique.values())
+        key = (entry.name, Path(entry.path).resolve())
+        if key not in copies:  # the same folder found twice is one copy
+            copies.add(key)
+            out.append(replace(entry, shadowed=entry.name in names))
+            names.add(entry.name)
+    return out
+
+
+def game_entries(cwd: Path | None = None, scan_cwd: bool = True) -> list[GameEntry]:
+    """The games in lookup order, the first copy of each name (what a plain name picks)."""
+    return [entry for entry in all_game_entries(cwd, scan_cwd) if not entry.shadowed]
 
 
 def resolve_game(name: str, cwd: Path | None = None) -> GameEntry:
-    entries = game_entries(cwd)
+    """The copy of a game that `name` asks for: ``game`` (the first copy in lookup order),
+    ``qualifier:game`` (the copy found in that benchmark folder, see ``playpen list games``),
+    or a path to a game folder (with a ``/``; ``path:game`` for a folder with several specs)."""
+    if "/" in name or os.sep in name:
+        return _game_at(name, Path(cwd or Path.cwd()))
+    entries = all_game_entries(cwd)
+    qualifier, _, game = name.rpartition(":")
     for entry in entries:
-        if entry.name == name:
+        if entry.name == game and (entry.qualifier == qualifier if qualifier else not entry.shadowed):
             return entry
-    names = sorted(e.name for e in entries)
-    raise UnknownGameError(f"unknown game '{name}'.{close_matches(name, names)} "
+    copies = [e.qualified_name for e in entries if e.name == game]
+    if copies:
+        raise UnknownGameError(f"no copy of game '{game}' is qualified '{qualifier}': the copies are "
+                               f"{', '.join(copies)}. See `playpen list games`.")
+    raise UnknownGameError(f"unknown game '{name}'.{close_matches(game, sorted({e.name for e in entries}))} "
                            f"See `playpen list games`.")
+
+
+def _game_at(text: str, cwd: Path) -> GameEntry:
+    folder, _, game = text.rpartition(":") if ":" in text.rsplit("/", 1)[-1] else (text, "", "")
+    path = Path(folder).expanduser()
+    path = path if path.is_absolute() else cwd / path
+    if not (path / "clemgame.json").is_file():
+        raise UnknownGameError(f"'{text}': {path} is not a game folder (no clemgame.json)")
+    found = _game_specs_in(path, f"path {folder}", max_depth=0)
+    chosen = [e for e in found if e.name == game] if game else found
+    if len(chosen) != 1:
+        names = ", ".join(e.name for e in found)
+        raise UnknownGameError(f"'{text}': {path} holds the games {names}: "
+                               f"{'pick one with' if not game else 'use one of'} {folder}:<game>")
+    return chosen[0]
 
 
 # --------------------------------------------------------------------------- game specs and instance sets
@@ -333,11 +388,13 @@ def game_specs(names: list[str] | None, instances: str | None = None) -> list:
         raise UnknownGameError(f"instances '{instances}': {', '.join(missing)} "
                                f"{'has' if len(missing) == 1 else 'have'} no such file in in/; "
                                f"without -i each game plays its own instances file")
+    twins = [n for n, s in zip(names, specs) if [t.game_name for t in specs].count(s.game_name) > 1]
+    if twins:  # their records would share one folder
+        raise UnknownGameError(f"{', '.join(twins)} are copies of one game name: play them in separate calls")
     return specs
 
 
 def clem_game_registry(cwd: Path | None = None):
     """A clemcore ``GameRegistry`` with playpen's view of the games (first of a name wins)."""
     from playpen.clem import clemgame
-    cg = clemgame()
-    return cg.GameRegistry([cg.GameSpec.from_dict(dict(entry.spec)) for entry in game_entries(cwd)])
+    return clemgame().GameRegistry([clemgame().GameSpec.from_dict(dict(e.spec)) for e in game_entries(cwd)])

@@ -189,3 +189,70 @@ def test_dataset_role_filter_matches_either_spelling_in_both_layouts(clem_worksp
         assert records, layout
         assert {r["meta"]["game"] for r in records} == {"referencegame"}
         assert {r["meta"]["game_role"] for r in records} == {"Instruction Giver"}
+
+
+# ----------------------------------------------------------------------------- 5. same-name games
+
+@pytest.fixture
+def shadow_workspace(toy_workspace):
+    """toy_workspace registering the toy games, then another benchmark with its own `sayword`."""
+    from conftest import FIXTURES_DIR
+    (toy_workspace / "game_registry.json").write_text(json.dumps(
+        [{"benchmark_path": str(FIXTURES_DIR.parent / "toygames")},
+         {"benchmark_path": str(FIXTURES_DIR / "otherbench")}]), encoding="utf-8")
+    return toy_workspace
+
+
+def _experiments(run_dir, game="sayword"):
+    return sorted(p.name for p in (run_dir / game).iterdir())
+
+
+def test_list_games_shows_every_copy_and_marks_the_shadowed(shadow_workspace):
+    result = invoke("list", "games")
+    assert result.exit_code == 0
+    lines = [line.split() for line in result.output.splitlines() if line.split()[:1] == ["sayword"]]
+    assert [line[2] for line in lines] == ["toygames:sayword", "otherbench:sayword"]
+    assert result.output.splitlines()[0].endswith("1 shadowed copy: pick one with SOURCE:GAME):")
+    shadowed = next(line for line in result.output.splitlines() if "otherbench:sayword" in line)
+    assert shadowed.endswith("(shadowed by toygames:sayword)")
+
+
+def test_eval_picks_a_copy_by_registry_order_qualified_name_or_path(shadow_workspace):
+    from conftest import FIXTURES_DIR
+    run_dir = shadow_workspace / "results" / "programmatic"
+    result = invoke("eval", "-m", "programmatic", "-g", "sayword")
+    assert result.exit_code == 0 and _experiments(run_dir) == ["words"]
+    assert "playpen: note: 'sayword' is toygames:sayword" in result.stderr
+    assert "shadowed: otherbench:sayword" in result.stderr
+    for choice in ("otherbench:sayword", str(FIXTURES_DIR / "otherbench" / "sayword")):
+        result = invoke("eval", "-m", "programmatic", "-g", choice, "--overwrite")
+        assert result.exit_code == 0 and _experiments(run_dir) == ["shout"]
+        assert "note" not in result.stderr
+        recorded = json.loads((run_dir / "playpen-eval.json").read_text())
+        assert recorded["game_paths"] == {"sayword": str(FIXTURES_DIR / "otherbench" / "sayword")}
+    # the order in game_registry.json decides what the plain name picks
+    registry = shadow_workspace / "game_registry.json"
+    registry.write_text(json.dumps(list(reversed(json.loads(registry.read_text())))))
+    assert invoke("eval", "-m", "programmatic", "-g", "sayword", "--overwrite").exit_code == 0
+    assert _experiments(run_dir) == ["shout"]
+    # two copies of one name in one call would share a records folder
+    result = invoke("eval", "-m", "programmatic", "-g", "sayword,toygames:sayword", "--overwrite")
+    assert result.exit_code == 2 and "are copies of one game name" in result.stderr
+    result = invoke("eval", "-m", "programmatic", "-g", "nowhere:sayword")
+    assert result.exit_code == 2
+    assert "the copies are otherbench:sayword, toygames:sayword" in result.stderr
+
+
+def test_clem_run_picks_the_first_registered_copy_too(shadow_workspace, clem):
+    clem(["run", "-g", "sayword", "-m", "programmatic"], cwd=shadow_workspace)
+    assert _experiments(shadow_workspace / "results" / "programmatic") == ["words"]
+
+
+def test_rollout_takes_a_qualified_game_name(shadow_workspace, tiny_pair):
+    from playpen.errors import RolloutError
+    from playpen.rollouts import InstanceRef
+    result = rollout("otherbench:sayword", make_learner(tiny_pair), records_dir=None, seed=0,
+                     instances=[InstanceRef("otherbench:sayword", "shout", 0)])
+    assert [(e.game, e.experiment) for e in result.episodes] == [("sayword", "shout")]
+    with pytest.raises(RolloutError, match="are copies of one game name"):
+        rollout(["sayword", "otherbench:sayword"], make_learner(tiny_pair), records_dir=None)

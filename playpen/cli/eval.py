@@ -65,6 +65,10 @@ def eval_command(model_name, games, adapter, partner, instances, results_dir, ru
         check_model_name(partner, "partner")
     names = split_values(games) or None
     game_specs(names, instances)
+    for name in names or []:
+        note = shadow_note(name)
+        if note:
+            click.echo(f"playpen: note: {note}", err=True)
     gen = dict(temperature=temperature, max_tokens=max_tokens)
     model = load_model_by_name(model_name, adapter=adapter, gen_args=gen)
     models = [model]
@@ -86,3 +90,15 @@ def eval_command(model_name, games, adapter, partner, instances, results_dir, ru
     else:
         click.echo(table.to_text())
         click.echo(f"results: {table.run_dir}")
+
+
+def shadow_note(name: str):
+    """For a plain game name with several copies: which copy it picks, and the others."""
+    from playpen.registry import all_game_entries, resolve_game
+    if ":" in name or "/" in name:
+        return None
+    entry = resolve_game(name)
+    others = [e.qualified_name for e in all_game_entries() if e.name == entry.name and e.shadowed]
+    if not others:
+        return None
+    return f"'{name}' is {entry.qualified_name} ({entry.path}); shadowed: {', '.join(others)}"

@@ -60,18 +60,28 @@ def _matches(spec: dict, selector: dict) -> bool:
 
 
 def game_lines(verbose: bool, selector: str) -> list[str]:
-    entries = registry.game_entries()
+    """Every copy of every game, in lookup order; a later copy of a name is marked shadowed
+    (a plain name picks the first; ``SOURCE:GAME`` or a path picks any copy)."""
+    entries = registry.all_game_entries()
     chosen = _parse_selector(selector)
     if chosen is not None:
         entries = [e for e in entries if _matches(e.spec, chosen)]
         if not entries and "game_name" in chosen:
             registry.resolve_game(chosen["game_name"])  # raises with close matches
-    out = [f"Games ({len(entries)}):"]
+    names = {e.name for e in entries}
+    header = f"Games ({len(names)}"
+    num_shadowed = sum(e.shadowed for e in entries)
+    if num_shadowed:
+        header += f"; {num_shadowed} shadowed cop{'y' if num_shadowed == 1 else 'ies'}: pick one with SOURCE:GAME"
+    out = [header + "):"]
+    winner = {}
     for entry in entries:
+        winner.setdefault(entry.name, entry)
         spec = entry.spec
         players = spec.get("players", "?")
         desc = spec.get("description", "")
-        out.append(f"  {entry.name:<22} {players}p  {desc}")
+        mark = f"  (shadowed by {winner[entry.name].qualified_name})" if entry.shadowed else ""
+        out.append(f"  {entry.name:<22} {players}p  {entry.qualified_name:<30} {desc}{mark}")
         if verbose:
             out.append(f"      path: {entry.path}  (from {entry.source})")
             out.append("      " + json.dumps({k: v for k, v in spec.items() if k != "game_path"},

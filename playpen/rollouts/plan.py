@@ -22,6 +22,7 @@ class GamePlan:
     player_models: list
     model_dir: str
     model_infos: dict
+    requested: str = ""  # the name the caller asked for (``source:game``, a path, or the name)
 
 
 def plan_game(name, learner_model, partner_objects, roles, instances, instances_file) -> GamePlan:
@@ -64,7 +65,8 @@ def plan_game(name, learner_model, partner_objects, roles, instances, instances_
         names = [m.name for m in used]
         model_dir = model_cls.to_identifier(used if len(set(names)) > 1 else used[:1])
         infos = model_cls.to_infos(models)
-        return GamePlan(spec.game_name, spec, benchmark, rows, responders, role_of, models, model_dir, infos)
+        return GamePlan(spec.game_name, spec, benchmark, rows, responders, role_of, models, model_dir, infos,
+                        requested=name)
     except BaseException:
         benchmark.close()
         raise
@@ -83,7 +85,12 @@ def unused_slot_model(game: str, index: int):
 
 
 def check_keys_used(plans, roles, partner_objects) -> None:
-    """Every role or player name the caller gave exists in one of the games."""
+    """Every role or player name the caller gave exists in one of the games (and no game
+    name comes twice: two copies of a game would write into the same records folder)."""
+    names = [plan.name for plan in plans]
+    twins = sorted({plan.requested for plan in plans if names.count(plan.name) > 1})
+    if twins:
+        raise RolloutError(f"{', '.join(twins)} are copies of one game name: roll them out in separate calls")
     known = sorted({v for plan in plans for item in plan.roles.items() for v in item})
     for key in [*(roles or []), *partner_objects]:
         if key not in known:
@@ -96,7 +103,7 @@ def pending_episodes(plans, instances, num_repeats) -> list[tuple]:
     """The episodes to play, ``(order, plan, row, repeat)`` in request order."""
     out = []
     if instances is not None and not callable(instances):
-        by_name = {plan.name: plan for plan in plans}
+        by_name = {**{plan.requested: plan for plan in plans}, **{plan.name: plan for plan in plans}}
         seen: dict[tuple, int] = {}
         for index, ref in enumerate(instances):
             if not isinstance(ref, InstanceRef):
