@@ -14,15 +14,21 @@ A record is ``{"messages": [{"role": "user"|"assistant", "content"}...], "meta":
 the player's view rebuilt from the events (GM ``send message`` to the player = user,
 the player's ``get message`` = assistant; consecutive same-role messages joined by a
 blank line, as clemcore's backends send them; trailing unanswered messages dropped).
+A game master's pseudo turn (a ``get message`` labelled ``"pseudo"``: words it put in a
+player's mouth, e.g. an inserted "Ok.") is never an assistant message: it is left out.
 Programmatic players get no record unless ``include_programmatic=True`` (they are the
-demonstrators that SFT learns from, see ``playpen.training.sft``). Malformed or partial episode
-folders are skipped and reported, never fatal.
+demonstrators that SFT learns from, see ``playpen.training.sft``). With ``side_calls``, each
+side call that playpen's records list in ``episode.json`` (a model call the game master made
+inside a step, see :mod:`playpen.rollouts.sidecalls`) is a record of its own: the messages the
+game gave plus the answer, ``meta.side_call`` = its index. Malformed or partial episode
+folders are skipped, and episodes that give no record counted by reason, never fatal.
 """
 from __future__ import annotations
 
 import difflib
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -83,6 +89,7 @@ class ConversionReport:
     num_records: int
     skipped: tuple[tuple[str, str], ...] = ()  # (folder, reason)
     num_filtered_out: int = 0
+    no_record: tuple[tuple[str, str], ...] = ()  # (folder, why): read fine, but no record
 
     @property
     def num_skipped(self) -> int:
@@ -94,6 +101,11 @@ class ConversionReport:
         if self.skipped:
             out.append(f"skipped {self.num_skipped} malformed or partial episode folder(s), e.g.:")
             out += [f"  {path}: {reason}" for path, reason in self.skipped[:max_paths]]
+        if self.no_record:
+            reasons = Counter(reason for _, reason in self.no_record)
+            out.append(f"{len(self.no_record)} episode(s) gave no record: "
+                       + "; ".join(f"{n} {reason}" for reason, n in reasons.most_common())
+                       + f" (e.g. {self.no_record[0][0]})")
         return out
 
 
@@ -150,18 +162,17 @@ def _load(folder: Path) -> _Episode:
     if not isinstance(interactions, dict) or not isinstance(interactions.get("players"), dict) \
             or not isinstance(interactions.get("turns"), list):
         raise _Skip("interactions.json lacks 'players' or 'turns'")
-    episode = _Episode(folder, interactions)
-    if (folder / "scores.json").exists():
-        try:
-            episode.scores = _read_json(folder / "scores.json")
-        except _Skip:
-            episode.scores = None  # the interactions still hold the episode
-    if (folder / "instance.json").exists():
-        try:
-            episode.instance = _read_json(folder / "instance.json")
-        except _Skip:
-            episode.instance = None
-    return episode
+    return _Episode(folder, interactions, _optional_json(folder / "scores.json"),
+                    _optional_json(folder / "instance.json"))
+
+
+def _optional_json(path: Path) -> Any:
+    """A file beside interactions.json; None when missing or unreadable (the interactions
+    still hold the episode)."""
+    try:
+        return _read_json(path) if path.exists() else None
+    except _Skip:
+        return None
 
 
 # ----------------------------------------------------------------------------- meta
@@ -242,8 +253,8 @@ def player_messages(interactions: dict, player_name: str) -> list[dict]:
         for event in turn:
             action = event.get("action") or {}
             kind, content = action.get("type"), action.get("content")
-            if not isinstance(content, str):
-                continue
+            if not isinstance(content, str) or action.get("label") == "pseudo":
+                continue  # a pseudo turn: the game master's words, not the model's
             if event.get("to") == player_name and event.get("from") == "GM" and kind == "send message":
                 role = "user"
             elif event.get("from") == player_name and event.get("to") == "GM" and kind == "get message":
@@ -259,27 +270,42 @@ def player_messages(interactions: dict, player_name: str) -> list[dict]:
     return messages
 
 
-def episode_records(folder: Path, include_programmatic: bool = False) -> list[dict]:
+def episode_records(folder: Path, include_programmatic: bool = False, side_calls: bool = False) -> list[dict]:
     """The records of one episode folder (raises _Skip when it cannot be converted);
-    programmatic players' only with ``include_programmatic``."""
+    programmatic players' only with ``include_programmatic``; side calls with ``side_calls``."""
     episode = _load(folder)
     game, experiment, game_id = _game_experiment_id(episode)
     scores = episode.scores.get("episode scores") if isinstance(episode.scores, dict) else None
     outcome = outcome_of(scores if isinstance(scores, dict) else None, episode.interactions)
+    players = {name: (role, model) for name, role, model in _players(episode, game, include_programmatic)}
+    calls = (_optional_json(folder / "episode.json") or {}).get("side_calls") or [] if side_calls else []
+    conversations = [(name, None, player_messages(episode.interactions, name)) for name in players]
+    conversations += [(c["player_name"], i, [{"role": m["role"], "content": m["content"]} for m in c["messages"]
+                                             if m["role"] != "system"]
+                       + [{"role": "assistant", "content": c["response"]}])
+                      for i, c in enumerate(calls) if c.get("player_name") in players]
     records = []
-    for name, role, model in _players(episode, game, include_programmatic):
-        messages = player_messages(episode.interactions, name)
-        if not messages:
-            continue
-        records.append({"messages": messages,
-                        "meta": {"game": game, "experiment": experiment, "game_id": game_id,
-                                 "player_name": name, "game_role": role, "model": model,
-                                 "outcome": outcome}})
+    for name, side_call, messages in conversations:
+        if messages:
+            meta = {"game": game, "experiment": experiment, "game_id": game_id, "player_name": name,
+                    "game_role": players[name][0], "model": players[name][1], "outcome": outcome}
+            records.append({"messages": messages,
+                            "meta": meta if side_call is None else {**meta, "side_call": side_call}})
     return records
 
 
+def _why_no_record(folder: Path) -> str:
+    episode = _load(folder)
+    game = _game_experiment_id(episode)[0]
+    if not _players(episode, game, include_programmatic=True):
+        return "name no players"
+    return "had only programmatic players (see --include-programmatic)" if not _players(episode, game) \
+        else "ended before any player's reply"
+
+
 def conversational_records(results_dir: str | Path, keep: DatasetFilter = DatasetFilter(), *,
-                           include_programmatic: bool = False) -> tuple[list[dict], ConversionReport]:
+                           include_programmatic: bool = False,
+                           side_calls: bool = False) -> tuple[list[dict], ConversionReport]:
     """All records under ``results_dir`` that ``keep`` accepts, and a report.
     Programmatic players get records only with ``include_programmatic`` (SFT
     demonstrations); by default they are skipped, as the field's datasets do.
@@ -292,10 +318,12 @@ def conversational_records(results_dir: str | Path, keep: DatasetFilter = Datase
         raise DatasetError(f"results folder '{results_dir}' does not exist")
     if not root.is_dir():
         raise DatasetError(f"'{results_dir}' is not a folder")
-    records, skipped, num_episodes = [], [], 0
+    records, skipped, no_record, num_episodes = [], [], [], 0
     for folder in episode_folders(root):
         try:
-            found = episode_records(folder, include_programmatic)
+            found = episode_records(folder, include_programmatic, side_calls)
+            if not found:
+                no_record.append((str(folder), _why_no_record(folder)))
         except _Skip as e:
             skipped.append((str(folder), str(e)))
             continue
@@ -303,7 +331,8 @@ def conversational_records(results_dir: str | Path, keep: DatasetFilter = Datase
         records.extend(found)
     _check_filter_values(keep, records)
     kept = [r for r in records if keep.keeps(r["meta"])]
-    return kept, ConversionReport(num_episodes, len(kept), tuple(skipped), len(records) - len(kept))
+    return kept, ConversionReport(num_episodes, len(kept), tuple(skipped), len(records) - len(kept),
+                                  tuple(no_record))
 
 
 def _check_filter_values(keep: DatasetFilter, records: list[dict]) -> None:
@@ -361,8 +390,10 @@ def read_results(folder: str | Path) -> list[dict]:
 
 
 def build_dataset(results_dir: str | Path, out: str | Path, keep: DatasetFilter = DatasetFilter(), *,
-                  include_programmatic: bool = False) -> ConversionReport:
-    """Convert ``results_dir`` into ``out`` (JSON lines); returns the report."""
-    records, report = conversational_records(results_dir, keep, include_programmatic=include_programmatic)
+                  include_programmatic: bool = False, side_calls: bool = True) -> ConversionReport:
+    """Convert ``results_dir`` into ``out`` (JSON lines), side calls included unless
+    ``side_calls=False``; returns the report."""
+    records, report = conversational_records(results_dir, keep, include_programmatic=include_programmatic,
+                                             side_calls=side_calls)
     write_jsonl(records, out)
     return report

@@ -256,3 +256,74 @@ def test_rollout_takes_a_qualified_game_name(shadow_workspace, tiny_pair):
     assert [(e.game, e.experiment) for e in result.episodes] == [("sayword", "shout")]
     with pytest.raises(RolloutError, match="are copies of one game name"):
         rollout(["sayword", "otherbench:sayword"], make_learner(tiny_pair), records_dir=None)
+
+
+# ----------------------------------------------------------------------------- 3. side calls, pseudo turns
+
+def test_side_calls_are_batched_recorded_and_trainable(toy_workspace, tiny_pair, monkeypatch):
+    spy = GenerateSpy(monkeypatch)
+    learner = make_learner(tiny_pair, max_new_tokens=5)
+    tokenizer = tiny_pair[1]
+    result = rollout("probes", learner, seed=0)
+    # 3 episodes in lock-step: turn, probe (inside the step), turn, probe: one generate each
+    assert spy.batch_sizes == [3, 3, 3, 3]
+    assert result.stats.num_side_calls == 6 and result.stats.num_learner_turns == 6
+    for episode in result.episodes:
+        assert episode.error is None and len(episode.side_calls) == 2
+        turns = [t for t in episode.trajectories if t.side_call is None]
+        sides = [t for t in episode.trajectories if t.side_call is not None]
+        assert len(turns) == 1 and turns[0].num_turns == 2 and [t.side_call for t in sides] == [0, 1]
+        for trajectory, call in zip(sides, episode.side_calls):
+            assert call.player_name == "Player 1" and call.role == "Keeper" and call.responder == "learner"
+            assert call.messages[-1]["content"].startswith("ASIDE: have you named")
+            assert all(trajectory.env_mask) and len(trajectory.logprobs) == len(trajectory.completion_ids)
+            assert tokenizer.decode(trajectory.completion_ids, skip_special_tokens=True) == call.response
+            assert "ASIDE" in tokenizer.decode(trajectory.prompt_ids)
+            assert trajectory.reward == turns[0].reward and trajectory.role == "Keeper"
+        # the player's own conversation never saw the probes (memorize=False)
+        assert "ASIDE" not in tokenizer.decode(turns[0].completion_ids)
+        meta = json.loads((episode.path / "episode.json").read_text())
+        assert [c["response"] for c in meta["side_calls"]] == [c.response for c in episode.side_calls]
+    again = rollout("probes", learner, seed=0, records_dir=None)  # game code runs in a fixed order
+    assert [c.response for e in again.episodes for c in e.side_calls] == \
+        [c.response for e in result.episodes for c in e.side_calls]
+    # a frozen HF teacher's side calls are batched and recorded as well
+    teacher = rollout("probes", learner, partners={"Keeper": make_learner(tiny_pair, name="teacher")},
+                      records_dir=None, seed=0)
+    assert {c.responder for e in teacher.episodes for c in e.side_calls} == {"teacher"}
+    assert not teacher.trajectories
+
+
+def test_dataset_keeps_side_calls_and_drops_pseudo_turns(toy_workspace, tiny_pair):
+    result = rollout("probes", make_learner(tiny_pair, max_new_tokens=5), seed=0)
+    out = toy_workspace / "probes.jsonl"
+    done = invoke("dataset", str(result.run_dir), "-o", str(out))
+    assert done.exit_code == 0, done.output
+    assert "wrote 9 records from 3 episodes" in done.stdout
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    turns = [r for r in records if "side_call" not in r["meta"]]
+    sides = [r for r in records if "side_call" in r["meta"]]
+    assert len(turns) == 3 and [r["meta"]["side_call"] for r in sides] == [0, 1] * 3
+    for record in turns:  # the pseudo "Ok." is not the model's: no assistant message for it
+        assistant = [m["content"] for m in record["messages"] if m["role"] == "assistant"]
+        assert "Ok." not in assistant and len(assistant) == 2
+        assert record["messages"][0]["content"].startswith("We play a memory game")
+    episode = result.episodes[0]
+    first = next(r for r in sides if r["meta"]["game_id"] == episode.game_id and r["meta"]["side_call"] == 0)
+    assert first["messages"][-1] == {"role": "assistant", "content": episode.side_calls[0].response}
+    assert first["messages"][-2]["content"].startswith("ASIDE")
+
+
+def test_dataset_reports_why_episodes_gave_no_record(toy_workspace):
+    assert invoke("eval", "-m", "programmatic", "-g", "probes").exit_code == 0
+    out = toy_workspace / "none.jsonl"
+    done = invoke("dataset", "results", "-o", str(out))
+    assert done.exit_code == 0, done.output
+    assert "wrote 0 records from 3 episodes" in done.stdout
+    assert "3 episode(s) gave no record: 3 had only programmatic players (see --include-programmatic)" \
+        in done.stderr
+    out = toy_workspace / "demos.jsonl"
+    done = invoke("dataset", "results", "-o", str(out), "--include-programmatic")
+    assert "wrote 3 records from 3 episodes" in done.stdout and "gave no record" not in done.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all("Ok." not in [m["content"] for m in r["messages"] if m["role"] == "assistant"] for r in records)

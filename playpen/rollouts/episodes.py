@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from playpen.rollouts.buffers import TokenBuffer
 from playpen.rollouts.chat import strip_system
 from playpen.rollouts.plan import GamePlan
-from playpen.rollouts.types import LEARNER, EpisodeResult, Trajectory, TurnRecord
+from playpen.rollouts.types import LEARNER, EpisodeResult, SideCall, Trajectory, TurnRecord
 
 
 @dataclass
@@ -30,6 +30,9 @@ class Episode:
     buffers: dict[str, TokenBuffer] = field(default_factory=dict)
     learner_turns: dict[str, int] = field(default_factory=dict)
     turns: list[TurnRecord] = field(default_factory=list)
+    side_calls: list[SideCall] = field(default_factory=list)
+    side_buffers: list[tuple[int, str, TokenBuffer]] = field(default_factory=list)
+    """The learner's side calls: (index in side_calls, player name, its token view)."""
     failed: bool = False
 
     @property
@@ -68,7 +71,22 @@ class Episode:
                     main_score=result.main_score, reward=result.rewards.get(player_name, math.nan),
                     group_id=self.group_id, parent_id=self.parent_id, branch_path=self.branch_path,
                     segment=segment, messages=tuple(strip_system(seen))))
+        for index, player_name, buffer in self.side_buffers:
+            (_, prompt, completion, mask, logprobs, num_turns, seen), = buffer.segments()
+            out.append(Trajectory(
+                episode_id=self.episode_id, game=self.plan.name, experiment=self.experiment,
+                game_id=self.game_id, repeat=self.repeat, player_name=player_name,
+                role=self.plan.roles.get(player_name, ""), model=learner_name, prompt_ids=prompt,
+                completion_ids=completion, env_mask=mask, logprobs=logprobs, num_turns=num_turns,
+                outcome=result.outcome, main_score=result.main_score,
+                reward=result.rewards.get(player_name, math.nan), group_id=self.group_id,
+                parent_id=self.parent_id, branch_path=self.branch_path, messages=tuple(strip_system(seen)),
+                side_call=index))
         return tuple(out)
+
+    def copy_side_calls(self) -> tuple[list, list]:
+        """The side calls so far, for a branch forked from this episode."""
+        return list(self.side_calls), [(i, name, b.copy()) for i, name, b in self.side_buffers]
 
     def result(self, *, outcome: str, main_score: float, rewards: dict, trajectories=(),
                episode_scores: Optional[dict] = None, path: Optional[Path] = None,
@@ -79,7 +97,7 @@ class Episode:
             roles=dict(self.plan.roles), models=self.models(), num_turns=len(self.turns),
             turns=tuple(self.turns), trajectories=tuple(trajectories), episode_scores=dict(episode_scores or {}),
             group_id=self.group_id, parent_id=self.parent_id, branch_path=self.branch_path, path=path,
-            error=error)
+            error=error, side_calls=tuple(self.side_calls))
 
     def write(self, writer, learner_name: str, *, outcome: str, main_score: float, rewards: dict,
               error: Optional[BaseException]) -> Optional[Path]:
@@ -94,7 +112,8 @@ class Episode:
                     responders={name: ("learner" if r is LEARNER else getattr(r, "name", str(r)))
                                 for name, r in plan.responders.items()},
                     learner=learner_name, num_turns=len(self.turns),
-                    learner_tokens={name: sum(b.env_mask) for name, b in self.buffers.items()})
+                    learner_tokens={name: sum(b.env_mask) for name, b in self.buffers.items()},
+                    side_calls=[asdict(call) for call in self.side_calls])
         log = self.env.episode_log() if error is None else None
         return writer.write_episode(
             model_dir=plan.model_dir, game_name=plan.name, experiment=self.row["experiment"],

@@ -10,8 +10,8 @@ one ``batch x vocab`` slice whatever ``max_new_tokens`` is.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Optional, Sequence
 
 from playpen.rollouts.types import SamplingConfig
 
@@ -111,6 +111,26 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
     for start in range(0, len(prompts), step):
         out.extend(_generate_chunk(model, tokenizer, prompts[start:start + step], sampling, share_prefix))
     return out
+
+
+def generate_within(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
+                    sampling: SamplingConfig) -> tuple[list[Optional[Generation]], int]:
+    """:func:`generate` within the context window: a prompt leaving less room than
+    ``max_new_tokens`` is generated with the room left (cut, as at ``max_new_tokens``); one
+    that fills the window gets None. Returns the generations and the number of calls."""
+    limit = context_limit(model, tokenizer)
+    wanted = sampling.max_new_tokens
+    budgets: dict[int, list[int]] = {}
+    for i, prompt in enumerate(prompts):
+        room = wanted if limit is None else min(wanted, limit - len(prompt))
+        if room >= 1:
+            budgets.setdefault(room, []).append(i)
+    out: list[Optional[Generation]] = [None] * len(prompts)
+    for room, rows in sorted(budgets.items(), reverse=True):
+        cut = sampling if room == wanted else replace(sampling, max_new_tokens=room)
+        for i, gen in zip(rows, generate(model, tokenizer, [prompts[i] for i in rows], cut)):
+            out[i] = gen
+    return out, len(budgets)
 
 
 def _common(a: Sequence[int], b: Sequence[int]) -> int:

@@ -4,7 +4,9 @@ Each iteration: admit queued episodes up to the concurrency limit; observe every
 running episode; fork those at a branching point; group the pending turns by
 responder; start concurrent partners (API models) in the background; run ONE
 batched generate for all learner turns; answer the other groups (one batched call
-each); then step every game master and retire finished episodes.
+each); then step every game master and retire finished episodes. Game code runs through
+:func:`playpen.rollouts.steps.run_steps`, so model calls a master makes inside a step
+(side calls) are batched across episodes too and recorded (:mod:`playpen.rollouts.sidecalls`).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import logging
 import math
 import time
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
@@ -27,6 +29,8 @@ from playpen.rollouts.episodes import Episode
 from playpen.rollouts.partners import (GAME_PLAYERS, TurnRequest, as_partner, generated_response,
                                        stand_in_model)
 from playpen.rollouts.plan import GamePlan, check_keys_used, pending_episodes, plan_game
+from playpen.rollouts.sidecalls import SideCallServer
+from playpen.rollouts.steps import run_steps, side_call
 from playpen.rollouts.types import (LEARNER, BranchPoint, Branching, EpisodeResult, InstanceSelector, Learner,
                                     PartnerLike, RolloutResult, RolloutStats, TurnRecord)
 
@@ -93,7 +97,8 @@ def rollout(games: Union[str, Sequence[str]],
         partner.check()
     template_kwargs = dict(getattr(learner, "template_kwargs", {}) or {})
     learner_model = stand_in_model(
-        learner.name, lambda messages: _direct_learner_call(learner, messages, template_kwargs),
+        learner.name, lambda messages: side_call(
+            LEARNER, messages, lambda m: _direct_learner_call(learner, m, template_kwargs)),
         gen_args=dict(temperature=learner.sampling.temperature, max_tokens=learner.sampling.max_new_tokens),
         backend="huggingface_local")
     plans = []
@@ -136,14 +141,16 @@ def rollout(games: Union[str, Sequence[str]],
     clock = loop.clock
     stats = RolloutStats(num_episodes=len(results), num_errors=sum(r.error is not None for r in results),
                          num_learner_turns=clock.learner_turns, num_generated_tokens=clock.tokens,
-                         num_generate_calls=clock.calls, seconds_total=total, seconds_setup=setup_seconds,
+                         num_generate_calls=clock.calls, num_side_calls=loop.side_calls.num_calls,
+                         seconds_total=total, seconds_setup=setup_seconds,
                          seconds_generate=clock.generate, seconds_partners=clock.partners,
                          seconds_env=max(0.0, total - setup_seconds - clock.generate - clock.partners))
     return RolloutResult(results, stats, writer.run_dir if writer is not None else None)
 
 
 def _direct_learner_call(learner: Learner, messages: list[dict], template_kwargs: dict):
-    """A game master calling the learner's player directly: generate once, outside trajectories."""
+    """A game master calling the learner's player outside the loop's steps: generate once,
+    unrecorded (inside steps, :class:`SideCallServer` batches and records them)."""
     prompt = chat.prompt_ids(learner.tokenizer, messages, template_kwargs)
     gen = generation.generate(learner.model, learner.tokenizer, [prompt], learner.sampling)[0]
     return ({"inputs": learner.tokenizer.decode(prompt)}, {"response": learner.tokenizer.decode(gen.token_ids)},
@@ -185,6 +192,7 @@ class _Loop:
         self.callbacks = callbacks
         self.raise_game_errors = raise_game_errors
         self.clock = _Clock()
+        self.side_calls = SideCallServer(learner, template_kwargs, self.clock)
         self.finished: list[tuple[tuple, EpisodeResult]] = []
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
 
@@ -193,10 +201,10 @@ class _Loop:
         active: list[Episode] = []
         try:
             while queue or active:
-                while queue and len(active) < self.max_concurrent:
-                    episode = self._start(*queue.popleft())
-                    if episode is not None:
-                        active.append(episode)
+                admitted = []
+                while queue and len(active) + len(admitted) < self.max_concurrent:
+                    admitted.append(self._new(*queue.popleft()))
+                active += self._reset(admitted)
                 if not active:
                     continue
                 turns = self._collect(active)
@@ -207,17 +215,22 @@ class _Loop:
                 self._pool.shutdown(wait=True)
 
     # ------------------------------------------------------------------ episodes
-    def _start(self, order, plan: GamePlan, row: dict, repeat: int) -> Optional[Episode]:
+    def _new(self, order, plan: GamePlan, row: dict, repeat: int) -> Episode:
         env = GameEnv(plan.benchmark, plan.player_models, reward_fn=self.reward_fn, results_folder=plan.model_dir)
         gid = int(row["game_instance"]["game_id"])
         base_id = f"{plan.name}/{row['experiment']['name']}/{gid}/r{repeat}"
-        episode = Episode(order, plan, row, repeat, env, base_id, group_id=f"{plan.name}/{row['experiment']['name']}/{gid}")
-        try:
-            env.reset(row["experiment"], row["game_instance"])
-        except Exception as e:  # game code
-            self._fail(episode, e)
-            return None
-        return episode
+        return Episode(order, plan, row, repeat, env, base_id, group_id=f"{plan.name}/{row['experiment']['name']}/{gid}")
+
+    def _reset(self, episodes: list[Episode]) -> list[Episode]:
+        """Set the episodes' games up (game code: side calls batched); those that fail are recorded."""
+        calls = [(e, lambda e=e: e.env.reset(e.row["experiment"], e.row["game_instance"])) for e in episodes]
+        started = []
+        for job in run_steps(calls, self.side_calls):
+            if job.error is not None:
+                self._fail(job.key, job.error)
+            else:
+                started.append(job.key)
+        return started
 
     def _fork(self, episode: Episode, player_name: str, learner_turn: int) -> list[Episode]:
         factor = self.branching.factor
@@ -229,7 +242,7 @@ class _Loop:
             child = Episode(episode.order, episode.plan, episode.row, episode.repeat, env, episode.base_id,
                              group_id, episode.branch_path + (index,), node_id, episode.depth + 1,
                              {k: b.copy() for k, b in episode.buffers.items()}, dict(episode.learner_turns),
-                             list(episode.turns))
+                             list(episode.turns), *episode.copy_side_calls())
             children.append(child)
         episode.branch_path += (0,)
         episode.parent_id, episode.group_id, episode.depth = node_id, group_id, episode.depth + 1
@@ -308,8 +321,7 @@ class _Loop:
             self.clock.partners += max(0.0, time.perf_counter() - background_joined)
             for turn, response in zip(group, responses):
                 answers[id(turn)] = response
-        for turn in turns:
-            self._apply(turn, answers[id(turn)])
+        self._step(turns, answers)
 
     def _generate_learner(self, turns: list[_Turn], answers: dict) -> None:
         learner = self.learner
@@ -317,37 +329,23 @@ class _Loop:
         for turn in turns:
             buffer = turn.episode.buffers.setdefault(turn.player.name, TokenBuffer())
             prompts.append(buffer.prepare(learner.tokenizer, turn.messages, self.template_kwargs))
+        started, call_start = time.perf_counter(), datetime.now()
         # the context window: a prompt that fills it fails its episode; one that leaves less
         # room than max_new_tokens is generated with the room left (cut, as at max_new_tokens)
-        limit = generation.context_limit(learner.model, learner.tokenizer)
-        wanted = learner.sampling.max_new_tokens
-        budgets: dict[int, list[int]] = {}
-        for i, (turn, prompt) in enumerate(zip(turns, prompts)):
-            room = wanted if limit is None else min(wanted, limit - len(prompt))
-            if room < 1:
+        generations, calls = generation.generate_within(learner.model, learner.tokenizer, prompts, learner.sampling)
+        self.clock.generate += time.perf_counter() - started
+        self.clock.calls += calls
+        duration = str(datetime.now() - call_start)
+        for turn, prompt, gen in zip(turns, prompts, generations):
+            if gen is None:
                 answers[id(turn)] = None  # never applied: the episode has failed
+                limit = generation.context_limit(learner.model, learner.tokenizer)
                 self._fail(turn.episode, ContextOverflowError(
                     f"the prompt of {turn.player.name} ({turn.player.game_role}) has {len(prompt)} tokens; "
                     f"{learner.name}'s context window holds {limit}: the episode cannot go on (use a model "
                     f"with a longer context, or fewer/shorter turns)"))
                 continue
-            budgets.setdefault(room, []).append(i)
-        started = time.perf_counter()
-        call_start = datetime.now()
-        generations: list = [None] * len(turns)
-        for room, rows in sorted(budgets.items(), reverse=True):
-            sampling = learner.sampling if room == wanted else replace(learner.sampling, max_new_tokens=room)
-            for i, gen in zip(rows, generation.generate(learner.model, learner.tokenizer,
-                                                        [prompts[i] for i in rows], sampling)):
-                generations[i] = gen
-            self.clock.calls += 1
-        elapsed = time.perf_counter() - started
-        self.clock.generate += elapsed
-        self.clock.learner_turns += sum(len(rows) for rows in budgets.values())
-        duration = str(datetime.now() - call_start)
-        for turn, prompt, gen in zip(turns, prompts, generations):
-            if gen is None:
-                continue
+            self.clock.learner_turns += 1
             self.clock.tokens += len(gen.token_ids)
             buffer = turn.episode.buffers[turn.player.name]
             buffer.add_generation(gen.token_ids, gen.logprobs, gen.text)
@@ -355,20 +353,22 @@ class _Loop:
             answers[id(turn)] = generated_response(learner.tokenizer, prompt, gen, learner.sampling, learner.name,
                                                    call_start, duration)
 
-    def _apply(self, turn: _Turn, response) -> None:
-        episode = turn.episode
-        if episode.failed:
-            return
-        kind = "learner" if turn.responder is LEARNER else getattr(turn.responder, "kind", "teacher")
-        episode.turns.append(TurnRecord(turn.player.name, turn.player.game_role, kind,
-                                        turn.context.get("content", ""), response.text, response.num_new_tokens))
-        try:
-            result = episode.env.step(response)
-        except Exception as e:  # game code
-            self._fail(episode, e)
-            return
-        if result.done:
-            self._finish(episode)
+    def _step(self, turns: list[_Turn], answers: dict) -> None:
+        """Give every answer to its game master (game code, run by :func:`run_steps`)."""
+        calls = []
+        for turn in turns:
+            episode, response = turn.episode, answers[id(turn)]
+            if episode.failed:
+                continue
+            kind = "learner" if turn.responder is LEARNER else getattr(turn.responder, "kind", "teacher")
+            episode.turns.append(TurnRecord(turn.player.name, turn.player.game_role, kind,
+                                            turn.context.get("content", ""), response.text, response.num_new_tokens))
+            calls.append((episode, lambda env=episode.env, response=response: env.step(response)))
+        for job in run_steps(calls, self.side_calls):
+            if job.error is not None:
+                self._fail(job.key, job.error)
+            elif job.result.done:
+                self._finish(job.key)
 
     # ------------------------------------------------------------------ finishing
     def _finish(self, episode: Episode) -> None:

@@ -26,6 +26,7 @@ from playpen.envs.game import Response
 from playpen.errors import PartnerError
 from playpen.rollouts import chat, generation
 from playpen.rollouts.chat import template_kwargs_of
+from playpen.rollouts.steps import side_call
 from playpen.rollouts.types import LEARNER, Learner, SamplingConfig
 
 PROGRAMMATIC_NAMES = ("programmatic", "mock")
@@ -76,9 +77,11 @@ class Partner(abc.ABC):
         """One answer per request, in order."""
 
     def clem_model(self):
-        """The clemcore Model that stands in the game master's ``player_models`` slot."""
+        """The clemcore Model that stands in the game master's ``player_models`` slot; a
+        game that calls it inside a step gets a batched, recorded side call (see
+        :mod:`playpen.rollouts.steps`)."""
         if self._clem_model is None:
-            self._clem_model = stand_in_model(self.name, self._direct_call)
+            self._clem_model = stand_in_model(self.name, lambda messages: side_call(self, messages, self._direct_call))
         return self._clem_model
 
     def check(self) -> None:
@@ -88,7 +91,7 @@ class Partner(abc.ABC):
         """Release threads and connections."""
 
     def _direct_call(self, messages: list[dict]):
-        """A game master calling its player directly (outside the rollout loop)."""
+        """A game master calling its player outside the rollout loop's steps."""
         player = _MessagesOnlyPlayer()
         response = self.respond([TurnRequest(player, messages[-1], tuple(messages))])[0]
         return response.prompt, response.response_object, response.text
@@ -266,8 +269,8 @@ _STAND_IN_CLASS = None
 def stand_in_model(name: str, direct_call, gen_args: Optional[dict] = None, backend: str = "playpen"):
     """A clemcore Model named ``name`` for a game master's ``player_models``.
 
-    The rollout loop answers its player's turns itself; ``direct_call(messages)`` only
-    serves game masters that call a player directly (outside the loop).
+    The rollout loop answers its player's turns itself; ``direct_call(messages)`` serves
+    game masters that call the model themselves (side calls, see :mod:`playpen.rollouts.steps`).
     """
     global _STAND_IN_CLASS
     if _STAND_IN_CLASS is None:

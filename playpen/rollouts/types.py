@@ -142,6 +142,19 @@ class TurnRecord:
 
 
 @dataclass(frozen=True)
+class SideCall:
+    """A model call a game master made inside a step (not a turn of the dialogue): who was
+    asked, by whom answered, what the model was given and what it said."""
+
+    player_name: str
+    role: str
+    responder: str  # "learner" | "teacher" | the partner's name
+    messages: tuple[dict, ...]
+    response: str
+    num_new_tokens: int = 0
+
+
+@dataclass(frozen=True)
 class Trajectory:
     """The learner's token-exact view of one (episode, player), ready for TRL.
 
@@ -181,6 +194,10 @@ class Trajectory:
     (a new prompt) starts and the earlier tokens are in segment - 1."""
     messages: tuple[dict, ...] = ()
     """The same conversation as chat messages (system messages excluded)."""
+    side_call: Optional[int] = None
+    """None for the player's turns; for a side call (the game master called the player's
+    model inside a step, e.g. a probing question it does not keep in the dialogue), the
+    index of that call in :attr:`EpisodeResult.side_calls`: one prompt, one completion."""
 
     @property
     def num_model_tokens(self) -> int:
@@ -215,6 +232,7 @@ class EpisodeResult:
     branch_path: tuple[int, ...] = ()
     path: Optional[Path] = None  # the episode folder, when records were written
     error: Optional[str] = None  # "ExceptionType: message" when the game raised
+    side_calls: tuple[SideCall, ...] = ()  # model calls the game master made inside its steps
 
     def summary(self) -> EpisodeSummary:
         return EpisodeSummary(game=self.game, experiment=self.experiment, game_id=self.game_id,
@@ -233,6 +251,8 @@ class RolloutStats:
     num_generated_tokens: int = 0
     """Learner + HF-teacher tokens generated (up to and including EOS; no padding)."""
     num_generate_calls: int = 0
+    num_side_calls: int = 0
+    """Model calls game masters made inside their steps (served batched, recorded)."""
     seconds_total: float = 0.0
     seconds_setup: float = 0.0
     """Loading games and partners, probing roles (part of seconds_total)."""
@@ -260,7 +280,7 @@ class RolloutStats:
                 "rollout/episodes_per_s": self.episodes_per_s, "rollout/tokens_per_s": self.tokens_per_s,
                 "rollout/generated_tokens": self.num_generated_tokens,
                 "rollout/env_share": self.env_share, "rollout/seconds": self.seconds_total,
-                "rollout/seconds_setup": self.seconds_setup}
+                "rollout/seconds_setup": self.seconds_setup, "rollout/side_calls": self.num_side_calls}
 
 
 @dataclass(frozen=True)

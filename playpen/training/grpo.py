@@ -258,8 +258,8 @@ class GameRollout:
 
 def _pick(episode, role: str):
     """The episode's trajectory for `role`: the longest segment (a game that rewrites a
-    player's history mid-episode splits it into segments)."""
-    candidates = [t for t in episode.trajectories if role in (t.role, t.player_name)]
+    player's history mid-episode splits it into segments); side calls are not turns."""
+    candidates = [t for t in episode.trajectories if role in (t.role, t.player_name) and t.side_call is None]
     if not candidates:
         return None
     return max(candidates, key=lambda t: (t.num_model_tokens, -t.segment))
