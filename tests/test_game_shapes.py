@@ -327,3 +327,20 @@ def test_dataset_reports_why_episodes_gave_no_record(toy_workspace):
     assert "wrote 3 records from 3 episodes" in done.stdout and "gave no record" not in done.stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert all("Ok." not in [m["content"] for m in r["messages"] if m["role"] == "assistant"] for r in records)
+
+
+# ----------------------------------------------------------------------------- playpen check
+
+def test_playpen_check_command(toy_workspace):
+    from conftest import FIXTURES_DIR
+    assert "check" in invoke("--help").output
+    result = invoke("check", "interview")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "playpen check interview" and lines[-1] == "OK: 10 pass, 1 warn"
+    assert any(line.startswith("WARN  player_slots:") and "slot 1 unused" in line for line in lines)
+    result = invoke("check", str(FIXTURES_DIR / "unloadable_games" / "needsdep"))
+    assert result.exit_code == 1
+    assert any(line.startswith("FAIL  master_import:") and "playpen_fixture_missing_dependency" in line
+               for line in result.stdout.splitlines())
+    assert result.stdout.splitlines()[-1].startswith("FAILED: ")

@@ -1,5 +1,5 @@
 """The `playpen` command line: the click group, one module per command (``list``,
-``setup``, ``run``, ``eval``, ``dataset``, ``plot``). Commands parse, dispatch and print;
+``setup``, ``run``, ``eval``, ``dataset``, ``plot``, ``check``). Commands parse, dispatch and print;
 the work happens in the library.
 
 A command's module is imported only when the command runs (or ``--help`` lists it), and
@@ -42,6 +42,7 @@ class LazyGroup(click.Group):
         "eval": ("playpen.cli.eval", "eval_command"),
         "dataset": ("playpen.cli.dataset", "dataset"),
         "plot": ("playpen.cli.plot", "plot"),
+        "check": ("playpen.cli.check", "check_command"),
     }
 
     def list_commands(self, ctx):
