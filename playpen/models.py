@@ -26,16 +26,39 @@ __all__ = ["load_model_by_name", "check_model_name", "check_adapter", "adapter_t
 ROLES = ("learner", "teacher", "partner", "model", "judge")
 
 
-def check_adapter(adapter: str | Path) -> Path:
-    """The resolved folder of a PEFT adapter; AdapterError when it is not one."""
+def check_adapter(adapter: str | Path, base_model: Optional[str] = None) -> Path:
+    """The resolved folder of a PEFT adapter; AdapterError when it is not one, or when
+    `base_model` (a hub id or folder) is given and the adapter names another base model in
+    its adapter_config.json (``base_model_name_or_path``)."""
     path = Path(adapter)
     if not path.is_dir():
         raise AdapterError(f"adapter '{adapter}' is not a folder (expected a PEFT adapter folder "
                            f"with adapter_config.json, e.g. models/sft+lora/<model>/checkpoint-N)")
-    if not (path / "adapter_config.json").exists():
+    config_file = path / "adapter_config.json"
+    if not config_file.exists():
         raise AdapterError(f"adapter '{adapter}' has no adapter_config.json: not a PEFT adapter "
                            f"(a full checkpoint is a model folder: register it as huggingface_id)")
+    if base_model:
+        import json
+        try:
+            trained_on = json.loads(config_file.read_text(encoding="utf-8")).get("base_model_name_or_path")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
+            raise AdapterError(f"adapter '{adapter}': unreadable adapter_config.json ({e})") from e
+        if trained_on and not same_model(str(trained_on), str(base_model)):
+            raise AdapterError(f"adapter '{adapter}' was trained on base model '{trained_on}', not on "
+                               f"'{base_model}': an adapter only fits the model it was trained on")
     return path.resolve()
+
+
+def same_model(a: str, b: str) -> bool:
+    """Two model references (hub ids or folders) name the same model: equal, the same
+    folder, or the same last name (a moved folder; a hub id and its local copy)."""
+    if a == b:
+        return True
+    path_a, path_b = Path(a), Path(b)
+    if path_a.exists() and path_b.exists() and path_a.resolve() == path_b.resolve():
+        return True
+    return path_a.name.lower() == path_b.name.lower()
 
 
 def adapter_tag(adapter: str | Path, model_name: str) -> str:
@@ -85,7 +108,7 @@ def load_model_by_name(name: str, *, gen_args: Optional[dict] = None, role: str 
         if entry.backend != "huggingface_local":
             raise AdapterError(f"an adapter needs a huggingface_local model; '{name}' uses "
                                f"backend '{entry.backend}'")
-        adapter_path = check_adapter(adapter)
+        adapter_path = check_adapter(adapter, base_model=spec.get("huggingface_id"))
         spec["model_config"] = dict(spec.get("model_config") or {}, peft_model=str(adapter_path))
         spec["model_name"] = run_name or f"{name}+{adapter_tag(adapter_path, name)}"
     elif run_name:

@@ -135,12 +135,24 @@ def test_cli_writes_a_loadable_dataset(tmp_path):
 
 def test_cli_include_programmatic(tmp_path):
     out = tmp_path / "ps.jsonl"
-    for flags, expected in (([], 3), (["--include-programmatic"], 6)):
+    for flags, expected in (([], 3), (["--include-programmatic", "--overwrite"], 6)):
         result = CliRunner().invoke(cli, ["dataset", str(FIXTURES), "-o", str(out), "-g", "privateshared", *flags])
         assert result.exit_code == 0, result.output
         assert f"wrote {expected} records from 41 episodes" in result.output
         models = {json.loads(line)["meta"]["model"] for line in out.read_text().splitlines()}
         assert ("Programmatic" in models) == bool(flags)
+
+
+def test_cli_refuses_to_replace_an_existing_output(tmp_path):
+    out = tmp_path / "taboo.jsonl"
+    out.write_text("keep me\n")
+    for extra in ([], ["--pairs"]):
+        result = CliRunner().invoke(cli, ["dataset", str(FIXTURES), "-o", str(out), "-g", "taboo", *extra])
+        assert result.exit_code == 2 and "exists: pass --overwrite" in result.output, result.output
+        assert result.output.count("\n") == 1 and out.read_text() == "keep me\n"
+    result = CliRunner().invoke(cli, ["dataset", str(FIXTURES), "-o", str(out), "-g", "taboo", "--overwrite"])
+    assert result.exit_code == 0, result.output
+    assert len(out.read_text().splitlines()) == 12
 
 
 @pytest.mark.parametrize("args, message", [

@@ -185,6 +185,7 @@ def run(file, *, learner: str, teacher: str | None, temperature: float, max_toke
     check_model_name(learner, "learner")
     if teacher:
         check_model_name(teacher, "teacher")
+    cls.check(config, learner, teacher)
     game_registry = registry.clem_game_registry()
     gen_args = dict(temperature=temperature, max_tokens=max_tokens)
     from playpen.seeding import seed_everything

@@ -49,6 +49,12 @@ class BasePlayPen(abc.ABC):
     def add_callback(self, callback: BaseCallback) -> None:
         self.callbacks.append(callback)
 
+    @classmethod
+    def check(cls, config: Any, learner: str, teacher: Optional[str] = None) -> None:
+        """Checks of the options that need the model names but no model (e.g. that an
+        adapter fits the learner's base model): `playpen run` calls it once the names have
+        resolved and before any model loads. Raise a PlaypenError; by default nothing."""
+
     @abc.abstractmethod
     def learn(self, game_registry) -> None:
         """Play and train. `game_registry` is a clemcore ``GameRegistry`` holding playpen's
