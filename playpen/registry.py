@@ -362,8 +362,8 @@ def game_spec(name: str, instances: str | None = None, cwd: Path | None = None):
     stem = instances_stem(entry.spec, instances)
     if not (Path(entry.path) / "in" / f"{stem}.json").exists():
         found = ", ".join(instance_sets(entry.path)) or "none"
-        what = " (its training split)" if instances == TRAIN_INSTANCES else ""
-        raise UnknownGameError(f"game '{entry.name}' has no in/{stem}.json{what} (instance files: {found})")
+        what = ": the training split, see docs/own-games.md (or --train-instances)" * (instances == TRAIN_INSTANCES)
+        raise UnknownGameError(f"game '{entry.name}' has no in/{stem}.json (instance files: {found}){what}")
     spec.instances = stem
     return spec
 

@@ -80,6 +80,15 @@ def test_rollout_plays_each_specs_own_instances_file(toy_workspace, tiny_pair):
     assert [e.game_id for e in train.episodes] == [0]
 
 
+def test_a_game_without_a_training_split_is_named_in_one_line(toy_workspace):
+    from playpen.errors import UnknownGameError
+    from playpen.registry import game_spec
+    with pytest.raises(UnknownGameError) as info:
+        game_spec("interview", "instances_train")
+    assert str(info.value) == ("game 'interview' has no in/instances_train.json (instance files: instances): "
+                               "the training split, see docs/own-games.md (or --train-instances)")
+
+
 def test_trainer_trains_on_each_specs_split_and_evaluates_on_its_own_file(toy_workspace):
     from playpen.cli.run import load_trainer_class
     from playpen.models import load_model_by_name
