@@ -53,11 +53,13 @@ def generated_instances(generator, folder: Path, stem: str, **generate_kwargs) -
 
 
 @functools.cache
-def benchmark(benchmark_class, game_dir: Path):
+def benchmark(benchmark_class, game_dir: Path, game_name: str = None):
     """The game's benchmark, built from its master module's class (not via clemcore's
-    loader, which imports master.py under the plain name ``master``); one per test session."""
+    loader, which imports master.py under the plain name ``master``); one per test session.
+    `game_name`: the spec to use where clemgame.json lists several (default: the first)."""
     from clemcore.clemgame.registry import GameSpec
-    return benchmark_class(GameSpec.from_directory(str(game_dir))[0])
+    specs = GameSpec.from_directory(str(game_dir))
+    return benchmark_class(specs[0] if game_name is None else next(s for s in specs if s.game_name == game_name))
 
 
 # --- episodes ---------------------------------------------------------------------------------

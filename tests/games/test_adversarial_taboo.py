@@ -11,14 +11,17 @@ from hypothesis import given, settings, strategies as st
 import gametest
 from gametest import all_instances, context, outcome
 
-GAMES_DIR = gametest.BUILTIN_GAMES
-GAME_DIR = GAMES_DIR / "adversarial_taboo"
+GAME_DIR = gametest.BUILTIN_GAMES / "taboo"  # the folder of taboo and adversarial_taboo
+INSTANCES, TRAIN_INSTANCES = "instances_adversarial", "instances_adversarial_train"  # taboo's are instances(_train)
 
-rules = gametest.load_module(GAME_DIR, "adv_taboo_rules")
-lexicon_module = gametest.load_module(GAME_DIR, "adv_taboo_lexicon")
+rules = gametest.load_module(GAME_DIR, "taboo_rules")  # shared by both games
+lexicon_module = gametest.load_module(GAME_DIR, "taboo_lexicon")  # shared by both games
 policies = gametest.load_module(GAME_DIR, "adv_taboo_policies")
-master = gametest.load_module(GAME_DIR, "adversarial_taboo_master", "master")  # every game has a master.py
-generator = gametest.load_module(GAME_DIR, "adversarial_taboo_instancegenerator", "instancegenerator")
+master = gametest.load_module(GAME_DIR, "adv_taboo_master")
+gametest.load_module(GAME_DIR, "taboo_policies")  # the folder's master.py imports both games
+gametest.load_module(GAME_DIR, "taboo_master")
+folder = gametest.load_module(GAME_DIR, "taboo_folder_master", "master")  # every game folder has a master.py
+generator = gametest.load_module(GAME_DIR, "taboo_instancegenerator", "instancegenerator")
 
 from clemcore.backends.model_registry import CustomResponseModel  # noqa: E402
 from clemcore.clemgame.errors import ParseError  # noqa: E402
@@ -43,12 +46,8 @@ BANK = {entry["word"]: entry for entry in json.loads(
     (GAME_DIR / "resources" / "words.json").read_text(encoding="utf-8"))["words"]}
 
 
-def load_instances(game: str, stem: str) -> dict:
-    return gametest.load_instances(GAMES_DIR / game, stem)
-
-
-EVAL = load_instances("adversarial_taboo", "instances")
-TRAIN = load_instances("adversarial_taboo", "instances_train")
+EVAL = gametest.load_instances(GAME_DIR, INSTANCES)
+TRAIN = gametest.load_instances(GAME_DIR, TRAIN_INSTANCES)
 
 
 def instance_for(target: str):
@@ -188,7 +187,7 @@ def test_defender_declares_on_clear_evidence_and_engages_otherwise():
     assert defender._custom_response(context(clear)) == "DEFEND: I know the word! It is winter."
     vague = defender._custom_response(context("ATTACK: Let's chat about tree. Anything that occurs to you?"))
     assert vague.startswith("DEFEND: Hmm, that makes me think of ")
-    suspects = [word for word, _ in LEXICON.rank(policies.heard_stems(["Let's chat about tree."]))[:3]]
+    suspects = [word for word, _ in LEXICON.rank(rules.stems_of(["Let's chat about tree."]))[:3]]
     assert not any(rules.mentions(vague, word) for word in suspects)
     assert defender._custom_response(context("ATTACK: hello")) == f"DEFEND: {policies.DEFENDER_STALL}"
 
@@ -236,7 +235,7 @@ def test_policies_always_reply_in_format(text):
 # --- scripted episodes through the game master and the scorer -------------------------------------
 
 def benchmark():
-    return gametest.benchmark(master.AdversarialTabooGameBenchmark, GAME_DIR)
+    return gametest.benchmark(folder.TabooGamesBenchmark, GAME_DIR, "adversarial_taboo")
 
 
 def play(experiment, instance, responses=None):
@@ -374,16 +373,16 @@ def test_instance_sets_shape_and_disjointness():
 def test_no_cross_game_leak_with_taboo():
     """playpen trains on several games at once: no evaluation target of one game may be a
     training target of the other."""
-    taboo_eval = targets(load_instances("taboo", "instances"))
-    taboo_train = targets(load_instances("taboo", "instances_train"))
+    taboo_eval = targets(gametest.load_instances(GAME_DIR, "instances"))
+    taboo_train = targets(gametest.load_instances(GAME_DIR, "instances_train"))
     assert not targets(EVAL) & taboo_train and not taboo_eval & targets(TRAIN)
 
 
 def test_generator_is_reproducible(tmp_path):
-    for split, stem in gametest.SPLITS:
-        written = gametest.generated_instances(generator.AdversarialTabooInstanceGenerator(), tmp_path, stem,
-                                               seed=generator.SEED, split=split)
-        assert written == load_instances("adversarial_taboo", stem)
+    for split, stem in (("eval", INSTANCES), ("train", TRAIN_INSTANCES)):
+        written = gametest.generated_instances(generator.TabooInstanceGenerator("adversarial_taboo"), tmp_path,
+                                               stem, seed=generator.SEED, split=split)
+        assert written == gametest.load_instances(GAME_DIR, stem)
 
 
 # --- end to end with the real clem CLI ---------------------------------------------------------------
@@ -392,6 +391,9 @@ def test_clem_run_score_eval_programmatic(clem_workspace, clem):
     results = gametest.clem_run_score_eval(clem, clem_workspace, "adversarial_taboo")
     episodes = gametest.episode_scores(results, "adversarial_taboo")
     assert len(episodes) == 60
+    experiments = [json.loads(path.read_text(encoding="utf-8"))
+                   for path in results.glob("programmatic/adversarial_taboo/*/experiment.json")]
+    assert [e["max_rounds"] for e in experiments] == [5, 5, 5]  # its own instances file, not taboo's
     winners = Counter()
     for episode in episodes:
         assert outcome(episode) in ("Success", "Lose") and "Played" not in episode

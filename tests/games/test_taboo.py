@@ -10,12 +10,15 @@ from hypothesis import given, settings, strategies as st
 import gametest
 from gametest import all_instances, context, outcome
 
-GAME_DIR = gametest.BUILTIN_GAMES / "taboo"
+GAME_DIR = gametest.BUILTIN_GAMES / "taboo"  # also adversarial_taboo's folder (test_adversarial_taboo.py)
 
 rules = gametest.load_module(GAME_DIR, "taboo_rules")
 lexicon_module = gametest.load_module(GAME_DIR, "taboo_lexicon")
 policies = gametest.load_module(GAME_DIR, "taboo_policies")
-master = gametest.load_module(GAME_DIR, "taboo_master", "master")  # every game has a master.py
+master = gametest.load_module(GAME_DIR, "taboo_master")
+gametest.load_module(GAME_DIR, "adv_taboo_policies")  # the folder's master.py imports both games
+gametest.load_module(GAME_DIR, "adv_taboo_master")
+folder = gametest.load_module(GAME_DIR, "taboo_folder_master", "master")  # every game folder has a master.py
 generator = gametest.load_module(GAME_DIR, "taboo_instancegenerator", "instancegenerator")
 
 from clemcore.backends.model_registry import CustomResponseModel  # noqa: E402
@@ -36,7 +39,7 @@ LEXICON = lexicon_module.default_lexicon()
 EVAL = gametest.load_instances(GAME_DIR, "instances")
 TRAIN = gametest.load_instances(GAME_DIR, "instances_train")
 BANK = {entry["word"]: entry for entry in json.loads(
-    (GAME_DIR / "resources" / "taboo_words.json").read_text(encoding="utf-8"))["words"]}
+    (GAME_DIR / "resources" / "words.json").read_text(encoding="utf-8"))["words"]}
 
 
 def instance_for(target: str):
@@ -214,7 +217,7 @@ def test_policies_always_reply_in_format(text):
 # --- scripted episodes through the game master and the scorer ----------------------------------
 
 def benchmark():
-    return gametest.benchmark(master.TabooGameBenchmark, GAME_DIR)
+    return gametest.benchmark(folder.TabooGamesBenchmark, GAME_DIR, "taboo")
 
 
 def play(experiment, instance, responses=None):
@@ -350,9 +353,48 @@ def test_instance_sets_shape_and_disjointness():
 
 def test_generator_is_reproducible(tmp_path):
     for split, stem in gametest.SPLITS:
-        written = gametest.generated_instances(generator.TabooInstanceGenerator(), tmp_path, stem,
+        written = gametest.generated_instances(generator.TabooInstanceGenerator("taboo"), tmp_path, stem,
                                                seed=generator.SEED, split=split)
         assert written == gametest.load_instances(GAME_DIR, stem)
+
+
+# --- the folder: two game specs, one master.py ------------------------------------------------------
+
+def test_folder_holds_both_specs_each_with_its_own_instances():
+    specs = json.loads((GAME_DIR / "clemgame.json").read_text(encoding="utf-8"))
+    assert {spec["game_name"]: spec["instances"] for spec in specs} == {
+        "taboo": "instances", "adversarial_taboo": "instances_adversarial"}
+    files = generator.instances_files()
+    assert files == {("taboo", "eval"): "instances", ("taboo", "train"): "instances_train",
+                     ("adversarial_taboo", "eval"): "instances_adversarial",
+                     ("adversarial_taboo", "train"): "instances_adversarial_train"}
+    assert sorted(path.stem for path in (GAME_DIR / "in").glob("*.json")) == sorted(files.values())
+
+
+def test_clemcore_loads_each_specs_own_game():
+    """clemcore's own loader (game folder on sys.path, master.py under the game name) gives
+    each spec its game master and scorer."""
+    from clemcore.clemgame import GameBenchmark
+    from clemcore.clemgame.registry import GameSpec
+    adversarial = gametest.load_module(GAME_DIR, "adv_taboo_master")
+    expected = {"taboo": (master.TabooGameMaster, master.TabooScorer),
+                "adversarial_taboo": (adversarial.AdversarialTabooGameMaster, adversarial.AdversarialTabooScorer)}
+    specs = GameSpec.from_directory(str(GAME_DIR))
+    assert sorted(spec.game_name for spec in specs) == sorted(expected)
+    for spec in specs:
+        with GameBenchmark.load_from_spec(spec) as bench:
+            experiment = gametest.load_instances(GAME_DIR, spec.instances)["experiments"][0]
+            game_master = bench.create_game_master(experiment, [CustomResponseModel()] * 2)
+            scorer = bench.create_game_scorer(experiment, experiment["game_instances"][0])
+            assert (type(game_master), type(scorer)) == expected[spec.game_name]
+
+
+def test_unknown_spec_name_is_refused():
+    from clemcore.clemgame.registry import GameSpec
+    spec = GameSpec.from_directory(str(GAME_DIR))[0]
+    spec.game_name = "taboo_withclue"
+    with pytest.raises(ValueError, match="unknown game 'taboo_withclue'"):
+        folder.TabooGamesBenchmark(spec)
 
 
 # --- end to end with the real clem CLI -----------------------------------------------------------

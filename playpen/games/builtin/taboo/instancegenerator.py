@@ -1,13 +1,15 @@
-"""Writes taboo's instance files from resources/taboo_words.json (seeded, reproducible).
+"""Writes the instance files of taboo and adversarial_taboo from resources/words.json
+(seeded, reproducible).
 
-    python playpen/games/taboo/instancegenerator.py
+    python playpen/games/builtin/taboo/instancegenerator.py
 
 Targets are binned by wordfreq Zipf frequency (high / medium / low); each bin is
-shuffled with the seed, its first 20 words become evaluation targets
-(in/instances.json) and the next 40 training targets (in/instances_train.json).
-Remaining words stay in the guesser's lexicon as distractors. adversarial_taboo's
-generator uses the same bins, seed and shuffle, so no evaluation target of either
-game is a training target of the other.
+shuffled with the seed, its first 20 words become evaluation targets and the next 40
+training targets. Both games get the same targets (they differ in `max_rounds`), so no
+evaluation target of either game is a training target of the other; the remaining words
+stay in the lexicon as distractors. Each game's evaluation set is the instances file its
+spec in clemgame.json names (taboo: in/instances.json, adversarial_taboo:
+in/instances_adversarial.json), its training set that name + "_train".
 """
 import json
 import os
@@ -16,10 +18,11 @@ import random
 from clemcore.clemgame import GameInstanceGenerator
 from wordfreq import zipf_frequency
 
-from taboo_rules import stopwords, stem, taboo_violations, tokenize
+from taboo_rules import mentions, stem, stopwords, taboo_violations, tokenize
 
 SEED = 42
-MAX_ROUNDS = 3
+MAX_ROUNDS = {"taboo": 3, "adversarial_taboo": 5}  # per game name
+SPLITS = ("eval", "train")
 NUM_EVAL_PER_BIN = 20
 NUM_TRAIN_PER_BIN = 40
 # (experiment name, lowest Zipf frequency included, highest excluded)
@@ -28,17 +31,27 @@ GAME_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def load_words() -> list[dict]:
-    with open(os.path.join(GAME_DIR, "resources", "taboo_words.json"), encoding="utf-8") as f:
+    with open(os.path.join(GAME_DIR, "resources", "words.json"), encoding="utf-8") as f:
         return json.load(f)["words"]
 
 
 def load_lexicon_words() -> set[str]:
-    with open(os.path.join(GAME_DIR, "resources", "guesser_lexicon.json"), encoding="utf-8") as f:
+    with open(os.path.join(GAME_DIR, "resources", "lexicon.json"), encoding="utf-8") as f:
         return set(json.load(f)["cues"])
 
 
+def instances_files() -> dict[tuple[str, str], str]:
+    """(game name, split) -> instances file stem: a spec's own "instances" (clemgame.json)
+    for "eval", that name + "_train" for "train"."""
+    with open(os.path.join(GAME_DIR, "clemgame.json"), encoding="utf-8") as f:
+        specs = json.load(f)
+    own = {spec["game_name"]: spec.get("instances", "instances") for spec in specs}
+    return {(game, split): own[game] if split == "eval" else f"{own[game]}_train"
+            for game in MAX_ROUNDS for split in SPLITS}
+
+
 def validate(entries: list[dict], lexicon_words: set[str]) -> None:
-    """Fail loudly on word data that would make an instance unplayable or unfair."""
+    """Fail loudly on word data that would make an instance of either game unplayable or unfair."""
     stop = stopwords()
     seen_stems = {}
     for entry in entries:
@@ -49,12 +62,15 @@ def validate(entries: list[dict], lexicon_words: set[str]) -> None:
             raise ValueError(f"targets {word!r} and {seen_stems[stem(word)]!r} share a stem")
         seen_stems[stem(word)] = word
         if word not in lexicon_words:
-            raise ValueError(f"target {word!r} is missing from the guesser lexicon")
+            raise ValueError(f"target {word!r} is missing from the lexicon")
         if len(related) != 3 or any(r in stop or stem(r) == stem(word) for r in related):
             raise ValueError(f"{word!r} needs 3 related non-stopwords with other stems: {related}")
-        for clue in clues:
+        for clue in clues:  # taboo: the Describer gives them as they are
             if taboo_violations(clue, word, related):
                 raise ValueError(f"clue of {word!r} breaks the stem rule: {clue!r}")
+        for hint in [*related, *clues]:  # adversarial_taboo: the Attacker's hints
+            if mentions(hint, word):
+                raise ValueError(f"hint of {word!r} says the target: {hint!r}")
 
 
 def split_by_frequency(entries: list[dict], seed: int) -> dict[str, tuple[list[dict], list[dict]]]:
@@ -73,12 +89,16 @@ def split_by_frequency(entries: list[dict], seed: int) -> dict[str, tuple[list[d
 
 
 class TabooInstanceGenerator(GameInstanceGenerator):
+    """The instances of one game of this folder (`game`: "taboo" or "adversarial_taboo")."""
 
-    def __init__(self):
+    def __init__(self, game: str = "taboo"):
+        if game not in MAX_ROUNDS:
+            raise ValueError(f"game must be one of {', '.join(MAX_ROUNDS)}, not {game!r}")
         super().__init__(GAME_DIR)
+        self.game = game
 
     def on_generate(self, seed: int, split: str = "eval"):
-        if split not in ("eval", "train"):
+        if split not in SPLITS:
             raise ValueError(f"split must be 'eval' or 'train', not {split!r}")
         entries = load_words()
         validate(entries, load_lexicon_words())
@@ -86,7 +106,7 @@ class TabooInstanceGenerator(GameInstanceGenerator):
         for name, low, high in FREQUENCY_BINS:
             evaluation, training = splits[name]
             experiment = self.add_experiment(name)
-            experiment["max_rounds"] = MAX_ROUNDS
+            experiment["max_rounds"] = MAX_ROUNDS[self.game]
             experiment["zipf_range"] = [low, high]
             for game_id, entry in enumerate(evaluation if split == "eval" else training):
                 instance = self.add_game_instance(experiment, game_id)
@@ -97,5 +117,5 @@ class TabooInstanceGenerator(GameInstanceGenerator):
 
 
 if __name__ == "__main__":
-    TabooInstanceGenerator().generate("instances.json", seed=SEED, split="eval")
-    TabooInstanceGenerator().generate("instances_train.json", seed=SEED, split="train")
+    for (game, split), stem_name in instances_files().items():
+        TabooInstanceGenerator(game).generate(f"{stem_name}.json", seed=SEED, split=split)

@@ -1,9 +1,10 @@
-"""The programmatic guesser's world knowledge: a closed description lexicon.
+"""The programmatic players' world knowledge: a closed description lexicon, shared by
+taboo's Guesser and by both players of adversarial_taboo (as common knowledge).
 
-resources/guesser_lexicon.json maps each known word (every target plus distractors)
-to cue words that describe it. Clue stems are matched against the cue stems of every
-word; rarer shared stems weigh more (inverse document frequency). The lexicon never
-says which word is the target of an episode.
+resources/lexicon.json maps each known word (every target plus distractors) to cue words
+that describe it. The stems a player heard (clues, attacks) are matched against the cue
+stems of every word; rarer shared stems weigh more (inverse document frequency). The
+lexicon never says which word is the target of an episode.
 """
 import functools
 import json
@@ -14,11 +15,11 @@ from typing import Iterable
 
 from taboo_rules import stem, stopwords, tokenize
 
-LEXICON_FILE = Path(__file__).resolve().parent / "resources" / "guesser_lexicon.json"
+LEXICON_FILE = Path(__file__).resolve().parent / "resources" / "lexicon.json"
 
 
 class Lexicon:
-    """Ranks known words by how well their cues match a set of clue stems."""
+    """Ranks known words by how well their cues match a set of heard stems."""
 
     def __init__(self, cues_by_word: dict[str, list[str]]):
         if not cues_by_word:
@@ -43,16 +44,16 @@ class Lexicon:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         return cls(data["cues"])
 
-    def score(self, word: str, clue_stems: frozenset) -> float:
-        return sum(self.idf[s] for s in self.cue_stems[word] & clue_stems)
+    def score(self, word: str, heard_stems: frozenset) -> float:
+        return sum(self.idf[s] for s in self.cue_stems[word] & heard_stems)
 
-    def rank(self, clue_stems: Iterable[str], exclude: Iterable[str] = ()) -> list[tuple[str, float]]:
+    def rank(self, heard_stems: Iterable[str], exclude: Iterable[str] = ()) -> list[tuple[str, float]]:
         """Known words ordered by descending score (ties alphabetically).
 
-        Words in `exclude` and words whose own stem occurs among the clue stems (a
-        describer may not say the target) are left out.
+        Words in `exclude` and words whose own stem occurs among the heard stems (neither
+        taboo's Describer nor adversarial_taboo's Attacker may say the target) are left out.
         """
-        stems = frozenset(clue_stems)
+        stems = frozenset(heard_stems)
         excluded = set(exclude)
         candidates = [word for word in self.words
                       if word not in excluded and self.word_stems[word] not in stems]

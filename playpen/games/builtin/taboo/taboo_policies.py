@@ -1,11 +1,12 @@
-"""Programmatic taboo policies: what the describer says and what the guesser answers.
+"""Programmatic taboo policies: what the describer says and what the guesser answers
+(adversarial_taboo's policies are in adv_taboo_policies.py).
 
 Both are pure functions of what the player knows, so that players stay deterministic
 and the policies can be tested without running a game.
 """
 from taboo_lexicon import Lexicon
-from taboo_rules import CLUE_PREFIX, GUESS_PREFIX, content_stems, forbidden_stems, normalize_guess, \
-    stem, taboo_violations, tokenize
+from taboo_rules import CLUE_PREFIX, GUESS_PREFIX, forbidden_stems, normalize_guess, stem, stems_of, \
+    taboo_violations, text_after_last, tokenize
 
 FALLBACK_CLUE = "a thing most people know"
 
@@ -31,8 +32,7 @@ def compose_clue(target: str, related: list[str], clues: list[str], num_given: i
 
 def clue_text(message: str) -> str:
     """The clue inside a message: what follows its last "CLUE:" (the whole text if none)."""
-    position = message.rfind(CLUE_PREFIX)
-    return message if position < 0 else message[position + len(CLUE_PREFIX):]
+    return text_after_last(message, CLUE_PREFIX)
 
 
 def previous_guess(reply: str) -> str:
@@ -43,9 +43,7 @@ def previous_guess(reply: str) -> str:
 
 def choose_guess(lexicon: Lexicon, clues: list[str], previous_guesses: list[str]) -> str:
     """The known word that best matches all clues so far and was not guessed yet."""
-    stems = set()
-    for clue in clues:
-        stems.update(content_stems(clue))
+    stems = stems_of(clues)
     ranking = lexicon.rank(stems, exclude=previous_guesses)
     if not ranking:  # every known word was tried: repeat the best one
         ranking = lexicon.rank(stems)

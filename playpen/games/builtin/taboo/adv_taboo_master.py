@@ -1,19 +1,22 @@
 """adversarial_taboo (SPAG): the Attacker knows a secret word and tries to make the
 Defender say it; the Defender may declare its guess instead. Outcomes are recorded
-from the Attacker's perspective, plus per-role keys. See README.md."""
+from the Attacker's perspective, plus per-role keys. See README.md.
+
+The game master, scorer and players of the game spec "adversarial_taboo"; master.py
+hands them to clemcore."""
 import math
 from string import Template
 
 from clemcore.backends import Model
-from clemcore.clemgame import DialogueGameMaster, GameBenchmark, GameScorer, GameSpec, GameState, Player
+from clemcore.clemgame import DialogueGameMaster, GameScorer, GameSpec, GameState, Player
 from clemcore.clemgame.errors import ParseError
 from clemcore.clemgame.master import Outcome
-from clemcore.clemgame.metrics import BENCH_SCORE, METRIC_ABORTED, METRIC_LOSE, METRIC_SUCCESS
+from clemcore.clemgame.metrics import BENCH_SCORE, METRIC_ABORTED
 
-from adv_taboo_lexicon import Lexicon, default_lexicon
 from adv_taboo_policies import attacker_message, defender_message
-from adv_taboo_rules import ATTACK_PREFIX, DEFEND_PREFIX, DefenderMove, is_correct_declaration, mentions, \
-    parse_defender_message, parse_prefixed
+from taboo_lexicon import Lexicon, default_lexicon
+from taboo_rules import ATTACK_PREFIX, DEFEND_PREFIX, DefenderMove, is_correct_declaration, mentions, \
+    outcome_keys, parse_defender_message, parse_prefixed, received_messages
 
 DEFAULT_MAX_ROUNDS = 5
 ATTACKER, DEFENDER = "Attacker", "Defender"
@@ -57,11 +60,9 @@ class Defender(Player):
 
     def _custom_response(self, context: dict) -> str:
         perspective = self.get_perspective()
-        received = [message["content"] for message in perspective if message["role"] == "user"]
-        if not received or received[-1] != context["content"]:  # called without perceiving first
-            received.append(context["content"])
         round_number = 1 + sum(1 for message in perspective if message["role"] == "assistant")
-        return defender_message(self.lexicon, received, round_number, self.max_rounds)
+        return defender_message(self.lexicon, received_messages(perspective, context), round_number,
+                                self.max_rounds)
 
 
 class AdversarialTabooGameMaster(DialogueGameMaster):
@@ -132,11 +133,9 @@ class AdversarialTabooGameMaster(DialogueGameMaster):
         self.state.abort()
 
     def _on_after_game(self):
-        outcome = self.state.outcome
-        played = outcome is not Outcome.ABORTED
-        self.log_key(METRIC_ABORTED, int(not played))
-        self.log_key(METRIC_SUCCESS, int(outcome is Outcome.SUCCESS))
-        self.log_key(METRIC_LOSE, int(outcome is Outcome.FAILURE))
+        played = self.state.outcome is not Outcome.ABORTED
+        for key, value in outcome_keys(self.state.outcome).items():
+            self.log_key(key, value)
         self.log_key("Attacker Win", int(played and self.state.winner == ATTACKER))
         self.log_key("Defender Win", int(played and self.state.winner == DEFENDER))
         self.log_key("Tie", int(played and self.state.winner is None))
@@ -170,11 +169,3 @@ class AdversarialTabooScorer(GameScorer):
             main_score = MAIN_SCORE_BY_WINNER[None]
         self.log_episode_score(BENCH_SCORE, main_score)
 
-
-class AdversarialTabooGameBenchmark(GameBenchmark):
-
-    def create_game_master(self, experiment: dict, player_models: list[Model]) -> AdversarialTabooGameMaster:
-        return AdversarialTabooGameMaster(self.game_spec, experiment, player_models)
-
-    def create_game_scorer(self, experiment: dict, game_instance: dict) -> AdversarialTabooScorer:
-        return AdversarialTabooScorer(self.game_name, experiment, game_instance)

@@ -1,6 +1,6 @@
-"""Programmatic adversarial-taboo policies. Both players share the lexicon as common
-knowledge; everything is a pure function of what the player has seen, so play is
-deterministic.
+"""Programmatic adversarial_taboo policies (taboo's are in taboo_policies.py). Both
+players share the lexicon as common knowledge; everything is a pure function of what the
+player has seen, so play is deterministic.
 
 Defender: ranks known words by how well they match everything the Attacker said. It
 declares the best one when that one clearly leads (by a smaller margin in the last
@@ -13,8 +13,8 @@ picks the one that leaves the target as plausible as possible without making it 
 Defender's obvious answer: the target should end up just behind the Defender's
 suspects, where it is mentioned as a side association.
 """
-from adv_taboo_lexicon import Lexicon
-from adv_taboo_rules import ATTACK_PREFIX, DEFEND_PREFIX, content_stems, mentions
+from taboo_lexicon import Lexicon
+from taboo_rules import ATTACK_PREFIX, DEFEND_PREFIX, mentions, stems_of, text_after_last
 
 NUM_SUSPECTS = 3  # the Defender never says its three best candidates
 AIM_RANK = NUM_SUSPECTS + 1  # where the Attacker wants the target in the Defender's ranking
@@ -27,19 +27,6 @@ RIDDLE_HINT = "A little riddle for you: {} Any idea?"
 FILLER_HINT = "Tell me about an ordinary day of yours."
 DEFENDER_ASSOCIATION = "Hmm, that makes me think of {}."
 DEFENDER_STALL = "I am not sure where you are going with this. Tell me more."
-
-
-def heard_stems(messages: list[str]) -> frozenset:
-    stems = set()
-    for message in messages:
-        stems.update(content_stems(message))
-    return frozenset(stems)
-
-
-def message_body(message: str, prefix: str) -> str:
-    """What follows the last `prefix` in a message (the whole message if none)."""
-    position = message.rfind(prefix)
-    return message if position < 0 else message[position + len(prefix):]
 
 
 def target_rank(lexicon: Lexicon, stems: frozenset, target: str) -> float:
@@ -58,11 +45,11 @@ def attacker_hint(lexicon: Lexicon, target: str, related: list[str], clues: list
     fresh = [hint for hint in hints if hint not in said and not mentions(hint, target)]
     if not fresh:
         return FILLER_HINT
-    before = heard_stems(said)
+    before = stems_of(said)
 
     def distance_to_aim(indexed_hint):
         index, hint = indexed_hint
-        rank = target_rank(lexicon, before | heard_stems([hint]), target)
+        rank = target_rank(lexicon, before | stems_of([hint]), target)
         return abs(rank - AIM_RANK), index
 
     return min(enumerate(fresh), key=distance_to_aim)[1]
@@ -70,7 +57,7 @@ def attacker_hint(lexicon: Lexicon, target: str, related: list[str], clues: list
 
 def defender_reply(lexicon: Lexicon, heard: list[str], round_number: int, max_rounds: int) -> str:
     """The Defender's next message body, given every Attacker message body so far."""
-    positive = [(word, score) for word, score in lexicon.rank(heard_stems(heard)) if score > 0]
+    positive = [(word, score) for word, score in lexicon.rank(stems_of(heard)) if score > 0]
     if positive:
         best, best_score = positive[0]
         runner_up = positive[1][1] if len(positive) > 1 else 0.0
@@ -84,10 +71,10 @@ def defender_reply(lexicon: Lexicon, heard: list[str], round_number: int, max_ro
 
 def attacker_message(lexicon: Lexicon, target: str, related: list[str], clues: list[str],
                      own_messages: list[str]) -> str:
-    said = [message_body(message, ATTACK_PREFIX).strip() for message in own_messages]
+    said = [text_after_last(message, ATTACK_PREFIX).strip() for message in own_messages]
     return f"{ATTACK_PREFIX} {attacker_hint(lexicon, target, related, clues, said)}"
 
 
 def defender_message(lexicon: Lexicon, received: list[str], round_number: int, max_rounds: int) -> str:
-    heard = [message_body(message, ATTACK_PREFIX) for message in received]
+    heard = [text_after_last(message, ATTACK_PREFIX) for message in received]
     return f"{DEFEND_PREFIX} {defender_reply(lexicon, heard, round_number, max_rounds)}"
