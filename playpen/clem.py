@@ -99,6 +99,9 @@ def load_model(spec, gen_args: dict | None = None):
         backend = registry.get_backend_for(spec.backend)
         model = backend.get_model_for(spec)
     model.set_gen_args(**gen_args)
+    if isinstance(backend, backends.RemoteBackend):  # timeouts, bounded retries (playpen.remote)
+        from playpen.remote import bound_remote_calls
+        bound_remote_calls(model)
     return model
 
 

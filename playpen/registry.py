@@ -103,8 +103,10 @@ def builtin_model_entries() -> list[ModelEntry]:
 
 
 def clemcore_model_entries() -> list[ModelEntry]:
-    from importlib import resources
-    path = resources.files("clemcore.backends").joinpath(MODEL_REGISTRY_FILE)
+    # read the file without importing clemcore: its import writes ./clembench.log (playpen.clem)
+    import importlib.util
+    spec = importlib.util.find_spec("clemcore")
+    path = Path(list(spec.submodule_search_locations)[0]) / "backends" / MODEL_REGISTRY_FILE
     return _validate_model_entries(json.loads(path.read_text(encoding="utf-8")), "clemcore (packaged)")
 
 
@@ -148,34 +150,6 @@ def _absolutise(entry: ModelEntry) -> ModelEntry:
         config["peft_model"] = str((base / adapter).resolve())
         spec["model_config"] = config
     return ModelEntry(entry.name, entry.backend, spec, entry.source)
-
-
-def check_key_for(entry: ModelEntry, cwd: Path | None = None) -> None:
-    """A remote backend needs a key.json entry; name the missing field, never its value."""
-    if not entry.is_remote:
-        return
-    cwd = Path(cwd or Path.cwd())
-    candidates = [cwd / KEY_FILE, Path.home() / ".clemcore" / KEY_FILE]
-    key_file = next((p for p in candidates if p.exists()), None)
-    if key_file is None:
-        raise _missing_key(entry, f"no key.json found (looked in {candidates[0]} and {candidates[1]}); "
-                                  f"it needs the field '{entry.backend}.api_key'")
-    keys = read_json(key_file)
-    if not isinstance(keys, dict):
-        raise RegistryError(f"{key_file}: must be a JSON object keyed by backend name")
-    backend_keys = keys.get(entry.backend)
-    if not isinstance(backend_keys, dict):
-        raise _missing_key(entry, f"{key_file} has no '{entry.backend}' entry")
-    required = ["api_key"] + (["base_url"] if entry.backend == "openai_compatible" else [])
-    for name in required:
-        if not backend_keys.get(name):
-            raise _missing_key(entry, f"{key_file}: field '{entry.backend}.{name}' is missing or empty")
-
-
-def _missing_key(entry: ModelEntry, detail: str):
-    from playpen.errors import MissingKeyError
-    return MissingKeyError(f"model '{entry.name}' (backend {entry.backend}) needs credentials: {detail}. "
-                           f"See key.json.template.")
 
 
 # --------------------------------------------------------------------------- games
@@ -266,6 +240,9 @@ def all_game_entries(cwd: Path | None = None, scan_cwd: bool = True) -> list[Gam
             elif "game_name" in item and "game_path" in item:
                 path = Path(item["game_path"])
                 path = path if path.is_absolute() else cwd / path
+                if not (path / "clemgame.json").is_file():
+                    raise RegistryError(f"{registry_file}: entry {index} ('{item['game_name']}'): game_path "
+                                        f"'{path}' is {'not a game folder (no clemgame.json)' if path.is_dir() else 'no folder'}")
                 entries.append(GameEntry(item["game_name"], path, dict(item, game_path=str(path)),
                                          str(registry_file), _qualifier(path, path.resolve().parent.name)))
             else:

@@ -10,6 +10,13 @@ import pytest
 
 from rollout_helpers import TOYGAMES_DIR
 
+from playpen.clem import clemcore
+
+# Test modules import game masters, and with them clemcore, while pytest collects them:
+# import clemcore through playpen's gateway first, so that its logging config writes
+# clembench.log into playpen-records/logs and not into the folder pytest runs in.
+clemcore()
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GAMES_DIR = REPO_ROOT / "playpen" / "games"
 FIXTURES_DIR = REPO_ROOT / "tests" / "fixtures"

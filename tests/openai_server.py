@@ -2,7 +2,9 @@
 
 The policy plays the toy game `relay`: asked for the secret word it answers
 `WORD: <word>`; given `WORD: x` it answers `GUESS: x`. It counts requests and the
-most requests in flight at once (to check bounded concurrency).
+most requests in flight at once (to check bounded concurrency). A broken server for the
+limits tests: `delay` seconds before each answer (a hanging server), or `status` (e.g.
+500) instead of an answer.
 """
 import json
 import re
@@ -23,8 +25,9 @@ def scripted_reply(messages):
 
 
 class ScriptedServer:
-    def __init__(self, delay: float = 0.0):
+    def __init__(self, delay: float = 0.0, status: int = 200):
         self.delay = delay
+        self.status = status
         self.requests = 0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -62,12 +65,21 @@ class ScriptedServer:
                 finally:
                     with server._lock:
                         server.in_flight -= 1
-                self._send(200, {
-                    "id": f"chatcmpl-{server.requests}", "object": "chat.completion", "created": int(time.time()),
-                    "model": request.get("model", "scripted"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": reply}}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+                if server.status != 200:
+                    try:
+                        self._send(server.status, {"error": {"message": "scripted failure", "type": "server_error"}})
+                    except OSError:  # the client gave up waiting
+                        pass
+                    return
+                try:
+                    self._send(200, {
+                        "id": f"chatcmpl-{server.requests}", "object": "chat.completion",
+                        "created": int(time.time()), "model": request.get("model", "scripted"),
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": reply}}],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+                except OSError:  # the client gave up waiting (a read timeout)
+                    pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True

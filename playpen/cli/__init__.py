@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import signal
+
 import click
 
 from playpen import __version__
-from playpen.errors import PlaypenError
+from playpen.errors import Interrupted, PlaypenError
 
 
 def split_values(values) -> list[str]:
@@ -59,6 +61,10 @@ class LazyGroup(click.Group):
             if (ctx.obj or {}).get("debug"):
                 raise
             raise UserError(str(e), e.exit_code) from e
+        except KeyboardInterrupt as e:  # click would make it "Aborted!" and exit code 1
+            if (ctx.obj or {}).get("debug"):
+                raise
+            raise interrupted_exit(getattr(e, "signum", signal.SIGINT), str(e)) from e
 
     def get_command(self, ctx, name):
         if name in self.lazy_commands and name in self.available_lazy():
@@ -84,9 +90,50 @@ def cli(ctx, debug):
     ctx.obj["debug"] = debug
 
 
+def interrupted_exit(signum: int, detail: str = "") -> click.exceptions.Exit:
+    """Say in one line that a signal stopped the command; the exit to raise (128 + signum)."""
+    name = signal.Signals(signum).name
+    click.echo(f"playpen: interrupted by {name}" + (f": {detail}" if detail else ""), err=True)
+    return click.exceptions.Exit(128 + signum)
+
+
+def _on_sigterm(signum, frame):
+    raise Interrupted(signum)
+
+
 def main(argv=None):
-    """Console entry point (`playpen`)."""
+    """Console entry point (`playpen`). SIGTERM stops a command like Ctrl-C does (a training
+    run saves a checkpoint first); an interrupted command exits with 130 (SIGINT) or 143
+    (SIGTERM)."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
     cli.main(args=argv, prog_name="playpen")
+
+
+def remote_options(command):
+    """``--connect-timeout``, ``--read-timeout``, ``--retries``, ``--retry-budget`` for the
+    calls to remote (API) models (see :class:`playpen.remote.RemoteLimits`)."""
+    from playpen.remote import RemoteLimits
+    default = RemoteLimits()
+    options = [
+        click.option("--connect-timeout", type=float, default=default.connect_timeout, show_default=True,
+                     help="Remote models: seconds to wait for a connection."),
+        click.option("--read-timeout", type=float, default=default.read_timeout, show_default=True,
+                     help="Remote models: seconds to wait for an answer."),
+        click.option("--retries", type=int, default=default.retries, show_default=True,
+                     help="Remote models: retries of a call failing with no answer, a timeout or a 5xx/429."),
+        click.option("--retry-budget", type=float, default=default.retry_budget, show_default=True,
+                     help="Remote models: no retry starts after this many seconds since the call began."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def set_remote_limits(connect_timeout: float, read_timeout: float, retries: int, retry_budget: float) -> None:
+    """Check the remote options and make them the limits of remote models loaded from now on."""
+    from playpen.remote import RemoteLimits, set_remote_limits as set_limits
+    set_limits(RemoteLimits(connect_timeout=connect_timeout, read_timeout=read_timeout, retries=retries,
+                            retry_budget=retry_budget))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from playpen.cli import split_values
+from playpen.cli import remote_options, set_remote_limits, split_values
 
 
 @click.command("eval")
@@ -21,7 +21,7 @@ from playpen.cli import split_values
 @click.option("-i", "--instances", default=None,
               help="Instances file stem (in/STEM.json) for every game; refused when a game lacks it "
                    "[default: each game's own, as clemgame.json names it: the held-out set].")
-@click.option("-r", "--results-dir", type=click.Path(file_okay=False), default="results", show_default=True,
+@click.option("-r", "--results-dir", type=click.Path(), default="results", show_default=True,
               help="Root of the results folders (one sub-folder per model/adapter).")
 @click.option("--name", "run_name", default=None,
               help="Name of the results sub-folder [default: MODEL, MODEL+<adapter tag>, MODEL--PARTNER].")
@@ -34,15 +34,18 @@ from playpen.cli import split_values
 @click.option("-T", "--temperature", type=float, default=0.0, show_default=True)
 @click.option("-L", "--max-tokens", type=int, default=300, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
+@remote_options
 def eval_command(model_name, games, adapter, partner, instances, results_dir, run_name, overwrite,
-                 max_instances, batch_size, temperature, max_tokens, as_json):
+                 max_instances, batch_size, temperature, max_tokens, as_json, connect_timeout, read_timeout,
+                 retries, retry_budget):
     """Evaluate MODEL (optionally with --adapter) on the games' held-out instances.
 
     Prints the clemscore table (% played, quality, clemscore per game and overall): the
     numbers `clem run`, `clem score` and `clem eval` give for the same episodes. Episodes
     and tables go to RESULTS_DIR/<model[+adapter]>/ (clemcore layout, results.csv,
     playpen-eval.json). Earlier episodes of a game there are kept: pass --name NEW for a
-    new folder, or --overwrite to replace them.
+    new folder, or --overwrite to replace them. A remote model whose server does not
+    answer stops the command before anything is written.
 
     \b
     Examples:
@@ -57,6 +60,10 @@ def eval_command(model_name, games, adapter, partner, instances, results_dir, ru
         raise EvaluationError("--max-instances must be at least 1")
     if batch_size < 1:
         raise EvaluationError("--batch-size must be at least 1")
+    from playpen.cli.run import check_generation_options, check_output_folder
+    check_generation_options(temperature, max_tokens)
+    check_output_folder(results_dir, "-r/--results-dir")
+    set_remote_limits(connect_timeout, read_timeout, retries, retry_budget)
     if adapter is not None:
         check_adapter(adapter)
     # fail on names before loading any weights

@@ -5,13 +5,15 @@ import dataclasses
 import importlib.util
 import inspect
 import sys
+import traceback
 import typing
 from pathlib import Path
 
 import click
 
 from playpen import registry
-from playpen.errors import PlaypenError, TrainerFileError
+from playpen.cli import remote_options, set_remote_limits
+from playpen.errors import Interrupted, PlaypenError, TrainerFileError
 
 
 # ----------------------------------------------------------------------------- trainer file
@@ -34,7 +36,10 @@ def load_trainer_class(file: str | Path):
     except SyntaxError as e:
         raise TrainerFileError(f"{file}:{e.lineno}: syntax error: {e.msg}") from e
     except ImportError as e:
-        raise TrainerFileError(f"{file}: import failed: {e}") from e
+        raise TrainerFileError(f"{_user_frame(file, e)}: import failed: {e}") from e
+    except Exception as e:  # noqa: BLE001 - the user's code raised: its own line, in one line
+        raise TrainerFileError(f"{_user_frame(file, e)}: {type(e).__name__} while importing the trainer "
+                               f"file: {e}") from e
     finally:
         sys.path.remove(str(path.resolve().parent))
     classes = [obj for _, obj in inspect.getmembers(module, inspect.isclass)
@@ -47,6 +52,14 @@ def load_trainer_class(file: str | Path):
         names = ", ".join(sorted(c.__name__ for c in classes))
         raise TrainerFileError(f"{file}: defines several BasePlayPen subclasses ({names}); keep exactly one")
     return classes[0]
+
+
+def _user_frame(file: str | Path, error: BaseException) -> str:
+    """``file:line`` of the last frame of the trainer file in `error`'s traceback."""
+    path = Path(file).resolve()
+    lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__)
+             if Path(frame.filename).resolve() == path]
+    return f"{file}:{lines[-1]}" if lines else str(file)
 
 
 def _option_name(field: dataclasses.Field) -> str:
@@ -151,16 +164,20 @@ def parse_config(config_class, extra_args: list[str]):
 @click.option("-L", "--max-tokens", type=int, default=300, show_default=True,
               help="Maximum new tokens per generated turn.")
 @click.option("--seed", type=int, default=42, show_default=True, help="Global seed.")
-@click.option("-o", "--output-dir", type=click.Path(file_okay=False), default="playpen-records",
+@click.option("-o", "--output-dir", type=click.Path(), default="playpen-records",
               show_default=True, help="Root folder for records and run outputs.")
+@remote_options
 @click.option("-h", "--help", "show_help", is_flag=True,
               help="Show this help; with FILE, also the trainer's own options.")
 @click.pass_context
-def run_command(ctx, file, learner, teacher, temperature, max_tokens, seed, output_dir, show_help):
+def run_command(ctx, file, learner, teacher, temperature, max_tokens, seed, output_dir, connect_timeout,
+                read_timeout, retries, retry_budget, show_help):
     """Run the BasePlayPen trainer defined in FILE with LEARNER (and TEACHER).
 
     Options after the known ones (e.g. --max-steps 10) set fields of the trainer's
-    config dataclass; `playpen run FILE --help` lists them.
+    config dataclass; `playpen run FILE --help` lists them. Ctrl-C or SIGTERM: the run
+    saves a checkpoint after the current step and exits with 130 / 143 (`--resume`
+    continues); a second signal stops at once.
     """
     if show_help:
         click.echo(ctx.get_help())
@@ -172,6 +189,9 @@ def run_command(ctx, file, learner, teacher, temperature, max_tokens, seed, outp
                            "(see examples/trl/)")
     if not learner:
         raise PlaypenError("missing learner: pass -l/--learner MODEL (see `playpen list models`)")
+    check_generation_options(temperature, max_tokens)
+    check_output_folder(output_dir, "-o/--output-dir")
+    set_remote_limits(connect_timeout, read_timeout, retries, retry_budget)
     run(file, learner=learner, teacher=teacher, temperature=temperature, max_tokens=max_tokens, seed=seed,
         output_dir=Path(output_dir), extra_args=ctx.args)
 
@@ -194,3 +214,20 @@ def run(file, *, learner: str, teacher: str | None, temperature: float, max_toke
     teacher_model = load_model_by_name(teacher, gen_args=gen_args, role="teacher") if teacher else None
     trainer = cls(learner_model, teacher_model, config=config, output_dir=output_dir, seed=seed)
     trainer.learn(game_registry)
+    if trainer.interrupted_by is not None:  # saved and stopped: `playpen run ... && next` must stop
+        raise Interrupted(trainer.interrupted_by, "checkpoint saved; continue with --resume")
+
+
+def check_generation_options(temperature: float, max_tokens: int) -> None:
+    """-T/-L before any model loads (a negative temperature once became greedy silently)."""
+    if not temperature >= 0:
+        raise PlaypenError(f"option -T/--temperature: {temperature!r} is not valid; expected a number >= 0 "
+                           f"(0 = greedy)")
+    if max_tokens < 1:
+        raise PlaypenError(f"option -L/--max-tokens: {max_tokens!r} is not valid; expected an integer >= 1")
+
+
+def check_output_folder(path: str | Path, option: str) -> None:
+    """A folder option must not name an existing file."""
+    if Path(path).exists() and not Path(path).is_dir():
+        raise PlaypenError(f"option {option}: '{path}' is a file, not a folder")

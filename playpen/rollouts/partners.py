@@ -6,8 +6,9 @@ A :class:`Partner` answers a batch of turns in one call:
   the ``programmatic``/``mock`` model of clemcore;
 - :class:`HFTeacher` is a frozen local HF model, batched with :mod:`playpen.rollouts.generation`;
 - :class:`ClemPartner` wraps any clemcore ``Model`` (API backends): its calls run
-  concurrently on a thread pool with a bounded number in flight, with retries, and a
-  pre-flight check that names an unreachable server instead of hanging on it.
+  concurrently on a thread pool with a bounded number in flight, under the timeouts and
+  bounded retries of :mod:`playpen.remote`, after a pre-flight check that names an
+  unreachable server instead of hanging on it.
 
 :func:`as_partner` turns what a user passes (a name, a clemcore model, a Learner) into one.
 """
@@ -16,14 +17,12 @@ from __future__ import annotations
 import abc
 import concurrent.futures
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Optional, Sequence
 
 from playpen.envs.game import Response
-from playpen.errors import PartnerError
+from playpen.errors import PartnerError, PlaypenError
 from playpen.rollouts import chat, generation
 from playpen.rollouts.chat import template_kwargs_of
 from playpen.rollouts.steps import side_call
@@ -166,15 +165,16 @@ class HFTeacher(Partner):
 class ClemPartner(Partner):
     """Any clemcore Model; remote calls run concurrently (at most ``max_in_flight``).
 
-    Each call is retried ``retries`` times (after ``retry_delay`` seconds, doubling) on
-    top of whatever the backend itself retries; a call that still fails raises
+    A model loaded by name already has timeouts and bounded retries
+    (:class:`playpen.remote.RemoteLimits`); ``retries`` adds attempts on top (after
+    ``retry_delay`` seconds, doubling) for other models. A call that still fails raises a
     :class:`PartnerError` naming the partner and the cause.
     """
 
     concurrent = True
 
-    def __init__(self, model: Any, *, max_in_flight: int = 8, retries: int = 1, retry_delay: float = 1.0,
-                 check_timeout: float = 5.0):
+    def __init__(self, model: Any, *, max_in_flight: int = 8, retries: int = 0, retry_delay: float = 1.0,
+                 check_timeout: Optional[float] = None):
         super().__init__(model.name)
         self.model = model
         self.max_in_flight = max(1, max_in_flight)
@@ -185,17 +185,8 @@ class ClemPartner(Partner):
         return self.model
 
     def check(self) -> None:
-        url = _base_url_of(self.model)
-        if url is None:
-            return
-        try:
-            urllib.request.urlopen(url.rstrip("/") + "/models", timeout=self.check_timeout).close()
-        except urllib.error.HTTPError:
-            return  # the server answers (an auth or routing error is the backend's business)
-        except (urllib.error.URLError, OSError) as e:
-            reason = getattr(e, "reason", e)
-            raise PartnerError(f"partner '{self.name}' cannot reach its server at {url}: {reason}. "
-                               f"Is the server running (see key.json 'base_url')?") from e
+        from playpen.remote import check_reachable
+        check_reachable(self.model, f"partner '{self.name}'", self.check_timeout)
 
     def respond(self, requests):
         if len(requests) == 1 or self.max_in_flight == 1:
@@ -211,6 +202,8 @@ class ClemPartner(Partner):
             try:
                 prompt, response_object, text = self.model.generate_response(list(request.messages))
                 return Response(text, prompt=prompt, response_object=dict(response_object or {}))
+            except PlaypenError:
+                raise  # already one line naming the model and its server (playpen.remote)
             except Exception as e:  # noqa: BLE001 - re-raised below with the partner's name
                 if attempt == self.retries:
                     raise PartnerError(f"partner '{self.name}' failed after {self.retries + 1} "
@@ -223,12 +216,6 @@ class ClemPartner(Partner):
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-
-
-def _base_url_of(model: Any) -> Optional[str]:
-    client = getattr(model, "client", None)
-    base = getattr(client, "base_url", None)
-    return str(base) if base else None
 
 
 # ----------------------------------------------------------------------------- conversion

@@ -39,6 +39,8 @@ class BasePlayPen(abc.ABC):
         self.output_dir = Path(output_dir)
         self.seed = seed
         self.callbacks = CallbackList(callbacks or [])
+        self.interrupted_by: Optional[int] = None
+        """The signal (SIGINT, SIGTERM) that stopped :meth:`learn` early after saving, if any."""
         if progress:
             self.callbacks.append(ProgressCallback())
 

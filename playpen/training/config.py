@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from playpen.errors import PlaypenError
@@ -64,7 +65,14 @@ _RULES = {
     "report_to": (lambda v: all(t in TRACKERS for t in split_list(v) or ["none"]),
                   "none or a comma-separated list of " + ", ".join(TRACKERS[1:])),
     "games": (lambda v: bool(split_list(v)), "one or more game names, comma-separated"),
+    "models_dir": (lambda v: _folder_or_new(v), "a folder (this is a file)"),
+    "results_dir": (lambda v: _folder_or_new(v), "a folder (this is a file)"),
 }
+
+
+def _folder_or_new(value) -> bool:
+    path = Path(value)
+    return bool(str(value)) and (path.is_dir() or not path.exists())
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """The lifecycle of a training run: the frame of a trainer's ``learn()``
-(:class:`TrainingRun`: refusals, resume, training, final evaluation, summary),
-checkpoints, Ctrl-C safety, the bridge from TRL's logs to playpen's metrics, precision.
+(:class:`TrainingRun`: the run-folder lock, refusals, resume, training, final evaluation,
+summary), Ctrl-C/SIGTERM safety, the bridge from TRL's logs to playpen's metrics and
+checkpoint rotation (:mod:`playpen.training.checkpoints`), precision.
 
 Kept free of any one algorithm: :mod:`playpen.training.sft` builds supervised datasets,
 :mod:`playpen.training.grpo` bridges the rollout engine to TRL's ``rollout_func``.
@@ -15,50 +16,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from playpen.callbacks import BaseCallback, JsonlLogCallback
-from playpen.errors import PlaypenError, ResumeError
-from playpen.files import write_json
+from playpen.errors import Interrupted, PlaypenError, ResumeError, RunLockedError
+from playpen.files import FolderLock, write_json
+from playpen.training.checkpoints import (checkpoint_step, checkpoints, latest_checkpoint,  # noqa: F401
+                                          remove_partial, resume_checkpoint, rotate_checkpoints)
 from playpen.training.plotting import CURVE_FILE, LOG_FILE, plot_run
-
-_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
-
-
-
-# ----------------------------------------------------------------------------- checkpoints
-
-def checkpoints(run_dir: str | Path) -> list[Path]:
-    """Complete ``checkpoint-N`` folders, oldest first. A checkpoint is complete when its
-    ``trainer_state.json`` exists: transformers writes that file last, so a folder left
-    by a crash in the middle of saving is never picked."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        return []
-    found = []
-    for child in run_dir.iterdir():
-        match = _CHECKPOINT.match(child.name)
-        if match and (child / "trainer_state.json").exists():
-            found.append((int(match.group(1)), child))
-    return [path for _, path in sorted(found)]
-
-
-def latest_checkpoint(run_dir: str | Path) -> Optional[Path]:
-    found = checkpoints(run_dir)
-    return found[-1] if found else None
-
-
-def resume_checkpoint(run_dir: str | Path, resume: bool) -> Optional[str]:
-    """The checkpoint to resume from (None for a fresh run); --resume without one is an error."""
-    if not resume:
-        return None
-    last = latest_checkpoint(run_dir)
-    if last is None:
-        raise ResumeError(f"--resume: no complete checkpoint in {run_dir} (checkpoint-N with "
-                          f"trainer_state.json); start without --resume")
-    return str(last)
-
-
-def checkpoint_step(path: str | Path) -> int:
-    match = _CHECKPOINT.match(Path(path).name)
-    return int(match.group(1)) if match else 0
 
 
 # ----------------------------------------------------------------------------- precision, threads
@@ -114,38 +76,45 @@ def set_lora_dropout(model, p: float) -> int:
     return changed
 
 
-# ----------------------------------------------------------------------------- Ctrl-C
+# ----------------------------------------------------------------------------- Ctrl-C, SIGTERM
 
 class GracefulInterrupt:
-    """First Ctrl-C: finish the current optimizer step, save a checkpoint, stop cleanly.
-    A second Ctrl-C interrupts at once (the last saved checkpoint stays valid).
+    """First Ctrl-C (SIGINT) or SIGTERM (a timeout, a cluster scheduler, ``docker stop``):
+    finish the current optimizer step, save a checkpoint, stop cleanly; ``signum`` says
+    which signal. A second signal stops at once (:class:`~playpen.errors.Interrupted`; the
+    last saved checkpoint stays valid).
 
     Use as a context manager around ``trainer.train()`` together with
     :class:`PlaypenTrainerCallback`, which turns the flag into ``should_save`` and
     ``should_training_stop``.
     """
 
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
     def __init__(self):
         self.requested = False
-        self._previous = None
+        self.signum: Optional[int] = None
+        self._previous: dict = {}
 
     def _handle(self, signum, frame):
         if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        print("\n[playpen] Ctrl-C: saving a checkpoint after this step and stopping "
-              "(press Ctrl-C again to stop at once)", flush=True)
+            raise Interrupted(signum, "stopped at once; the last saved checkpoint is intact")
+        self.requested, self.signum = True, signum
+        print(f"\n[playpen] {signal.Signals(signum).name}: saving a checkpoint after this step and "
+              f"stopping (a second signal stops at once)", flush=True)
 
     def __enter__(self):
-        try:
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-        except ValueError:  # not the main thread: no handler, Ctrl-C raises as usual
-            self._previous = None
+        for signum in self.SIGNALS:
+            try:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread: no handler, signals act as usual
+                break
         return self
 
     def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous = {}
         return False
 
 
@@ -204,10 +173,22 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
             self._last_time = None
             self._last_tokens = None
             self._stop = False
+            self._keep = None
 
         def on_train_begin(self, args, state, control, **kwargs):
             self._last_time = time.time()
             self._last_tokens = getattr(state, "num_input_tokens_seen", 0) or 0
+            # playpen rotates (on_save, safely); transformers' rotation is turned off
+            if args.save_total_limit is not None:
+                self._keep, args.save_total_limit = args.save_total_limit, None
+            # a resumed state keeps the checkpoint's save interval: apply the one asked for now
+            if state.global_step and args.save_steps and state.save_steps != args.save_steps:
+                print(f"[playpen] --resume: saving every {args.save_steps:g} steps as asked "
+                      f"(the checkpoint saved every {state.save_steps:g})", flush=True)
+                state.save_steps = args.save_steps
+
+        def on_save(self, args, state, control, **kwargs):
+            rotate_checkpoints(args.output_dir, self._keep)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "train_runtime" in logs:  # the end-of-training summary is no step
@@ -241,12 +222,15 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
 class TrainingRun:
     """The frame of an example trainer's ``learn()`` around its TRL trainer.
 
-    Created before anything is loaded or trained, it refuses to ``--resume`` without a
+    Created before anything is loaded or trained, it locks `run_dir` for this process
+    (another run into it stops with one line naming the holder; :class:`~playpen.files.FolderLock`),
+    removes what an interrupted save left there, and refuses to ``--resume`` without a
     complete checkpoint, to train into a folder that holds checkpoints without
     ``--resume`` or ``--overwrite``, and to let the final evaluation replace another
     run's results. Then hand :meth:`trainer_callback` to the TRL trainer, :meth:`train`
     it and :meth:`finish`: evaluation of the last checkpoint on the held-out instances,
-    ``playpen-run.json`` and the learning curve in `run_dir`.
+    ``playpen-run.json`` and the learning curve in `run_dir`; the lock is released then
+    (or when training raises, or when the process ends).
 
     `playpen` is the trainer (a ``BasePlayPen``); its config has the fields ``max_steps``,
     ``resume``, ``overwrite``, ``evaluate``, ``results_dir``, ``eval_max_instances`` and
@@ -257,19 +241,54 @@ class TrainingRun:
     def __init__(self, playpen: Any, run_dir: str | Path, games: list[str], eval_prefix: str):
         cfg = playpen.config
         self.playpen, self.run_dir, self.games, self.eval_prefix = playpen, Path(run_dir), games, eval_prefix
-        self.resume_from = resume_checkpoint(self.run_dir, cfg.resume)
-        if not cfg.resume and not cfg.overwrite and latest_checkpoint(self.run_dir):
-            raise ResumeError(f"{self.run_dir} already holds checkpoints: pass --resume to continue "
-                              f"or --overwrite to start over")
-        # the final evaluation replaces results only of this run's own checkpoints (resumed or
-        # restarted); refuse now, not after training, to replace another run's
-        if cfg.evaluate and not (cfg.resume or cfg.overwrite):
-            from playpen.evaluation import check_no_earlier_results
-            check_no_earlier_results(cfg.results_dir, f"{eval_prefix}checkpoint-{cfg.max_steps}", games,
-                                     hint="pass --overwrite to replace them or --results-dir DIR to keep them")
+        self.lock = self._lock()
+        try:
+            removed = remove_partial(self.run_dir)
+            if removed:
+                print(f"[playpen] removed what an interrupted save left in {self.run_dir}: "
+                      f"{', '.join(removed)}", flush=True)
+            self.resume_from = resume_checkpoint(self.run_dir, cfg.resume)
+            if not cfg.resume and not cfg.overwrite and latest_checkpoint(self.run_dir):
+                raise ResumeError(f"{self.run_dir} already holds checkpoints: pass --resume to continue "
+                                  f"or --overwrite to start over")
+            # the final evaluation replaces results only of this run's own checkpoints (resumed or
+            # restarted); refuse now, not after training, to replace another run's
+            if cfg.evaluate and not (cfg.resume or cfg.overwrite):
+                from playpen.evaluation import check_no_earlier_results
+                check_no_earlier_results(cfg.results_dir, f"{eval_prefix}checkpoint-{cfg.max_steps}", games,
+                                         hint="pass --overwrite to replace them or --results-dir DIR to keep them")
+        except BaseException:
+            self._unlock()
+            raise
         self.interrupt = GracefulInterrupt()
         self.checkpoint: Optional[Path] = None
         self.started = time.time()
+
+    def _lock(self) -> FolderLock:
+        missing = [d for d in (self.run_dir, *self.run_dir.parents) if not d.exists()]
+        self._created = missing[-1] if missing else None  # removed again when the run refuses
+        lock = FolderLock(self.run_dir)
+        if not lock.acquire(take_over=True):  # take over: this process's earlier run that raised
+            holder = lock.holder()
+            raise RunLockedError(
+                f"{self.run_dir} is in use by another run (PID {holder.get('pid', '?')}: "
+                f"{holder.get('command', '?')}, since {holder.get('started', '?')}): wait for it to end, stop "
+                f"it (kill {holder.get('pid', 'PID')}: it saves a checkpoint first), or pass --models-dir DIR")
+        return lock
+
+    def _unlock(self) -> None:
+        """Release the lock; folders this run created and left empty go too."""
+        self.lock.release()
+        if self._created is None:
+            return
+        for folder in (self.run_dir, *self.run_dir.parents):
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+            if folder == self._created:
+                break
+        self._created = None
 
     def trainer_callback(self, extra_metrics: Optional[callable] = None):
         """The ``TrainerCallback`` for the TRL trainer (see :func:`make_trainer_callback`)."""
@@ -280,8 +299,12 @@ class TrainingRun:
         saves a checkpoint and stops. Returns the last complete checkpoint."""
         callbacks = self.playpen.callbacks
         callbacks.on_learn_start(self.playpen.name, self.playpen.config.max_steps)
-        with self.interrupt:
-            trainer.train(resume_from_checkpoint=self.resume_from)
+        try:
+            with self.interrupt:
+                trainer.train(resume_from_checkpoint=self.resume_from)
+        except BaseException:
+            self.lock.release()
+            raise
         callbacks.on_learn_end()
         self.checkpoint = latest_checkpoint(self.run_dir)
         return self.checkpoint
@@ -292,13 +315,24 @@ class TrainingRun:
         `players` (default: the learner alone) on the held-out instances unless the config
         says no or the run was interrupted, then write ``playpen-run.json`` (trainer,
         learner, `partner`, config, checkpoint, `details`, time, evaluation) and draw the
-        learning curve. `saved` names what a checkpoint holds in the closing line."""
+        learning curve. `saved` names what a checkpoint holds in the closing line. After a
+        SIGINT/SIGTERM, ``playpen.interrupted_by`` is the signal (`playpen run` exits with
+        128 + it). Releases the run folder's lock."""
+        try:
+            return self._finish(players, partner, saved, details)
+        finally:
+            self.lock.release()
+
+    def _finish(self, players, partner, saved, details) -> dict:
         playpen, cfg = self.playpen, self.playpen.config
         summary = {"trainer": playpen.name, "learner": playpen.learner.name}
         if partner is not None:
             summary["partner"] = partner
         summary.update(config=asdict(cfg), checkpoint=str(self.checkpoint), **details,
                        train_seconds=round(time.time() - self.started, 1), interrupted=self.interrupt.requested)
+        if self.interrupt.requested:
+            playpen.interrupted_by = self.interrupt.signum
+            summary["signal"] = signal.Signals(self.interrupt.signum).name
         if cfg.evaluate and not self.interrupt.requested and self.checkpoint is not None:
             from playpen.evaluation import evaluate
             model_of(playpen.learner).eval()
@@ -311,4 +345,6 @@ class TrainingRun:
         write_json(self.run_dir / "playpen-run.json", summary, indent=1)
         plot_run(self.run_dir)
         print(f"[playpen] {saved}: {self.checkpoint}  curve: {self.run_dir / CURVE_FILE}", flush=True)
+        if self.interrupt.requested:
+            print(f"[playpen] stopped by {summary['signal']}: continue with --resume", flush=True)
         return summary

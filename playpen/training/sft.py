@@ -21,17 +21,22 @@ produce after the generation prompt at inference. SFTTrainer applies the resulti
 """
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 from typing import Optional, Sequence
 
 from playpen.data import DatasetFilter, read_dataset_file, read_results
 from playpen.errors import DatasetError
+from playpen.files import write_json
 from playpen.registry import TRAIN_INSTANCES
 from playpen.training.config import split_list
 
 
 # ----------------------------------------------------------------------------- reading
+
+DEMONSTRATIONS_MARKER = "playpen-demonstrations.json"
+
 
 def play_demonstrations(games: Sequence[str], out_dir: str | Path, *, model: str = "programmatic",
                         instances: str = TRAIN_INSTANCES, max_instances: Optional[int] = None,
@@ -40,23 +45,54 @@ def play_demonstrations(games: Sequence[str], out_dir: str | Path, *, model: str
     programmatic players) into ``out_dir/<instances>/<model>/`` (clemcore layout); returns
     that run folder.
 
-    An existing run folder for the same model is reused when it already holds all games.
+    A set is used only when complete: ``playpen-demonstrations.json`` in the run folder,
+    written last (atomically) once a game's episodes are played and scored, lists each
+    complete game with its number of episodes and ``max_instances``. A game missing from it
+    (an interrupted or failed attempt), played with another ``max_instances``, or whose
+    episode count no longer matches is played again from scratch; complete games are kept.
     """
     from playpen.evaluation import play, score
     from playpen.models import load_model_by_name
     from playpen.registry import game_specs
     out_dir = Path(out_dir) / instances  # demonstrations of different instance sets never mix
     run_dir = out_dir / model
-    missing = [g for g in games if not any((run_dir / g).rglob("interactions.json"))]
+    marker = run_dir / DEMONSTRATIONS_MARKER
+    complete = _complete_games(marker, run_dir, max_instances)
+    missing = [g for g in games if g not in complete]
     if not missing:
         return run_dir
     specs = game_specs(missing, instances)
+    if complete or any((run_dir / g).exists() for g in missing):
+        print(f"[playpen] demonstrations in {run_dir}: playing {', '.join(missing)} "
+              f"({'incomplete or missing' if complete else 'an incomplete earlier attempt'}); "
+              f"keeping {', '.join(sorted(complete)) or 'nothing'}", flush=True)
     player = load_model_by_name(model)
-    # overwrite: a missing game's folder holds no finished episode (at most a failed attempt's)
+    if marker.exists():  # the games about to be played are not complete until marked again
+        write_json(marker, {"model": model, "instances": instances, "games": complete}, indent=1)
+    # overwrite: a missing game's folder holds no complete set (at most an interrupted attempt)
     run_dir = play(specs, [player], results_dir=out_dir, batch_size=batch_size,
                    max_instances=max_instances, overwrite=True)
     score(specs, run_dir)
+    for spec in specs:
+        complete[spec.game_name] = {"episodes": _num_episodes(run_dir / spec.game_name),
+                                    "max_instances": max_instances}
+    write_json(marker, {"model": model, "instances": instances, "games": complete}, indent=1)
     return run_dir
+
+
+def _num_episodes(game_dir: Path) -> int:
+    return sum(1 for _ in game_dir.rglob("interactions.json"))
+
+
+def _complete_games(marker: Path, run_dir: Path, max_instances: Optional[int]) -> dict:
+    """The games the marker lists as complete whose episodes are all still there."""
+    try:
+        listed = json.loads(marker.read_text(encoding="utf-8"))["games"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {game: info for game, info in listed.items()
+            if isinstance(info, dict) and info.get("max_instances") == max_instances
+            and info.get("episodes") == _num_episodes(run_dir / game) > 0}
 
 
 # ----------------------------------------------------------------------------- tokenising

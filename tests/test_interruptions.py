@@ -1,0 +1,270 @@
+"""Runs that never mix, lose or silently reuse data: the run-folder lock (two real runs),
+SIGTERM and Ctrl-C (real signals to real processes: a checkpoint, then exit 143 / 130),
+checkpoint rotation killed half-way, a save killed half-way, a new --save-steps on
+--resume, and demonstration sets that are complete or rebuilt."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from playpen.training import run as training
+from playpen.training import sft
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LORA_TRAINER = REPO_ROOT / "examples" / "trl" / "sft_trainer_lora.py"
+RUN_DIR = Path("models") / "sft+lora" / "tiny-random"
+# many cheap steps and no save but the one a signal asks for
+LONG_RUN = ["--max-steps", "100000", "--batch-size", "1", "--max-length", "300", "--save-steps", "100000",
+            "--lora-r", "2", "--no-evaluate"]
+
+
+@pytest.fixture(scope="module")
+def demos(tmp_path_factory):
+    """Programmatic referencegame episodes on the training instances (1 per experiment)."""
+    root = tmp_path_factory.mktemp("demos")
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        return sft.play_demonstrations(["referencegame"], root / "demonstrations", max_instances=1)
+    finally:
+        os.chdir(cwd)
+
+
+def start_playpen(workspace, *args):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    return subprocess.Popen([sys.executable, "-m", "playpen", *map(str, args)], cwd=workspace, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(condition, process, timeout=240, what="the condition"):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if process.poll() is not None:
+            out, err = process.communicate()
+            pytest.fail(f"process ended (rc {process.returncode}) before {what}:\n{out[-2000:]}\n{err[-3000:]}")
+        if time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def logged_steps(workspace) -> int:
+    log = workspace / RUN_DIR / "playpen-log.jsonl"
+    return log.read_text().count('"train_step"') if log.exists() else 0
+
+
+# ----------------------------------------------------------------------------- lock, signals
+
+def test_a_second_run_into_a_used_run_folder_stops_naming_the_holder(tiny_workspace, demos):
+    """Two runs into one folder once mixed their checkpoints and logs. A Ctrl-C then stops
+    the holder after saving, with exit code 130."""
+    first = start_playpen(tiny_workspace, "run", LORA_TRAINER, "-l", "tiny-random", "--records", demos, *LONG_RUN)
+    wait_for(lambda: logged_steps(tiny_workspace) >= 1, first, what="the first run's first step")
+    second = subprocess.run([sys.executable, "-m", "playpen", "run", str(LORA_TRAINER), "-l", "tiny-random",
+                             "--records", str(demos), *LONG_RUN], cwd=tiny_workspace, capture_output=True,
+                            text=True, timeout=300)
+    assert second.returncode == 2, second.stderr[-3000:]
+    error = [line for line in second.stderr.splitlines() if line.startswith("playpen: error:")]
+    assert len(error) == 1 and f"(PID {first.pid}: " in error[0] and "is in use by another run" in error[0]
+    assert "sft_trainer_lora.py" in error[0] and "Traceback" not in second.stderr
+    assert first.poll() is None  # the holder goes on
+    first.send_signal(signal.SIGINT)
+    out, err = first.communicate(timeout=300)
+    assert first.returncode == 130, err[-3000:]
+    assert "playpen: interrupted by SIGINT" in err
+    run_dir = tiny_workspace / RUN_DIR
+    assert training.latest_checkpoint(run_dir) is not None
+    assert not (run_dir / ".playpen.lock").exists()
+    summary = json.loads((run_dir / "playpen-run.json").read_text())
+    assert summary["interrupted"] is True and summary["signal"] == "SIGINT"
+
+
+def test_sigterm_finishes_the_step_saves_and_exits_143(tiny_workspace, demos):
+    """SIGTERM (a timeout, a scheduler, docker stop) once killed the run with no save."""
+    from click.testing import CliRunner
+    from playpen.cli import cli
+    run = start_playpen(tiny_workspace, "run", LORA_TRAINER, "-l", "tiny-random", "--records", demos, *LONG_RUN)
+    wait_for(lambda: logged_steps(tiny_workspace) >= 2, run, what="two steps")
+    run.send_signal(signal.SIGTERM)
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 143, err[-3000:]
+    assert "SIGTERM: saving a checkpoint after this step" in out and "continue with --resume" in out
+    assert "playpen: interrupted by SIGTERM" in err
+    run_dir = tiny_workspace / RUN_DIR
+    last = training.latest_checkpoint(run_dir)
+    assert last is not None and (last / "adapter_model.safetensors").exists()
+    step = training.checkpoint_step(last)
+    assert step >= 2 and step == logged_steps(tiny_workspace)
+    # --resume continues from it
+    result = CliRunner().invoke(cli, ["run", str(LORA_TRAINER), "-l", "tiny-random", "--records", str(demos),
+                                      *LONG_RUN[:1], str(step + 1), *LONG_RUN[2:], "--resume"])
+    assert result.exit_code == 0, result.output
+    assert training.latest_checkpoint(run_dir).name == f"checkpoint-{step + 1}"
+
+
+SLEEPER = '''
+import time
+from pathlib import Path
+from playpen import BasePlayPen
+
+class Sleeper(BasePlayPen):
+    def learn(self, game_registry):
+        Path("started").write_text("yes")
+        time.sleep(120)
+'''
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_command_exits_128_plus_the_signal(tiny_workspace, signum, code):
+    """A run stopped by Ctrl-C once exited 0 (click's "Aborted!" 1 outside training), so
+    `playpen run ... && playpen eval ...` carried on."""
+    (tiny_workspace / "sleeper.py").write_text(SLEEPER)
+    process = start_playpen(tiny_workspace, "run", "sleeper.py", "-l", "tiny-random")
+    wait_for(lambda: (tiny_workspace / "started").exists(), process, what="learn()")
+    process.send_signal(signum)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == code, err[-2000:]
+    assert f"playpen: interrupted by {signal.Signals(signum).name}" in err and "Traceback" not in err
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+def load_trainer(**config):
+    from playpen.cli.run import load_trainer_class
+    from playpen.models import load_model_by_name
+    cls = load_trainer_class(LORA_TRAINER)
+    learner = load_model_by_name("tiny-random", gen_args=dict(temperature=0.0, max_tokens=6), role="learner")
+    base = dict(batch_size=2, max_length=300, lora_r=2, evaluate=False, save_steps=1, save_total_limit=2)
+    return cls(learner, config=cls.config_class(**{**base, **config}), progress=False)
+
+
+def test_rotation_killed_half_way_never_loses_a_complete_checkpoint(tiny_workspace, demos, monkeypatch):
+    """A SIGTERM during rotation once left a half-deleted checkpoint that --resume kept
+    while rotation deleted the two intact ones."""
+    real_rmtree = shutil.rmtree
+
+    def killed_half_way(path, *args, **kwargs):
+        if "checkpoint-" not in str(path) or not Path(path).exists():
+            return real_rmtree(path, *args, **kwargs)
+        files = sorted(p for p in Path(path).rglob("*") if p.is_file())
+        if files:
+            files[0].unlink()  # one file gone, then the process dies
+        raise KeyboardInterrupt
+
+    run_dir = tiny_workspace / RUN_DIR
+    load_trainer(records=str(demos), max_steps=2).learn(None)
+    assert [p.name for p in training.checkpoints(run_dir)] == ["checkpoint-1", "checkpoint-2"]
+    monkeypatch.setattr(shutil, "rmtree", killed_half_way)
+    with pytest.raises(KeyboardInterrupt):  # the save of step 3 rotates checkpoint-1 out
+        load_trainer(records=str(demos), max_steps=3, resume=True).learn(None)
+    monkeypatch.setattr(shutil, "rmtree", real_rmtree)
+    names = sorted(p.name for p in run_dir.iterdir() if "checkpoint" in p.name)
+    assert "checkpoint-1" not in names  # never a half-deleted checkpoint-N
+    assert [p.name for p in training.checkpoints(run_dir)] == ["checkpoint-2", "checkpoint-3"]
+    for ckpt in training.checkpoints(run_dir):
+        assert (ckpt / "adapter_model.safetensors").exists() and (ckpt / "adapter_config.json").exists()
+    load_trainer(records=str(demos), max_steps=5, resume=True).learn(None)
+    assert sorted(p.name for p in run_dir.iterdir() if "checkpoint" in p.name) == ["checkpoint-4", "checkpoint-5"]
+
+
+def test_a_save_killed_half_way_is_never_kept_or_resumed(tiny_workspace, demos, monkeypatch, capsys):
+    from transformers import TrainerState
+    real_save = TrainerState.save_to_json
+
+    def killed_before_the_state(self, path):
+        if self.global_step == 3:
+            raise KeyboardInterrupt  # weights written, trainer_state.json not: incomplete
+        return real_save(self, path)
+
+    run_dir = tiny_workspace / RUN_DIR
+    monkeypatch.setattr(TrainerState, "save_to_json", killed_before_the_state)
+    with pytest.raises(KeyboardInterrupt):
+        load_trainer(records=str(demos), max_steps=4).learn(None)
+    monkeypatch.setattr(TrainerState, "save_to_json", real_save)
+    assert (run_dir / "checkpoint-3" / "adapter_model.safetensors").exists()
+    assert [p.name for p in training.checkpoints(run_dir)] == ["checkpoint-1", "checkpoint-2"]
+    capsys.readouterr()
+    trainer = load_trainer(records=str(demos), max_steps=4, resume=True)
+    trainer.learn(None)
+    assert "removed what an interrupted save left" in capsys.readouterr().out
+    state = json.loads((run_dir / "checkpoint-3" / "trainer_state.json").read_text())
+    assert state["global_step"] == 3  # saved again by the resumed run, from checkpoint-2
+    assert [p.name for p in training.checkpoints(run_dir)] == ["checkpoint-3", "checkpoint-4"]
+
+
+def test_resume_applies_a_new_save_steps_and_says_so(tiny_workspace, demos, capsys):
+    """On --resume, the checkpoint's save interval once won silently over --save-steps."""
+    run_dir = tiny_workspace / RUN_DIR
+    load_trainer(records=str(demos), max_steps=2, save_steps=2, save_total_limit=10).learn(None)
+    capsys.readouterr()
+    load_trainer(records=str(demos), max_steps=4, save_steps=1, save_total_limit=10, resume=True).learn(None)
+    assert "--resume: saving every 1 steps as asked (the checkpoint saved every 2)" in capsys.readouterr().out
+    assert [p.name for p in training.checkpoints(run_dir)] == ["checkpoint-2", "checkpoint-3", "checkpoint-4"]
+
+
+def test_the_lock_is_taken_before_the_refusals_and_released(tiny_workspace, demos):
+    from playpen.errors import RunLockedError
+    from playpen.files import FolderLock
+    run_dir = tiny_workspace / RUN_DIR
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from playpen.files import FolderLock; "
+        f"lock = FolderLock({str(run_dir)!r}); assert lock.acquire(); print('held', flush=True); time.sleep(60)")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunLockedError, match=f"PID {holder.pid}: "):
+            load_trainer(records=str(demos), max_steps=1).learn(None)  # refused before any training
+    finally:
+        holder.kill()
+        holder.wait()
+    lock = FolderLock(run_dir)
+    assert lock.acquire()  # the OS released the dead holder's lock
+    lock.release()
+    assert not (run_dir / ".playpen.lock").exists()
+
+
+# ----------------------------------------------------------------------------- demonstrations
+
+def test_an_interrupted_demonstration_set_is_completed_not_reused(tmp_path, monkeypatch):
+    """Ctrl-C while demonstrations were played, then the same command: it once trained on
+    the 122 of 261 episodes that were there, without a word."""
+    import playpen.evaluation as evaluation
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "demonstrations"
+    real_score = evaluation.score
+
+    def interrupted(specs, run_dir):
+        for folder in sorted(Path(run_dir).rglob("instance_*"))[2:]:
+            shutil.rmtree(folder)  # what a Ctrl-C half-way through playing leaves
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(evaluation, "score", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sft.play_demonstrations(["referencegame"], out, max_instances=1)
+    run_dir = out / "instances_train" / "programmatic"
+    assert len(list(run_dir.rglob("interactions.json"))) == 2
+    assert not (run_dir / sft.DEMONSTRATIONS_MARKER).exists()
+
+    monkeypatch.setattr(evaluation, "score", real_score)
+    played = []
+    real_play = evaluation.play
+    monkeypatch.setattr(evaluation, "play", lambda specs, *a, **k: played.append(
+        [s.game_name for s in specs]) or real_play(specs, *a, **k))
+    assert sft.play_demonstrations(["referencegame"], out, max_instances=1) == run_dir
+    assert len(list(run_dir.rglob("interactions.json"))) == 5  # the whole set, played again
+    marker = json.loads((run_dir / sft.DEMONSTRATIONS_MARKER).read_text())
+    assert marker["games"] == {"referencegame": {"episodes": 5, "max_instances": 1}}
+
+    sft.play_demonstrations(["referencegame"], out, max_instances=1)  # complete: reused
+    sft.play_demonstrations(["referencegame", "wordle"], out, max_instances=1)  # only wordle is played
+    assert played == [["referencegame"], ["wordle"]]
+    assert set(json.loads((run_dir / sft.DEMONSTRATIONS_MARKER).read_text())["games"]) == {"referencegame", "wordle"}
+    shutil.rmtree(next((run_dir / "wordle").rglob("instance_*")))  # an episode lost since
+    sft.play_demonstrations(["referencegame", "wordle"], out, max_instances=1)
+    assert played[-1] == ["wordle"]
