@@ -154,6 +154,20 @@ def test_an_adapter_folder_without_weights(tiny_workspace):
     one_line_error(invoke("eval", "-m", "registered-adapter", "-g", "taboo"), "but no weights")
 
 
+@pytest.mark.parametrize("args, expected", [
+    (["dataset", "results", "-o", "adir"], "Invalid value for '-o' / '--output': File 'adir' is a directory. "
+                                           "(see `playpen dataset --help`)"),
+    (["eval", "-m", "programmatic", "-T", "warm"], "'warm' is not a valid float"),
+    (["list", "everything"], "'everything' is not one of 'games', 'models', 'backends'"),
+    (["eval"], "Missing option '-m' / '--model'"),
+])
+def test_bad_options_of_a_command_are_one_line_too(tmp_path, monkeypatch, args, expected):
+    """click's own errors (usage, Try '--help', Error) were three lines."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "adir").mkdir()
+    one_line_error(invoke(*args), expected)
+
+
 # ----------------------------------------------------------------------------- 9: playpen dataset
 
 @pytest.fixture(scope="module")

@@ -61,6 +61,12 @@ class LazyGroup(click.Group):
             if (ctx.obj or {}).get("debug"):
                 raise
             raise UserError(str(e), e.exit_code) from e
+        except click.UsageError as e:  # a subcommand's bad option or argument: one line too
+            if (ctx.obj or {}).get("debug"):
+                raise
+            command = " ".join(["playpen", *(e.ctx.command_path.split()[1:] if e.ctx is not None else [])])
+            hint = f" (see `{command} --help`)"
+            raise UserError(e.format_message() + hint, e.exit_code) from e
         except KeyboardInterrupt as e:  # click would make it "Aborted!" and exit code 1
             if (ctx.obj or {}).get("debug"):
                 raise
