@@ -86,6 +86,37 @@ def preserved_torch_threads():
         torch.set_num_threads(threads)
 
 
+@contextlib.contextmanager
+def torch_threads(num_threads: int | None):
+    """torch's CPU threads set to `num_threads` inside (None: left as they are), restored after."""
+    if num_threads is None:
+        yield
+        return
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(num_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def playing_threads(models) -> int | None:
+    """The torch CPU threads to play games with, by backend: 1 when a local (torch) model
+    generates on the CPU — many small ``generate`` calls, where one thread beat torch's
+    default by far on a busy 2-core machine (``benchmarks/threads.py``, numbers in
+    benchmarks/README.md); None (torch's default) for models on a GPU and for API or
+    programmatic backends, which leave the CPU threads to the game code."""
+    for model in models:
+        module = getattr(model, "model", None)
+        parameters = getattr(module, "parameters", None)
+        if callable(parameters):
+            first = next(iter(parameters()), None)
+            if first is not None and first.device.type == "cpu":
+                return 1
+    return None
+
+
 def load_model(spec, gen_args: dict | None = None):
     """Load a clemcore Model for a unified ModelSpec, keeping torch's thread count."""
     backends = clemcore().backends

@@ -337,7 +337,7 @@ def write_table(table: EvalTable, run_dir: Path, extra: dict | None = None) -> E
 def evaluate(player_models: Sequence, games: Iterable[str] | None = None, *,
              results_dir: str | Path = "results", instances: str | None = None,
              batch_size: int = 8, max_instances: int | None = None, run_name: str | None = None,
-             extra: dict | None = None, overwrite: bool = False) -> EvalTable:
+             extra: dict | None = None, overwrite: bool = False, threads: int | None = None) -> EvalTable:
     """Play, score and tabulate. `player_models` are loaded clemcore models (a learner being
     trained can be passed as is). ``instances`` is an instances file stem for every game
     (each must have it); None plays each game's own (``clemgame.json``'s ``instances``, the
@@ -345,12 +345,16 @@ def evaluate(player_models: Sequence, games: Iterable[str] | None = None, *,
     table of this call's games; files land in the run folder (see :func:`write_table`).
     Earlier episodes of a requested game in the run folder: EvaluationError unless
     ``overwrite`` (see :func:`play`). Games that fail to load or play: GameLoadError after the
-    other games are scored and tabulated (the error carries that table as ``.table``)."""
+    other games are scored and tabulated (the error carries that table as ``.table``).
+    ``threads``: torch's CPU threads while playing; None picks them by backend
+    (:func:`playpen.clem.playing_threads`: 1 for a local model on the CPU), 0 keeps torch's."""
     specs = game_specs(list(games) if games else None, instances)
     if not specs:
         raise EvaluationError("no games to evaluate (pass -g GAME; see `playpen list games`)")
-    run_dir, failures = play_games(specs, player_models, results_dir=results_dir, batch_size=batch_size,
-                                   max_instances=max_instances, run_name=run_name, overwrite=overwrite)
+    from playpen.clem import playing_threads, torch_threads
+    with torch_threads(playing_threads(player_models) if threads is None else (threads or None)):
+        run_dir, failures = play_games(specs, player_models, results_dir=results_dir, batch_size=batch_size,
+                                       max_instances=max_instances, run_name=run_name, overwrite=overwrite)
     failed = {f.game for f in failures}
     played = [s for s in specs if s.game_name not in failed]
     if not played:

@@ -353,3 +353,24 @@ def test_playpen_check_command(toy_workspace):
     assert any(line.startswith("FAIL  master_import:") and "playpen_fixture_missing_dependency" in line
                for line in result.stdout.splitlines())
     assert result.stdout.splitlines()[-1].startswith("FAILED: ")
+
+
+# ----------------------------------------------------------------------------- 8. CPU threads under eval
+
+def test_eval_plays_a_local_cpu_model_with_one_torch_thread(toy_workspace, monkeypatch):
+    import torch
+    from playpen import evaluation
+    seen = []
+    original = evaluation.play_games
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return original(*args, **kwargs)
+    monkeypatch.setattr(evaluation, "play_games", spy)
+    before = torch.get_num_threads()
+    for extra in ([], ["--threads", "0", "--overwrite"], ["--threads", "3", "--overwrite"]):
+        result = invoke("eval", "-m", "tiny-random", "-g", "sayword", "-n", "1", "-L", "2", *extra)
+        assert result.exit_code == 0, result.output
+    assert seen == [1, before, 3] and torch.get_num_threads() == before
+    assert invoke("eval", "-m", "programmatic", "-g", "sayword").exit_code == 0
+    assert seen[-1] == before  # no local model: torch's default

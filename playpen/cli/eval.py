@@ -34,9 +34,12 @@ from playpen.cli import remote_options, set_remote_limits, split_values
 @click.option("-T", "--temperature", type=float, default=0.0, show_default=True)
 @click.option("-L", "--max-tokens", type=int, default=300, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
+@click.option("--threads", type=click.IntRange(min=0), default=None,
+              help="torch CPU threads while playing; 0 = torch's default [default: 1 for a local model on "
+                   "the CPU, torch's default otherwise; see benchmarks/README.md].")
 @remote_options
 def eval_command(model_name, games, adapter, partner, instances, results_dir, run_name, overwrite,
-                 max_instances, batch_size, temperature, max_tokens, as_json, connect_timeout, read_timeout,
+                 max_instances, batch_size, temperature, max_tokens, as_json, threads, connect_timeout, read_timeout,
                  retries, retry_budget):
     """Evaluate MODEL (optionally with --adapter) on the games' held-out instances.
 
@@ -84,7 +87,7 @@ def eval_command(model_name, games, adapter, partner, instances, results_dir, ru
     try:
         table = evaluate(models, names, results_dir=Path(results_dir), instances=instances,
                          batch_size=batch_size, max_instances=max_instances, run_name=run_name,
-                         overwrite=overwrite, extra={"model": model_name,
+                         overwrite=overwrite, threads=threads, extra={"model": model_name,
                                                      "adapter": str(adapter) if adapter else None,
                                                      "partner": partner})
     except GameLoadError as e:  # the games that did play still get their table
