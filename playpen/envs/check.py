@@ -346,11 +346,10 @@ class _GameChecker:
                       f"({forked.result.outcome}, {original.result.outcome})")
 
     def check_interactions_log(self) -> tuple[str, str]:
-        # read from env.interactions until GameEnv.episode_log() is there for every caller
-        logged = [e for e in self.episodes if e.env is not None and e.env.interactions_recorder is not None]
+        logged = [e for e in self.episodes if e.env is not None and e.env.episode_log().interactions is not None]
         if not logged:
             return SKIP, "not run: no episode started"
-        if problems := self._problems(lambda e: _interactions_problem(e.env.interactions), logged):
+        if problems := self._problems(lambda e: _interactions_problem(e.env.episode_log().interactions), logged):
             raise _Failed(f"{_show(self.folder)}: interactions log: {problems}")
         num_events = sum(len(t) for e in logged for t in e.env.interactions["turns"])
         return PASS, f"{len(logged)} interactions log(s), {num_events} event(s), well formed"
