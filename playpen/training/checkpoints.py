@@ -27,12 +27,12 @@ DELETING_PREFIX = ".deleting-"
 
 
 def is_complete(folder: Path) -> bool:
-    """``folder/trainer_state.json`` exists and is a JSON object with ``global_step``."""
+    """``folder/trainer_state.json`` exists and is a JSON object (a write cut short is not)."""
     try:
         state = json.loads((Path(folder) / STATE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(state, dict) and "global_step" in state
+    return isinstance(state, dict)
 
 
 def _numbered(run_dir: Path) -> list[tuple[int, Path]]:
