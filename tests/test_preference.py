@@ -251,6 +251,13 @@ def test_dpo_from_recorded_play_via_playpen_run(tiny_workspace):
     assert any(w.abs().sum() > 0 for w in lora_b(run_dir / "checkpoint-1").values())
     (pair,) = read_pairs(run_dir / "pairs-round-1.jsonl")
     assert pair.meta["chosen"]["outcome"] == "success"
+    # resuming a finished run trains nothing and keeps its checkpoint
+    result = CliRunner().invoke(cli, [
+        "run", str(DPO_TRAINER), "-l", "tiny-random", "--source", "records", "--records", str(RUNS),
+        "--games", "wordle", "--max-steps", "1", "--no-evaluate", "--resume"])
+    assert result.exit_code == 0, result.output
+    assert "preference pairs" not in result.output and len(steps_of(run_dir)) == 1
+    assert json.loads((run_dir / "playpen-run.json").read_text())["checkpoint"].endswith("checkpoint-1")
 
 
 def test_spin_rounds_start_from_the_previous_adapter_and_resume(relay_workspace):

@@ -230,6 +230,11 @@ class PreferenceRun:
         Returns the last complete checkpoint."""
         from playpen.training import run as lifecycle
         start = lifecycle.checkpoint_step(self.run.resume_from) if self.run.resume_from else 0
+        if start >= self.bounds[-1]:  # a finished run resumed: nothing to train, its adapter is evaluated
+            from peft import PeftModel
+            PeftModel.from_pretrained(self.base, str(self.run.resume_from))
+            self.run.checkpoint = Path(self.run.resume_from)
+            return self.run.checkpoint
         policy = None
         for round_ in range(1, self.cfg.rounds + 1):
             first, last = self.bounds[round_ - 1], self.bounds[round_]
