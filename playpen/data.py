@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from playpen.errors import DatasetError
-from playpen.files import write_jsonl
+from playpen.files import read_json_rows, write_jsonl
 from playpen.outcomes import OUTCOMES, outcome_of
 
 OUTCOME_ALIASES = {"lose": "failure", "loss": "failure", "fail": "failure", "failed": "failure",
@@ -356,22 +356,7 @@ def read_dataset_file(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"dataset file '{path}' does not exist")
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".jsonl":
-        records = []
-        for number, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise DatasetError(f"{path}:{number}: malformed JSON: {e.msg}") from e
-    else:
-        try:
-            records = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise DatasetError(f"{path}:{e.lineno}: malformed JSON: {e.msg}") from e
-    if not isinstance(records, list):
-        raise DatasetError(f"{path}: expected a list of records ({{messages, meta}})")
+    records = read_json_rows(path, DatasetError, "records ({messages, meta})")
     for index, record in enumerate(records):
         if not isinstance(record, dict) or not isinstance(record.get("messages"), list):
             raise DatasetError(f"{path}: record {index} has no 'messages' list")

@@ -86,6 +86,33 @@ def write_jsonl(records: Iterable[Mapping], path: str | Path) -> Path:
     return write_text(path, "".join(lines))
 
 
+
+def read_json_rows(path: str | Path, error: type[Exception] = ValueError, what: str = "rows") -> list:
+    """The rows of a JSON-lines file (one value per non-blank line) or, for a ``.json``
+    file, its top-level list. Malformed JSON raises ``error`` naming ``path:line``; a
+    ``.json`` file that holds no list raises ``error`` saying what was expected (``what``)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(f"cannot read '{path}': {e}") from e
+    if path.suffix == ".json":
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise error(f"{path}:{e.lineno}: malformed JSON: {e.msg}") from e
+        if not isinstance(rows, list):
+            raise error(f"{path}: expected a list of {what}")
+        return rows
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise error(f"{path}:{number}: malformed JSON: {e.msg}") from e
+    return rows
+
 # ----------------------------------------------------------------------------- locks
 
 class FolderLock:

@@ -24,7 +24,6 @@ plus ``meta`` (where it came from) and, for branch pairs, the token ids.
 """
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from playpen.data import DatasetFilter, conversational_records, role_key
 from playpen.errors import DatasetError
-from playpen.files import write_jsonl
+from playpen.files import read_json_rows, write_jsonl
 
 WON = ("success",)
 NOT_WON = ("failure", "aborted")
@@ -253,35 +252,12 @@ def read_pairs(path: str | Path) -> list[PreferencePair]:
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"pairs file '{path}' does not exist")
-    rows = _rows(path)
+    rows = read_json_rows(path, DatasetError, "pairs ({prompt, chosen, rejected})")
     pairs = [PreferencePair.from_record(row, f"{path}: pair {i}") for i, row in enumerate(rows)]
     if not pairs:
         raise DatasetError(f"pairs file '{path}' holds no preference pairs (expected JSON lines of "
                            f"{{prompt, chosen, rejected}}, as `playpen dataset RESULTS --pairs` writes)")
     return pairs
-
-
-def _rows(path: Path) -> list:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise DatasetError(f"cannot read pairs file '{path}': {e}") from e
-    if path.suffix == ".json":
-        try:
-            rows = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise DatasetError(f"{path}:{e.lineno}: malformed JSON: {e.msg}") from e
-        if not isinstance(rows, list):
-            raise DatasetError(f"{path}: expected a list of pairs ({{prompt, chosen, rejected}})")
-        return rows
-    rows = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise DatasetError(f"{path}:{number}: malformed JSON: {e.msg}") from e
-    return rows
 
 
 def write_pairs(pairs: Sequence[PreferencePair], path: str | Path) -> Path:

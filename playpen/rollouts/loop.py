@@ -179,6 +179,15 @@ class _Clock:
         self.calls = 0
         self.learner_turns = 0
 
+    def partner_answered(self, partner, elapsed: float, responses) -> None:
+        """Count a partner's batch: generation time for a model, partner time for a program."""
+        if getattr(partner, "generates", False):
+            self.generate += elapsed
+            self.calls += 1
+            self.tokens += sum(r.num_new_tokens for r in responses)
+        else:
+            self.partners += elapsed
+
 
 class _Loop:
     def __init__(self, learner, template_kwargs, branching, max_concurrent, reward_fn, writer, callbacks,
@@ -304,13 +313,7 @@ class _Loop:
                 continue
             started = time.perf_counter()
             responses = partner.respond([TurnRequest(t.player, t.context, tuple(t.messages)) for t in group])
-            elapsed = time.perf_counter() - started
-            if getattr(partner, "generates", False):
-                self.clock.generate += elapsed
-                self.clock.calls += 1
-                self.clock.tokens += sum(r.num_new_tokens for r in responses)
-            else:
-                self.clock.partners += elapsed
+            self.clock.partner_answered(partner, time.perf_counter() - started, responses)
             for turn, response in zip(group, responses):
                 answers[id(turn)] = response
         background_joined = time.perf_counter()

@@ -100,13 +100,7 @@ class SideCallServer:
             for i in rows:
                 answers[i] = e
             return
-        elapsed = time.perf_counter() - started
-        if getattr(partner, "generates", False):
-            self.clock.generate += elapsed
-            self.clock.calls += 1
-            self.clock.tokens += sum(r.num_new_tokens for r in responses)
-        else:
-            self.clock.partners += elapsed
+        self.clock.partner_answered(partner, time.perf_counter() - started, responses)
         for i, response in zip(rows, responses):
             self._record(jobs[i], getattr(partner, "name", "partner"), response.text, response.num_new_tokens)
             answers[i] = (response.prompt, dict(response.response_object), response.text)
