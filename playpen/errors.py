@@ -89,6 +89,11 @@ class TrainingSetupError(PlaypenError):
 GRPOSetupError = TrainingSetupError
 
 
+class JudgeError(PlaypenError):
+    """A judge (the self-rewarding trainer's) is unusable: its prompt template or score regex
+    is missing or invalid, or none of its replies in a round gave a score."""
+
+
 class PlotError(PlaypenError):
     """The run folder or log to plot is missing or empty."""
 
