@@ -23,6 +23,7 @@ from pathlib import Path
 from playpen.errors import PlaypenError
 from playpen.training import BasePlayPen, LoraOptions, RunConfig, report_to
 from playpen.training import run as lifecycle
+from playpen.training import anticollapse
 from playpen.training.grpo import GRPOOptions, grpo_parts
 
 
@@ -35,6 +36,11 @@ class GRPOTeacherTrainer(BasePlayPen):
     """GRPO with LoRA; the learner plays one role, a frozen teacher the others."""
 
     config_class = GRPOTeacherConfig
+
+    @classmethod
+    def check(cls, config, learner, teacher=None):
+        # before any model loads: an init adapter of another base model, unknown partners or games
+        anticollapse.check(config, learner, teacher)
 
     def learn(self, game_registry) -> None:
         from trl import GRPOConfig, GRPOTrainer
@@ -53,7 +59,8 @@ class GRPOTeacherTrainer(BasePlayPen):
         #    episodes with the current policy, the teacher in every role the learner does not train
         parts = grpo_parts(self, run, teacher=self.teacher, records_dir=self.output_dir / run_name)
 
-        # 2. TRL: adapters only; the reference policy of the KL term is the adapter-free base
+        # 2. TRL: adapters only; the reference policy of the KL term is the adapter-free base, or
+        #    with --init-adapter a frozen copy of that adapter (a second LoRA adapter, no model copy)
         args = GRPOConfig(
             output_dir=str(run.run_dir), max_steps=cfg.max_steps, learning_rate=cfg.learning_rate, beta=cfg.beta,
             num_generations=cfg.num_generations, per_device_train_batch_size=parts.batch_size,
@@ -65,7 +72,8 @@ class GRPOTeacherTrainer(BasePlayPen):
         trainer = GRPOTrainer(
             model=parts.model, reward_funcs=parts.reward_funcs, args=args, train_dataset=parts.dataset,
             processing_class=parts.tokenizer, peft_config=parts.peft_config, rollout_func=parts.rollout_func,
-            callbacks=[run.trainer_callback(extra_metrics=lambda: parts.rollout_func.last_metrics)])
+            callbacks=[run.trainer_callback(extra_metrics=parts.extra_metrics)])
+        parts.attach(trainer)  # advantages against --baseline; equal-reward groups dropped
 
         # 3. train (Ctrl-C saves a checkpoint and stops); 4. evaluate the adapter (the learner
         #    carries it in memory) on the held-out instances, write the summary and the curve

@@ -40,8 +40,7 @@ def rollout(games: Union[str, Sequence[str]],
             *,
             roles: Optional[Sequence[str]] = None,
             partners: Optional[Mapping[str, PartnerLike]] = None,
-            instances: InstanceSelector = None,
-            instances_file: Optional[str] = None,
+            instances: InstanceSelector = None, instances_file: Optional[str] = None,
             num_repeats: int = 1,
             branching: Optional[Branching] = None,
             max_concurrent_episodes: int = 16,
@@ -50,7 +49,7 @@ def rollout(games: Union[str, Sequence[str]],
             run_name: Optional[str] = None,
             callbacks: Optional[BaseCallback] = None,
             seed: Optional[int] = None,
-            raise_game_errors: bool = False) -> RolloutResult:
+            raise_game_errors: bool = False, augment: bool = False) -> RolloutResult:
     """Play ``len(instances) * num_repeats`` episodes (plus branches) and return them.
 
     Args:
@@ -80,6 +79,7 @@ def rollout(games: Union[str, Sequence[str]],
         seed: seeds torch's sampling for this call (None: leave RNG state alone).
         raise_game_errors: re-raise an exception from game code (default: record the
             episode as ``outcome="error"`` with ``error.json`` and go on).
+        augment: play each episode's instance as the game's ``augment_instance`` rewrites it (seeded).
     """
     started = time.perf_counter()
     if num_repeats < 1:
@@ -106,7 +106,7 @@ def rollout(games: Union[str, Sequence[str]],
         for name in game_names:
             plans.append(plan_game(name, learner_model, partner_objects, roles, instances, instances_file))
         check_keys_used(plans, roles, partner_objects)
-        pending = pending_episodes(plans, instances, num_repeats)
+        pending = pending_episodes(plans, instances, num_repeats, (seed or 0) if augment else None)
         writer = None
         if records_dir is not None:
             from playpen.rollouts.records import RunWriter

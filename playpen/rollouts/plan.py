@@ -99,8 +99,32 @@ def check_keys_used(plans, roles, partner_objects) -> None:
                                f"Roles and players of {', '.join(p.name for p in plans)}: {', '.join(known)}")
 
 
-def pending_episodes(plans, instances, num_repeats) -> list[tuple]:
-    """The episodes to play, ``(order, plan, row, repeat)`` in request order."""
+def pending_episodes(plans, instances, num_repeats, augment_seed=None) -> list[tuple]:
+    """The episodes to play, ``(order, plan, row, repeat)`` in request order; with an
+    ``augment_seed``, each episode's row as its game's augmentation rewrites it (:func:`augmented`)."""
+    out = _pending(plans, instances, num_repeats)
+    if augment_seed is None:
+        return out
+    return [(order, plan, augmented(plan, row, augment_seed, i), repeat)
+            for i, (order, plan, row, repeat) in enumerate(out)]
+
+
+def augmented(plan, row: dict, seed: int, index: int) -> dict:
+    """``row`` with the game instance its game's benchmark rewrites for one episode: a game
+    declares a rollout augmentation by a method ``augment_instance(game_instance, rng)``
+    that returns a new instance (same game_id) playing the same and scoring right, e.g.
+    referencegame shuffles the order of the follower's grids. Games without one: ``row``."""
+    augment = getattr(plan.benchmark, "augment_instance", None)
+    if augment is None:
+        return row
+    import copy
+    import random
+    rng = random.Random(f"{seed}/{plan.name}/{row['experiment']['name']}/{row['game_instance']['game_id']}/{index}")
+    instance = augment(copy.deepcopy(row["game_instance"]), rng)
+    return {**row, "game_instance": instance}
+
+
+def _pending(plans, instances, num_repeats) -> list[tuple]:
     out = []
     if instances is not None and not callable(instances):
         by_name = {**{plan.requested: plan for plan in plans}, **{plan.name: plan for plan in plans}}

@@ -11,12 +11,14 @@ partner tokens masked out by ``env_mask``).
 
 In self-play the learner plays every role, so the slots of one instance are served by
 the SAME episodes: the dataset keeps an instance's role slots adjacent (in a seeded
-shuffle of instances) so that they land in one generation batch. With a teacher, each
-slot is played separately with the teacher in the other roles.
+shuffle of instances) so that they land in one generation batch. With a partner (a
+teacher, a past checkpoint: each group draws one from the mix of ``--partners``), each
+slot is played separately with the partner in the other roles.
 
 Rewards: one TRL reward function per role (``role:<R>``, None for other roles' rows), so
 that TRL logs each role's mean/std and each row is trained with its own role's reward;
-``played`` (weight 0) logs the share of non-aborted episodes.
+``played`` (weight 0) logs the share of non-aborted episodes. The advantages against
+``--baseline`` and the other options against collapse: :mod:`playpen.training.anticollapse`.
 """
 from __future__ import annotations
 
@@ -30,8 +32,6 @@ from playpen.errors import GRPOSetupError
 from playpen.registry import TRAIN_INSTANCES
 from playpen.training.config import option, split_list
 from playpen.training.plotting import LOG_FILE
-
-
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,9 @@ class GameRollout:
         num_generations: TRL's group size (episodes per slot).
         game_roles: every game's roles (from :func:`training_slots`).
         teacher: None for self-play, else the partner of the learner in every other role
-            (anything :data:`playpen.rollouts.PartnerLike` accepts).
+            (anything :data:`playpen.rollouts.PartnerLike` accepts); ignored with ``mix``.
+        mix: a :class:`playpen.training.mixes.PartnerMix`: each group draws its partner.
+        augment: apply the games' rollout augmentations (referencegame: grid order per episode).
         sampling: the learner's :class:`playpen.rollouts.SamplingConfig`.
         records_dir: where each call's run folder of clemcore-layout records goes.
         callbacks: playpen callbacks (episodes are reported to them).
@@ -158,7 +160,9 @@ class GameRollout:
     def __init__(self, learner_name: str, tokenizer: Any, *, num_generations: int,
                  game_roles: dict[str, list[str]], teacher: Any = None, sampling: Any = None,
                  records_dir: Any = None, callbacks: Any = None, reward_fn: Optional[Callable] = None,
-                 max_concurrent_episodes: int = 16, instances: str = TRAIN_INSTANCES, seed: int = 0):
+                 max_concurrent_episodes: int = 16, instances: str = TRAIN_INSTANCES, seed: int = 0,
+                 mix: Any = None, augment: bool = False):
+        from playpen.training.mixes import PartnerMix
         self.learner_name = learner_name
         self.tokenizer = tokenizer
         self.num_generations = num_generations
@@ -171,6 +175,10 @@ class GameRollout:
         self.max_concurrent_episodes = max_concurrent_episodes
         self.instances = instances
         self.seed = seed
+        self.mix = mix or PartnerMix({"teacher": 1.0} if teacher is not None else {"self": 1.0},
+                                     {"teacher": teacher, "self": "learner"})
+        self.augment = augment
+        self.last_rows: dict[str, list] = {}
         self.last_metrics: dict[str, float] = {}
         self.num_calls = 0
 
@@ -189,49 +197,57 @@ class GameRollout:
         model = getattr(trainer, "model_wrapped", None) or trainer.model
         learner = Learner(model, self.tokenizer, self.learner_name, self.sampling)
         step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
-        episodes = self._play(learner, slots, step)
+        names = self.mix.assign(step * len(slots), len(slots))
+        episodes = self._play(learner, slots, names, step, trainer.model)
         self.num_calls += 1
-        return self._rows(slots, episodes)
+        out = self._rows(slots, names, episodes)
+        self.last_rows = {key: out[key] for key in ("reward", "role", "game")}
+        for name in self.mix.weights:
+            self.last_metrics[f"partners/{name}"] = names.count(name) / len(names)
+        return out
 
-    def _play(self, learner, slots: list[Slot], step: int) -> dict:
-        """Episodes by (instance, role): self-play shares an instance's episodes among its roles."""
+    def _play(self, learner, slots: list[Slot], names: list[str], step: int, model) -> dict:
+        """Episodes by (instance, role, partner name); self-play slots of an instance share them."""
         from playpen.rollouts import InstanceRef, rollout
-        calls: list[tuple[list, Optional[dict], Optional[list]]] = []
-        if self.teacher is None:
-            refs = list(dict.fromkeys(s.instance for s in slots))
-            calls.append(([InstanceRef(*i) for i in refs], None, None))
-        else:
-            for role in dict.fromkeys(s.role for s in slots):
-                mine = [s for s in slots if s.role == role]
+        calls: list[tuple[list, Optional[dict], Optional[list], str]] = []
+        for name in dict.fromkeys(names):
+            mine = [s for s, n in zip(slots, names) if n == name]
+            partner = self.mix.partner(name, model, step)
+            if partner == "learner":
+                refs = list(dict.fromkeys(s.instance for s in mine))
+                calls.append(([InstanceRef(*i) for i in refs], None, None, name))
+                continue
+            for role in dict.fromkeys(s.role for s in mine):
                 by_game: dict[str, list] = {}
                 for s in mine:
-                    by_game.setdefault(s.game, []).append(s.instance)
+                    if s.role == role:
+                        by_game.setdefault(s.game, []).append(s.instance)
                 for game, instances in by_game.items():
-                    others = {r: self.teacher for r in self.game_roles[game] if r != role}
-                    calls.append(([InstanceRef(*i) for i in dict.fromkeys(instances)], others, [role]))
+                    others = {r: partner for r in self.game_roles[game] if r != role}
+                    calls.append(([InstanceRef(*i) for i in dict.fromkeys(instances)], others, [role], name))
         found: dict[tuple, list] = {}
         stats = []
-        for refs, partners, roles in calls:
+        for refs, partners, roles, name in calls:
             games = list(dict.fromkeys(r.game for r in refs))
             result = rollout(games, learner, roles=roles, partners=partners, instances=refs,
                              instances_file=self.instances, num_repeats=self.num_generations,
                              max_concurrent_episodes=self.max_concurrent_episodes,
                              reward_fn=self.reward_fn, records_dir=self.records_dir,
-                             callbacks=self.callbacks, seed=self.seed * 100003 + step)
+                             callbacks=self.callbacks, seed=self.seed * 100003 + step, augment=self.augment)
             stats.append(result.stats)
             for episode in result.episodes:
                 key = (episode.game, episode.experiment, episode.game_id)
                 for slot_role in (roles or self.game_roles[episode.game]):
-                    found.setdefault((key, slot_role), []).append(episode)
+                    found.setdefault((key, slot_role, name), []).append(episode)
         self.last_metrics = _merge_stats(stats)
         return found
 
-    def _rows(self, slots: list[Slot], episodes: dict) -> dict[str, list]:
+    def _rows(self, slots: list[Slot], names: list[str], episodes: dict) -> dict[str, list]:
         out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask",
                                                 "reward", "outcome", "main_score", "role", "game")}
         eos = self.tokenizer.eos_token_id
-        for slot in slots:
-            played = episodes.get((slot.instance, slot.role), [])[:self.num_generations]
+        for slot, name in zip(slots, names):
+            played = episodes.get((slot.instance, slot.role, name), [])[:self.num_generations]
             for episode in played:
                 trajectory = _pick(episode, slot.role)
                 if trajectory is None:
@@ -294,6 +310,25 @@ class GRPOOptions:
     learning_rate: float = option(5e-5, "learning rate")
     lora_dropout: float = option(0.0, "LoRA dropout, also applied to --init-adapter (0: none, as RL wants; "
                                       "it costs CPU time too)")
+    baseline: str = option("group", "advantage baseline: group (the group's mean), running (the role's running "
+                                    "mean) or chance (the game's chance level); equal-reward groups are dropped")
+    partners: str = option("", "partner mix NAME:WEIGHT,... of self, past, teacher (-t), programmatic or a "
+                               "registered model (empty: the trainer's own partner)")
+    past_every: int = option(5, "with past in --partners: snapshot the learner every N steps (last 4 kept)")
+    game_shares: str = option("", "GAME:SHARE,... of the groups (sum 1; replaces --games); empty: every "
+                                  "training instance of --games alike")
+    augment: bool = option(True, "apply the rollout augmentations a game declares (referencegame: the grid "
+                                 "order shuffled per episode)")
+
+    def validate(self) -> None:
+        super().validate()  # the run's and LoRA's options (the classes after this one)
+        from playpen.training.anticollapse import validate_options
+        validate_options(self)
+
+    @property
+    def game_list(self) -> list[str]:
+        from playpen.training.mixes import parse_weights
+        return list(parse_weights(self.game_shares, "game-shares") if self.game_shares else split_list(self.games))
 
 
 @dataclass(frozen=True)
@@ -311,6 +346,16 @@ class GRPOParts:
     tokenizer: Any
     temperature: float
     batch_size: int
+    advantages: Any = None
+
+    def attach(self, trainer) -> None:
+        """Give ``trainer`` (TRL's GRPOTrainer built from these parts) the run's baseline."""
+        from playpen.training.advantages import install
+        install(trainer, self.advantages, lambda: self.rollout_func.last_rows)
+
+    def extra_metrics(self) -> dict:
+        """Per step, next to TRL's: rollout statistics, partner shares, dropped groups, baselines."""
+        return {**self.rollout_func.last_metrics, **(self.advantages.metrics if self.advantages else {})}
 
 
 def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
@@ -321,13 +366,14 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
     from playpen.callbacks import CallbackList, JsonlLogCallback
     from playpen.rewards import BinaryReward, OutcomeReward
     from playpen.rollouts.types import SamplingConfig
+    from playpen.training import anticollapse
     from playpen.training import run as lifecycle
     cfg = playpen.config
     if cfg.reward not in ("outcome", "binary"):
         raise GRPOSetupError(f"--reward must be outcome or binary, got '{cfg.reward}'")
-    per_instance, roles_of_games = training_slots(split_list(cfg.games), split_list(cfg.roles),
-                                                  cfg.train_instances)
-    dataset = slot_dataset(per_instance, cfg.groups_per_step * cfg.max_steps, playpen.seed)
+    per_instance, roles_of_games = training_slots(cfg.game_list, split_list(cfg.roles), cfg.train_instances)
+    dataset = anticollapse.dataset(cfg, per_instance, playpen.seed) if cfg.game_shares else \
+        slot_dataset(per_instance, cfg.groups_per_step * cfg.max_steps, playpen.seed)
     reward_funcs, reward_weights = reward_functions(sorted({s.role for slots in per_instance for s in slots}))
     # greedy groups carry no signal: -T 0 means the default sampling temperature 1.0
     sampling = SamplingConfig.from_gen_args(getattr(playpen.learner, "gen_args", None))
@@ -335,11 +381,14 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
     tokenizer = lifecycle.tokenizer_of(playpen.learner)
     # every finished episode goes to the callbacks and the run's JSON log
     episode_callbacks = CallbackList([playpen.callbacks, JsonlLogCallback(run.run_dir / LOG_FILE)])
+    reward_fn = BinaryReward() if cfg.reward == "binary" else OutcomeReward()
     rollout_func = GameRollout(
         playpen.learner.name, tokenizer, num_generations=cfg.num_generations, game_roles=roles_of_games,
         teacher=teacher, sampling=sampling, records_dir=records_dir, callbacks=episode_callbacks,
-        reward_fn=BinaryReward() if cfg.reward == "binary" else OutcomeReward(),
-        max_concurrent_episodes=cfg.max_concurrent_episodes, instances=cfg.train_instances, seed=playpen.seed)
+        reward_fn=reward_fn, max_concurrent_episodes=cfg.max_concurrent_episodes, instances=cfg.train_instances,
+        seed=playpen.seed, mix=anticollapse.partner_mix(playpen, teacher, tokenizer, sampling),
+        augment=cfg.augment)
+    advantages = anticollapse.advantages(cfg, roles_of_games, reward_fn)
     model, peft_config = lifecycle.model_of(playpen.learner), cfg.lora_config()
     if cfg.init_adapter:
         from peft import PeftModel
@@ -348,4 +397,4 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
         lifecycle.set_lora_dropout(model, cfg.lora_dropout)
         peft_config = None
     return GRPOParts(dataset, reward_funcs, reward_weights, rollout_func, model, peft_config, tokenizer,
-                     sampling.temperature, cfg.num_generations * cfg.groups_per_step)
+                     sampling.temperature, cfg.num_generations * cfg.groups_per_step, advantages)

@@ -153,3 +153,14 @@ class ReferenceGameBenchmark(GameBenchmark):
 
     def create_game_scorer(self, experiment: dict, game_instance: dict) -> GameScorer:
         return ReferenceGameScorer(self.game_name, experiment, game_instance)
+
+    @staticmethod
+    def augment_instance(game_instance: dict, rng) -> dict:
+        """playpen's rollout augmentation (training only): the follower's three grids in a
+        fresh random order, the target position moved with its grid, so that a position
+        label fixed in advance carries no information. Scores follow the new position."""
+        grids = list(game_instance["follower_grids"])
+        order = list(range(len(grids)))
+        rng.shuffle(order)  # new position i shows old grid order[i]
+        return {**game_instance, "follower_grids": [grids[i] for i in order],
+                "target_position": order.index(int(game_instance["target_position"]) - 1) + 1}

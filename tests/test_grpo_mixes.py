@@ -1,0 +1,241 @@
+"""GRPO against collapse and forgetting: baselines and dropped groups on hand-made groups,
+the no-signal notice, partner mixes and game shares following their weights (seeded),
+past checkpoints as a frozen second adapter, the KL anchor to --init-adapter, the
+referencegame augmentation (target and scores right), and bad input (one line, exit 2,
+before any model loads)."""
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from playpen.cli import cli
+from playpen.training import advantages as adv
+from playpen.training import mixes
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SP_TRAINER = REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_sp.py"
+MP_TRAINER = REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_mp.py"
+TOYGAMES = REPO_ROOT / "tests" / "toygames"
+NAN = math.nan
+EPS = 1e-4
+
+
+def sd(values):
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+# ----------------------------------------------------------------------------- baselines
+
+# four groups of 4: A varies, A all equal (dropped), B varies with an unscored row, B one scored row (dropped)
+REWARDS = [1.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.5, NAN, 1.0, 0.0, 1.0, NAN, NAN, 1.0, NAN]
+ROLES = ["A"] * 8 + ["B"] * 8
+GAMES = ["g"] * 16
+
+
+def test_group_baseline_is_the_group_mean_and_equal_groups_are_dropped():
+    a = adv.Advantages("group", 4, echo=lambda line: None)
+    out = a.compute(REWARDS, ROLES, GAMES)
+    s1, s3 = sd([1, 0, 0, 0]), sd([1, 0, 1])
+    expected = [0.75 / (s1 + EPS), -0.25 / (s1 + EPS), -0.25 / (s1 + EPS), -0.25 / (s1 + EPS),
+                0, 0, 0, 0,
+                0, (1 - 2 / 3) / (s3 + EPS), (0 - 2 / 3) / (s3 + EPS), (1 - 2 / 3) / (s3 + EPS),
+                0, 0, 0, 0]
+    assert out == pytest.approx(expected, abs=1e-12)
+    assert [v for v in out[4:8] + out[12:16]] == [0.0] * 8  # exactly zero, not nearly
+    assert a.metrics == {"grpo/dropped_groups": 0.5}
+
+
+def test_running_baseline_per_role_over_steps():
+    a = adv.Advantages("running", 4, echo=lambda line: None)
+    out = a.compute(REWARDS, ROLES, GAMES)
+    # first step of a role: that step's mean over all its scored rows (dropped groups included)
+    mean_a, mean_b = (1 + 0.5 * 4) / 8, (1 + 0 + 1 + 1) / 4
+    s1, s3 = sd([1, 0, 0, 0]), sd([1, 0, 1])
+    assert out[:4] == pytest.approx([(r - mean_a) / (s1 + EPS) for r in (1, 0, 0, 0)], abs=1e-12)
+    assert out[9:12] == pytest.approx([(r - mean_b) / (s3 + EPS) for r in (1, 0, 1)], abs=1e-12)
+    assert out[8] == 0.0 and out[4:8] == [0.0] * 4
+    assert a.running == {("g", "A"): mean_a, ("g", "B"): mean_b}
+    # next step: the baseline is last step's; then it moves by momentum 0.9
+    second = [1.0, 1.0, 1.0, 0.0] + [0.0, 1.0, 0.0, 0.0]
+    out = a.compute(second, ["A"] * 4 + ["B"] * 4, ["g"] * 8)
+    s = sd([1, 1, 1, 0])
+    assert out[:4] == pytest.approx([(r - mean_a) / (s + EPS) for r in (1, 1, 1, 0)], abs=1e-12)
+    assert out[4:] == pytest.approx([(r - mean_b) / (s + EPS) for r in (0, 1, 0, 0)], abs=1e-12)
+    assert a.running[("g", "A")] == pytest.approx(0.9 * mean_a + 0.1 * 0.75)
+    assert a.metrics["grpo/baseline/A"] == pytest.approx(0.9 * mean_a + 0.1 * 0.75)
+    assert a.metrics["grpo/dropped_groups"] == 0.0
+
+
+def test_chance_baseline_from_the_games_declared_level(tiny_workspace):
+    from playpen.rewards import BinaryReward, OutcomeReward
+    assert mixes.chance_level("referencegame") == pytest.approx(1 / 3, abs=1e-3)
+    assert mixes.chance_level("taboo") == 0.0 and mixes.chance_level("wordle") is None
+    roles = {"referencegame": ["Instruction Giver", "Instruction Follower"]}
+    # a guesser wins with the chance level (reward of a success at Main Score 100), else loses (0)
+    for reward in (OutcomeReward(), BinaryReward()):
+        assert adv.chance_rewards(roles, reward, {"referencegame": 0.25}) == {
+            ("referencegame", "Instruction Giver"): 0.25, ("referencegame", "Instruction Follower"): 0.25}
+    shifted = OutcomeReward(lose=(0.1, 0.4))
+    assert adv.chance_rewards(roles, shifted, {"referencegame": 0.5})[("referencegame", "Instruction Giver")] \
+        == pytest.approx(0.5 * 1.0 + 0.5 * 0.1)
+    a = adv.Advantages("chance", 4, chance={("g", "A"): 1 / 3, ("g", "B"): 0.5}, echo=lambda line: None)
+    out = a.compute(REWARDS, ROLES, GAMES)
+    s1, s3 = sd([1, 0, 0, 0]), sd([1, 0, 1])
+    assert out[:4] == pytest.approx([(r - 1 / 3) / (s1 + EPS) for r in (1, 0, 0, 0)], abs=1e-12)
+    assert out[9:12] == pytest.approx([(r - 0.5) / (s3 + EPS) for r in (1, 0, 1)], abs=1e-12)
+    assert out[4:9] == [0.0] * 5 and out[12:] == [0.0] * 4
+    assert a.metrics == {"grpo/dropped_groups": 0.5, "grpo/baseline/A": 1 / 3, "grpo/baseline/B": 0.5}
+
+
+def test_a_run_without_signal_says_so_once():
+    lines = []
+    a = adv.Advantages("group", 2, hint="Start from an SFT adapter.", echo=lines.append)
+    silent = [-1.0, -1.0, -1.0, -1.0]
+    for _ in range(2):
+        assert a.compute(silent, ["A"] * 4, ["g"] * 4) == [0.0] * 4
+    a.compute([1.0, 0.0, -1.0, -1.0], ["A"] * 4, ["g"] * 4)  # one group with signal: the count restarts
+    assert lines == [] and a.metrics["grpo/dropped_groups"] == 0.5
+    for _ in range(5):
+        a.compute(silent, ["A"] * 4, ["g"] * 4)
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("[playpen] no learning signal: in the last 3 steps every scored episode got "
+                               "reward -1") and lines[0].endswith("Start from an SFT adapter.")
+
+
+# ----------------------------------------------------------------------------- weights
+
+@pytest.mark.parametrize("value, expected", [
+    ("programmatic:0.5,self:0.3,past:0.2", {"programmatic": 0.5, "self": 0.3, "past": 0.2}),
+    ("self", {"self": 1.0}), (" a : 0.25 , b:0.75 ", {"a": 0.25, "b": 0.75}),
+])
+def test_parse_weights(value, expected):
+    assert mixes.parse_weights(value, "partners") == expected
+
+
+@pytest.mark.parametrize("value, message", [
+    ("a:0.5,b:0.4", "option --game-shares: the weights sum to 0.9, not 1 (a:0.5, b:0.4)"),
+    ("a:x,b:1", "option --game-shares: 'a:x' is not NAME:WEIGHT"),
+    ("a:0,b:1", "option --game-shares: the weight of 'a' is 0; expected a number > 0"),
+    ("a:0.5,a:0.5", "option --game-shares: 'a' is named twice"),
+    (":1", "option --game-shares: ':1' has no name"),
+    ("a,b", "option --game-shares: 'a' is not NAME:WEIGHT"),
+])
+def test_parse_weights_refuses(value, message):
+    from playpen.errors import TrainingSetupError
+    with pytest.raises(TrainingSetupError) as info:
+        mixes.parse_weights(value, "game-shares")
+    assert str(info.value).startswith(message)
+
+
+def test_partner_mix_follows_its_weights_seeded():
+    weights = {"programmatic": 0.5, "self": 0.3, "past": 0.2}
+    mix = mixes.PartnerMix(weights, {"programmatic": "programmatic", "self": "learner"}, past=object(), seed=3)
+    dealt = mix.assign(0, 1000)
+    for n in range(1, 1001):  # after every group, each partner within one group of its share
+        for name, w in weights.items():
+            assert abs(dealt[:n].count(name) - w * n) < 1 + 1e-9, (n, name)
+    # seeded: the same seed deals the same groups, also when asked step by step (--resume)
+    again = mixes.PartnerMix(weights, {"programmatic": "programmatic", "self": "learner"}, past=object(), seed=3)
+    assert again.assign(40, 8) == dealt[40:48] and again.assign(0, 40) == dealt[:40]
+    other = mixes.PartnerMix(weights, {"programmatic": "programmatic", "self": "learner"}, past=object(), seed=4)
+    assert other.assign(0, 1000) != dealt
+    with pytest.raises(ValueError):
+        mixes.PartnerMix({"teacher": 1.0}, {})
+
+
+def test_game_shares_follow_their_weights():
+    # game a: one role (1 group per instance); game b: two roles (an instance's 2 groups stay together)
+    per_game = {"a": [[("a", i, "R")] for i in range(5)], "b": [[("b", i, "X"), ("b", i, "Y")] for i in range(3)]}
+    slots = mixes.game_dataset_slots(per_game, {"a": 0.7, "b": 0.3}, 1000, seed=0)
+    assert len(slots) >= 1000
+    for n in range(1, len(slots) + 1):
+        assert abs(sum(s[0] == "a" for s in slots[:n]) - 0.7 * n) <= 2, n
+    for i, slot in enumerate(slots):  # a b instance's two role groups side by side
+        if slot[0] == "b" and slot[2] == "X":
+            assert slots[i + 1] == ("b", slot[1], "Y")
+    assert {s[1] for s in slots if s[0] == "a"} == set(range(5))  # passes over every instance
+    assert mixes.game_dataset_slots(per_game, {"a": 0.7, "b": 0.3}, 50, seed=0) == slots[:len(
+        mixes.game_dataset_slots(per_game, {"a": 0.7, "b": 0.3}, 50, seed=0))]
+
+
+def test_game_shares_dataset_of_a_config(tiny_workspace):
+    from playpen.training import anticollapse, grpo
+    cls = _config_class(SP_TRAINER)
+    cfg = cls(game_shares="referencegame:0.75,taboo:0.25", roles="", max_steps=40, groups_per_step=2)
+    assert cfg.game_list == ["referencegame", "taboo"]
+    per_instance, _ = grpo.training_slots(cfg.game_list, [], cfg.train_instances)
+    dataset = anticollapse.dataset(cfg, per_instance, seed=1)
+    games = [grpo.Slot.from_prompt(p).game for p in dataset["prompt"][:80]]
+    assert abs(games.count("referencegame") - 60) <= 2
+
+
+def _config_class(trainer):
+    from playpen.cli.run import load_trainer_class
+    return load_trainer_class(trainer).config_class
+
+
+# ----------------------------------------------------------------------------- referencegame augmentation
+
+def test_referencegame_augmentation_moves_the_target_with_its_grid(tiny_workspace):
+    from playpen.envs.loading import game_instance_rows, load_benchmark
+    from playpen.registry import game_spec
+    import random
+    spec = game_spec("referencegame", "instances_train")
+    benchmark = load_benchmark(spec)
+    try:
+        rows = game_instance_rows(spec)[:20]
+        for row in rows:
+            instance = row["game_instance"]
+            positions = set()
+            for seed in range(12):
+                new = benchmark.augment_instance(json.loads(json.dumps(instance)), random.Random(seed))
+                assert sorted(new["follower_grids"]) == sorted(instance["follower_grids"])
+                assert new["follower_grids"][new["target_position"] - 1] == instance["target_grid"]
+                assert {k: v for k, v in new.items() if k not in ("follower_grids", "target_position")} == \
+                    {k: v for k, v in instance.items() if k not in ("follower_grids", "target_position")}
+                positions.add(new["target_position"])
+            assert positions == {1, 2, 3}
+    finally:
+        benchmark.close()
+
+
+def test_augmented_referencegame_episodes_score_right(tiny_workspace, tiny_pair, tmp_path):
+    """Programmatic giver; a follower that always answers "first" wins exactly when the
+    shuffled target is first, and the programmatic follower always wins."""
+    from playpen.envs.game import Response
+    from playpen.rollouts import InstanceRef, rollout
+    from playpen.rollouts.partners import Partner
+    from rollout_helpers import make_learner
+
+    class AlwaysFirst(Partner):
+        def respond(self, requests):
+            return [Response("Answer: first") for _ in requests]
+
+    refs = [InstanceRef("referencegame", "letter_grids", i) for i in range(3)]
+    for follower, check in ((AlwaysFirst("first"), "first"), ("programmatic", "all")):
+        result = rollout("referencegame", make_learner(tiny_pair), roles=[],
+                         partners={"Instruction Giver": "programmatic", "Instruction Follower": follower},
+                         instances=refs, instances_file="instances_train", num_repeats=6, seed=5, augment=True,
+                         records_dir=tmp_path / check)
+        positions = []
+        for episode in result.episodes:
+            instance = json.loads((episode.path / "instance.json").read_text())
+            assert instance["follower_grids"][instance["target_position"] - 1] == instance["target_grid"]
+            follower_prompt = next(t.context for t in episode.turns if t.role == "Instruction Follower")
+            first_grid = follower_prompt.split("First grid:")[1].split("Second grid:")[0].strip()
+            assert first_grid == instance["follower_grids"][0].strip()  # the player saw the shuffled order
+            positions.append(instance["target_position"])
+            won = instance["target_position"] == 1 if check == "first" else True
+            assert episode.outcome == ("success" if won else "failure"), (check, instance["target_position"])
+            assert episode.main_score == (100 if won else 0)
+        assert set(positions) == {1, 2, 3}
+    # without augment the instance's own order stays
+    plain = rollout("referencegame", make_learner(tiny_pair), roles=[],
+                    partners={"Instruction Giver": "programmatic", "Instruction Follower": "programmatic"},
+                    instances=refs[:1], instances_file="instances_train", num_repeats=4, records_dir=None)
+    assert len({json.dumps(t.context) for e in plain.episodes for t in e.turns
+                if t.role == "Instruction Follower"}) == 1
