@@ -22,14 +22,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from playpen.training import BasePlayPen, DemonstrationOptions, LoraOptions, RunConfig, report_to
+from playpen.training import BasePlayPen, DemonstrationOptions, LoraOptions, RunConfig, option, report_to
 from playpen.training import run as lifecycle
 from playpen.training.sft import supervised_dataset
 
 
 @dataclass
 class SFTLoraConfig(DemonstrationOptions, LoraOptions, RunConfig):
-    """Every option is shared: the run (RunConfig), LoRA and the supervised data."""
+    """The run (RunConfig), LoRA and the supervised data; an adapter to continue from."""
+
+    init_adapter: str = option("", "continue training this adapter (same base model) instead of a fresh one")
 
 
 class SFTLoraTrainer(BasePlayPen):
@@ -37,6 +39,12 @@ class SFTLoraTrainer(BasePlayPen):
 
     config_class = SFTLoraConfig
     kind = "sft+lora"
+
+    @classmethod
+    def check(cls, config, learner, teacher=None):
+        # before any model loads: an adapter trained on another base model
+        from playpen.training.preference import check_init_adapter
+        check_init_adapter(config.init_adapter, learner)
 
     def learn(self, game_registry) -> None:
         from trl import SFTConfig, SFTTrainer
@@ -59,8 +67,14 @@ class SFTLoraTrainer(BasePlayPen):
             save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to), seed=self.seed,
             gradient_checkpointing=False, dataloader_num_workers=0, disable_tqdm=True,
             **lifecycle.precision_kwargs())
-        trainer = SFTTrainer(model=lifecycle.model_of(learner), args=args, train_dataset=dataset,
-                             processing_class=tokenizer, peft_config=cfg.lora_config(),
+        model, peft_config = lifecycle.model_of(learner), cfg.lora_config()
+        if cfg.init_adapter:  # continue that adapter (e.g. in a stage pipeline)
+            from peft import PeftModel
+            from playpen.models import check_adapter
+            model = PeftModel.from_pretrained(model, str(check_adapter(cfg.init_adapter)), is_trainable=True)
+            peft_config = None
+        trainer = SFTTrainer(model=model, args=args, train_dataset=dataset,
+                             processing_class=tokenizer, peft_config=peft_config,
                              callbacks=[run.trainer_callback()])
 
         # 3. train (Ctrl-C saves a checkpoint and stops); 4. evaluate the adapter (the learner
