@@ -239,3 +239,202 @@ def test_augmented_referencegame_episodes_score_right(tiny_workspace, tiny_pair,
                     instances=refs[:1], instances_file="instances_train", num_repeats=4, records_dir=None)
     assert len({json.dumps(t.context) for e in plain.episodes for t in e.turns
                 if t.role == "Instruction Follower"}) == 1
+
+
+# ----------------------------------------------------------------------------- bad input
+
+def _other_base_adapter(folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 4,
+                                                            "base_model_name_or_path": "someone/other-model"}))
+    (folder / "adapter_model.safetensors").write_bytes(b"not read: the base model is checked first")
+    return folder
+
+
+@pytest.mark.parametrize("trainer, args, expected", [
+    (SP_TRAINER, ["--init-adapter", "OTHER"], "was trained on base model 'someone/other-model', not on"),
+    (MP_TRAINER, ["-t", "programmatic", "--init-adapter", "OTHER"], "was trained on base model"),
+    (SP_TRAINER, ["--partners", "programmatic:0.5,tiny-randon:0.5"],
+     "--partners: 'tiny-randon' is neither a partner kind (self, past, teacher, programmatic) nor a registered "
+     "model"),
+    (SP_TRAINER, ["--partners", "teacher:0.5,self:0.5"], "--partners names 'teacher' but no -t/--teacher MODEL"),
+    (SP_TRAINER, ["--partners", "self:0.5,past:0.6"], "option --partners: the weights sum to 1.1, not 1"),
+    (SP_TRAINER, ["--game-shares", "referencegame:0.7,taboo:0.2"],
+     "option --game-shares: the weights sum to 0.9, not 1 (referencegame:0.7, taboo:0.2)"),
+    (SP_TRAINER, ["--game-shares", "referencegame:0.7,tabu:0.3"], "tabu"),
+    (SP_TRAINER, ["--games", "wordle", "--game-shares", "referencegame:0.7,taboo:0.3"],
+     "--games wordle and --game-shares referencegame,taboo name different games"),
+    (SP_TRAINER, ["--baseline", "median"], "option --baseline: 'median' is not valid; expected one of group, "
+                                           "running, chance"),
+    (SP_TRAINER, ["--baseline", "chance", "--games", "wordle"], "--baseline chance: wordle declares no chance "
+                                                                "level"),
+    (SP_TRAINER, ["--past-every", "0"], "option --past-every: 0 is not valid"),
+])
+def test_bad_options_are_one_line_before_any_model_loads(tiny_workspace, monkeypatch, tmp_path, trainer, args,
+                                                         expected):
+    from playpen import models
+    monkeypatch.setattr(models, "load_model_by_name", lambda *a, **k: pytest.fail("a model was loaded"))
+    other = str(_other_base_adapter(tmp_path / "other-adapter"))
+    args = [other if a == "OTHER" else a for a in args]
+    result = CliRunner().invoke(cli, ["run", str(trainer), "-l", "tiny-random", *args])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("playpen: error:") and expected in errors[0], result.output
+    assert not (tiny_workspace / "models").exists() and not (tiny_workspace / "playpen-records").exists()
+
+
+def test_unknown_game_share_names_close_matches(tiny_workspace):
+    result = CliRunner().invoke(cli, ["run", str(SP_TRAINER), "-l", "tiny-random", "--game-shares",
+                                      "referencegame:0.5,tabo:0.5"])
+    assert result.exit_code == 2 and "taboo" in result.output and "tabo" in result.output, result.output
+
+
+def test_help_lists_the_options(tiny_workspace):
+    result = CliRunner().invoke(cli, ["run", str(SP_TRAINER), "--help"])
+    assert result.exit_code == 0
+    for option in ("--baseline", "--partners", "--past-every", "--game-shares", "--augment"):
+        assert option in result.output, option
+
+
+# ----------------------------------------------------------------------------- past checkpoints
+
+def test_past_checkpoints_are_a_frozen_second_adapter(tiny_model_dir):
+    """The past partner plays a snapshot of the trained adapter (here: the fresh one of
+    step 0, i.e. the base model), the learner keeps training its own; no second model."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from playpen.rollouts import SamplingConfig, generation
+    from playpen.rollouts.chat import prompt_ids
+    from playpen.rollouts.partners import TurnRequest
+    from playpen.training.past import PastPolicies
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+                           LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"))
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=6)
+    past = PastPolicies(tokenizer, "tiny", sampling, every=5, seed=0)
+    partner = past.prepare(model, step=0)
+    assert set(model.peft_config) == {"default", "past"} and model.active_adapter == "default"
+    assert all(not p.requires_grad for n, p in model.named_parameters() if ".past." in n)
+    assert all(p.requires_grad for n, p in model.named_parameters() if ".default." in n)
+    # training moves the learner's adapter away from the snapshot
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if ".default." in name:
+                param.add_(torch.randn_like(param) * 0.5)
+    messages = [{"role": "user", "content": "Name a colour."}]
+    prompt = prompt_ids(tokenizer, messages)
+
+    def greedy():
+        return generation.generate(model, tokenizer, [prompt], sampling)[0].text
+    learner_text = greedy()
+    with model.disable_adapter():
+        base_text = greedy()
+    assert learner_text != base_text
+    answer = partner.respond([TurnRequest(None, messages[-1], tuple(messages))])[0]
+    assert answer.text == base_text  # the step-0 snapshot: a fresh adapter is the base model
+    assert model.active_adapter == "default" and greedy() == learner_text
+    assert all(not p.requires_grad for n, p in model.named_parameters() if ".past." in n)
+    assert all(p.requires_grad for n, p in model.named_parameters() if ".default." in n)
+    # snapshots every 5 steps, the last 4 kept
+    for step in range(1, 31):
+        past.prepare(model, step)
+    assert [s for s, _ in past.pool] == [15, 20, 25, 30]
+
+
+
+# ----------------------------------------------------------------------------- runs of the trainers
+
+from test_grpo import load_trainer, toy_workspace, yesno_model_dir  # noqa: E402,F401  (the yes/no fixtures)
+
+
+@pytest.fixture
+def kept_trainers(monkeypatch):
+    """The real TRL GRPOTrainers the example trainers build, kept for inspection."""
+    import trl
+    built = []
+
+    class Kept(trl.GRPOTrainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            built.append(self)
+    monkeypatch.setattr(trl, "GRPOTrainer", Kept)
+    return built
+
+
+def test_kl_anchor_is_the_init_adapter(toy_workspace, yesno_model_dir, tmp_path, kept_trainers):
+    """--init-adapter with --beta > 0: the KL term's reference is a frozen copy of the
+    init adapter (a second adapter on the same base model, no second model), not the bare
+    base model; the trained adapter moves away from it; --baseline running is logged."""
+    import torch
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+    init = tmp_path / "sft-adapter"
+    torch.manual_seed(0)
+    sft = get_peft_model(AutoModelForCausalLM.from_pretrained(yesno_model_dir),
+                         LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM", init_lora_weights=False))
+    sft.save_pretrained(init)
+    trainer, learner = load_trainer(SP_TRAINER, "tiny-yesno", games="sayword", train_instances="instances",
+                                    max_steps=3, num_generations=8, groups_per_step=1, learning_rate=2e-2,
+                                    beta=0.1, reward="binary", save_steps=100, evaluate=False,
+                                    init_adapter=str(init), baseline="running")
+    trainer.learn(None)
+    trl_trainer = kept_trainers[0]
+    assert trl_trainer.ref_model is None  # no second model copy
+    model = trl_trainer.model
+    assert set(model.peft_config) == {"default", "ref"}
+    saved = {k.replace("base_model.model.", ""): v for k, v in load_file(init / "adapter_model.safetensors").items()}
+    params = dict(model.named_parameters())
+    ref = {n.replace("base_model.model.", "").replace(".ref.", "."): p for n, p in params.items() if ".ref." in n}
+    trained = {n.replace("base_model.model.", "").replace(".default.", "."): p for n, p in params.items()
+               if ".default." in n}
+    assert set(ref) == set(saved) == set(trained)
+    assert all(torch.equal(ref[k].detach().cpu(), saved[k]) for k in saved)  # frozen: still the init adapter
+    assert all(not p.requires_grad for n, p in params.items() if ".ref." in n)
+    assert any(not torch.equal(trained[k].detach().cpu(), saved[k]) for k in saved)  # the policy moved
+    # the reference differs from the bare base model: the anchor is the supervised policy
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    with torch.no_grad():
+        from trl.trainer.utils import use_adapter
+        with use_adapter(model, "ref"):
+            ref_logits = model(input_ids=ids).logits
+        with model.disable_adapter():
+            base_logits = model(input_ids=ids).logits
+        fresh = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(yesno_model_dir), str(init))
+        sft_logits = fresh(input_ids=ids).logits
+    assert torch.allclose(ref_logits, sft_logits, atol=1e-5) and not torch.allclose(ref_logits, base_logits)
+    run_dir = toy_workspace / "models" / "grpo+lora" / "tiny-yesno" / "selfplay"
+    steps = [json.loads(l) for l in (run_dir / "playpen-log.jsonl").read_text().splitlines()]
+    steps = [s for s in steps if s["event"] == "train_step"]
+    assert len(steps) == 3 and all("grpo/dropped_groups" in s and "train/kl" in s for s in steps)
+    assert "grpo/baseline/WordSayer" in steps[-1] and steps[-1]["partners/self"] == 1.0
+    assert steps[0]["train/kl"] == pytest.approx(0.0, abs=1e-6) and steps[-1]["train/kl"] > 0
+
+
+def test_partner_mix_in_a_run(toy_workspace, kept_trainers):
+    """--partners programmatic:0.5,past:0.25,self:0.25 on relay: each step's groups are dealt
+    to the partners by weight, and the records name who played."""
+    result = CliRunner().invoke(cli, [
+        "run", str(SP_TRAINER), "-l", "tiny-random", "-T", "1.0", "-L", "3", "--games", "relay",
+        "--train-instances", "instances", "--max-steps", "2", "--num-generations", "2", "--groups-per-step", "4",
+        "--no-evaluate", "--partners", "programmatic:0.5,past:0.25,self:0.25", "--baseline", "running"])
+    assert result.exit_code == 0, result.output
+    run_dir = toy_workspace / "models" / "grpo+lora" / "tiny-random" / "selfplay"
+    steps = [json.loads(l) for l in (run_dir / "playpen-log.jsonl").read_text().splitlines()]
+    steps = [s for s in steps if s["event"] == "train_step"]
+    assert [(s["partners/programmatic"], s["partners/past"], s["partners/self"]) for s in steps] == \
+        [(0.5, 0.25, 0.25)] * 2
+    assert all("grpo/dropped_groups" in s for s in steps)
+    records = toy_workspace / "playpen-records" / "grpo+lora" / "tiny-random" / "selfplay"
+    partners = []
+    for path in records.rglob("interactions.json"):
+        players = json.loads(path.read_text())["players"]
+        names = sorted(p["model_name"] for k, p in players.items() if k != "GM")
+        partners.append(tuple(names))
+    assert ("programmatic", "tiny-random") in partners
+    assert ("tiny-random", "tiny-random-past") in partners
+    assert ("tiny-random", "tiny-random") in partners
+    model = kept_trainers[0].model
+    assert "past" in model.peft_config
+    assert all(not p.requires_grad for n, p in model.named_parameters() if ".past." in n)
