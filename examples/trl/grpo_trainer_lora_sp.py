@@ -12,6 +12,12 @@ are masked out of the loss. In self-play the roles of an instance share its epis
 ``-T`` is the sampling temperature of the rollouts (0 is replaced by 1.0: greedy groups
 carry no signal) and ``-L`` the tokens per turn.
 
+Against collapse to a private protocol and forgetting of other games (docs/trainers.md):
+
+    playpen run examples/trl/grpo_trainer_lora_sp.py -l smol-135m --init-adapter ADAPTER --baseline chance
+    playpen run examples/trl/grpo_trainer_lora_sp.py -l smol-135m --partners programmatic:0.5,self:0.3,past:0.2
+    playpen run examples/trl/grpo_trainer_lora_sp.py -l smol-135m --game-shares referencegame:0.7,taboo:0.3
+
 Records of every episode go to ``<output_dir>/grpo+lora/<learner>/selfplay/`` (clemcore
 layout: ``clem score``/``transcribe`` work on them), checkpoints (adapters) to
 ``models/grpo+lora/<learner>/selfplay/checkpoint-N``, metrics (loss, reward per role,
