@@ -116,3 +116,26 @@ def test_a_finished_pipeline_is_never_overwritten(tiny_workspace):
     assert result.output.count("\n") == 1
     assert json.loads((run_dir / "pipeline-state.json").read_text()) == state
     assert sorted(p.name for p in run_dir.iterdir()) == ["pipeline-state.json"]
+
+
+def test_sft_lora_continues_an_adapter(tiny_workspace, tiny_model_dir):
+    """What lets SFT be a later stage: --init-adapter trains that adapter on."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+                           LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"))
+    torch.manual_seed(1)
+    for name, p in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.02)
+    model.save_pretrained(tiny_workspace / "start")
+    start = lora_b(tiny_workspace / "start")
+    result = CliRunner().invoke(cli, ["run", str(REPO_ROOT / "examples" / "trl" / "sft_trainer_lora.py"),
+                                      "-l", "tiny-random", "--games", "wordle", "--records", str(RUNS),
+                                      "--init-adapter", "start", "--max-steps", "1", "--batch-size", "2",
+                                      "--learning-rate", "1e-2", "--no-evaluate"])
+    assert result.exit_code == 0, result.output
+    trained = lora_b(tiny_workspace / "models" / "sft+lora" / "tiny-random" / "checkpoint-1")
+    assert set(trained) == set(start) and all(w.shape[1] == 4 for w in trained.values())  # the same adapter (r=4)
+    assert any(not trained[n].equal(w) for n, w in start.items())
