@@ -120,9 +120,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     import torch
-    from playpen.rollouts import chat, registry
+    from playpen import registry
+    from playpen.rollouts import chat
     from playpen.clem import clemcore, clemgame, load_model, preserved_logging
-    from playpen.envs.loading import game_instance_rows, game_spec, load_benchmark
+    from playpen.envs.loading import game_instance_rows, load_benchmark
+    from playpen.registry import game_spec
     from playpen.rollouts.generation import eos_token_ids
     from playpen.default_model import prepare_default_model, DEFAULT_MODEL
     from playpen.rollouts import Learner, SamplingConfig, rollout

@@ -106,3 +106,27 @@ def test_the_data_flows_one_way():
     wrong = [f"{a} -> {b}" for a, targets in graph.items() for b in targets
              if layer(a) is not None and layer(b) is not None and layer(b) > layer(a)]
     assert not wrong, f"imports against the flow: {wrong}"
+
+
+def test_every_playpen_name_that_scripts_import_exists():
+    """A move inside the package once broke benchmarks/rollouts.py (`from playpen.rollouts
+    import registry`) with nothing in the suite to notice: every `from playpen... import X`
+    in the package, the examples and the benchmarks (inside functions too) must resolve."""
+    import importlib
+    root = PACKAGE.parent
+    files = [p for p in [*PACKAGE.rglob("*.py"), *(root / "examples").rglob("*.py"), *(root / "benchmarks").glob("*.py")]
+             if "builtin" not in p.parts]
+    missing = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("playpen")):
+                continue
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                if alias.name == "*" or hasattr(module, alias.name):
+                    continue
+                try:
+                    importlib.import_module(f"{node.module}.{alias.name}")
+                except ImportError:
+                    missing.append(f"{path.relative_to(root)}: from {node.module} import {alias.name}")
+    assert not missing, missing
