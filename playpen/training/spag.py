@@ -63,6 +63,8 @@ class SPAGOptions:
     max_concurrent_episodes: int = option(16, "self-play episodes generated together")
     learning_rate: float = option(1e-4, "learning rate")
     outcomes: str = option("success,failure", "imitation: episode outcomes to learn from (before --imitate-winners)")
+    save_steps: int = option(10, "not used: SPAG saves one adapter per phase (imitation, SPAG-1..N)")
+    save_total_limit: int = option(2, "not used: every phase's adapter is kept")
 
     def validate(self) -> None:
         super().validate()
@@ -164,9 +166,13 @@ def token_logps(model, ids: Sequence[int], mask: Sequence[int], full: bool = Fal
     counts); with ``full`` also the log-softmax rows at those positions (for a KL)."""
     import torch
     input_ids = torch.tensor([list(ids)])
-    logits = model(input_ids=input_ids).logits[0, :-1]
     where = torch.tensor(list(mask)[1:], dtype=torch.bool)
-    rows = torch.log_softmax(logits[where].float(), dim=-1)
+    positions = torch.nonzero(where).squeeze(1)  # position t predicts token t + 1
+    try:  # the vocabulary projection only where it counts (most of a game's tokens are prompt)
+        logits = model(input_ids=input_ids, logits_to_keep=positions).logits[0]
+    except TypeError:  # a model without logits_to_keep
+        logits = model(input_ids=input_ids).logits[0, :-1][where]
+    rows = torch.log_softmax(logits.float(), dim=-1)
     chosen = rows.gather(1, input_ids[0, 1:][where].unsqueeze(1)).squeeze(1)
     return (chosen, rows) if full else chosen
 

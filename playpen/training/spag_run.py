@@ -135,7 +135,7 @@ class SpagRun:
         order: list[int] = []
         model.train()
         for _ in range(steps):
-            batch = _next_batch(order, len(rows), cfg.batch_size, rng)
+            batch = _next_batch(order, len(rows), cfg.batch_size * cfg.gradient_accumulation_steps, rng)
             optimizer.zero_grad()
             nll = kl = 0.0
             for i in batch:
@@ -190,7 +190,7 @@ class SpagRun:
         sft_order: list[int] = []
         model.train()
         for _ in range(cfg.max_steps):
-            batch = _next_batch(order, len(samples), cfg.batch_size, rng)
+            batch = _next_batch(order, len(samples), cfg.batch_size * cfg.gradient_accumulation_steps, rng)
             optimizer.zero_grad()
             sums = {"loss": 0.0, "kl": 0.0, "advantage": 0.0, "clipped": 0.0, "sft": 0.0}
             for i in batch:
@@ -202,7 +202,7 @@ class SpagRun:
                 for key in ("kl", "advantage", "clipped"):
                     sums[key] += info[key] / len(batch)
             if cfg.sft_coef and imitation_rows:
-                rows = _next_batch(sft_order, len(imitation_rows), cfg.batch_size, rng)
+                rows = _next_batch(sft_order, len(imitation_rows), len(batch), rng)
                 for j in rows:
                     nll, _ = spag.imitation_loss(model, *imitation_rows[j], 0.0)
                     (cfg.sft_coef * nll / len(rows)).backward()
