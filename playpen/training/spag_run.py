@@ -23,7 +23,7 @@ from playpen.training import spag
 from playpen.training.checkpoints import STATE_FILE, is_complete, remove_checkpoint
 from playpen.training.plotting import CURVE_FILE, LOG_FILE, plot_run
 from playpen.training.preference import memory_metrics
-from playpen.training.run import GracefulInterrupt, model_of, safe_name, tokenizer_of
+from playpen.training.run import GracefulInterrupt, model_of, safe_name, set_lora_dropout, tokenizer_of
 
 IMITATION = "imitation"
 
@@ -103,7 +103,9 @@ class SpagRun:
         base = model_of(self.playpen.learner)
         source = self.run_dir / self.done[-1] if self.done else self.cfg.init_adapter
         if source:
-            return PeftModel.from_pretrained(base, str(check_adapter(source)), is_trainable=True)
+            model = PeftModel.from_pretrained(base, str(check_adapter(source)), is_trainable=True)
+            set_lora_dropout(model, self.cfg.lora_dropout)  # the adapter's own dropout would blur the ratio
+            return model
         return get_peft_model(base, self.cfg.lora_config())
 
     def save(self, model, name: str, metrics: dict) -> Path:
