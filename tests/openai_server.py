@@ -4,7 +4,8 @@ The policy plays the toy game `relay`: asked for the secret word it answers
 `WORD: <word>`; given `WORD: x` it answers `GUESS: x`. It counts requests and the
 most requests in flight at once (to check bounded concurrency). A broken server for the
 limits tests: `delay` seconds before each answer (a hanging server), or `status` (e.g.
-500) instead of an answer.
+500) instead of an answer. `reply` (messages -> text) replaces the scripted policy, e.g. a
+judge's.
 """
 import json
 import re
@@ -25,8 +26,9 @@ def scripted_reply(messages):
 
 
 class ScriptedServer:
-    def __init__(self, delay: float = 0.0, status: int = 200):
+    def __init__(self, delay: float = 0.0, status: int = 200, reply=None):
         self.delay = delay
+        self.reply = reply or scripted_reply
         self.status = status
         self.requests = 0
         self.in_flight = 0
@@ -61,7 +63,7 @@ class ScriptedServer:
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
                     time.sleep(server.delay)
-                    reply = scripted_reply(request.get("messages", []))
+                    reply = server.reply(request.get("messages", []))
                 finally:
                     with server._lock:
                         server.in_flight -= 1
