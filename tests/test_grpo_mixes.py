@@ -349,15 +349,14 @@ from test_grpo import load_trainer, toy_workspace, yesno_model_dir  # noqa: E402
 
 @pytest.fixture
 def kept_trainers(monkeypatch):
-    """The real TRL GRPOTrainers the example trainers build, kept for inspection."""
-    import trl
+    """The real TRL trainers the example trainers build (as they get the run's baseline), kept for inspection."""
     built = []
+    original = adv.install
 
-    class Kept(trl.GRPOTrainer):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            built.append(self)
-    monkeypatch.setattr(trl, "GRPOTrainer", Kept)
+    def keep(trainer, *args, **kwargs):
+        built.append(trainer)
+        return original(trainer, *args, **kwargs)
+    monkeypatch.setattr(adv, "install", keep)
     return built
 
 
