@@ -1,8 +1,8 @@
 """Learning curves from a run's JSON log (``playpen-log.jsonl``).
 
 The PNG shows, over optimizer steps, what is in the log: reward mean (overall and per
-role) and % played for GRPO runs, the training loss for SFT runs. The Agg backend is
-used, so no display is needed.
+role), % played and % of groups dropped (no signal) for GRPO runs, the training loss for
+SFT runs. The Agg backend is used, so no display is needed.
 """
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def plot_run(run: str | Path, out: Optional[str | Path] = None, title: Optional[
     out = Path(out) if out else run_dir / CURVE_FILE
     role_keys = sorted({k for r in records for k in r if k.startswith("reward/") and k.endswith("/mean")})
     has_reward = any(k in r for r in records for k in ("rollout/reward_mean",)) or role_keys
-    has_played = any("rollout/percent_played" in r for r in records)
+    has_played = any("rollout/percent_played" in r or "grpo/dropped_groups" in r for r in records)
 
     panels = (["reward"] if has_reward else []) + (["played"] if has_played else []) + ["loss"]
     fig, axes = plt.subplots(len(panels), 1, figsize=(7, 2.6 * len(panels)), sharex=True, squeeze=False)
@@ -76,8 +76,12 @@ def plot_run(run: str | Path, out: Optional[str | Path] = None, title: Optional[
             ax.set_ylabel("reward (mean)")
             ax.legend(fontsize=8)
         elif panel == "played":
-            ax.plot(*_series(records, "rollout/percent_played"), color="tab:green")
-            ax.set_ylabel("% played")
+            ax.plot(*_series(records, "rollout/percent_played"), color="tab:green", label="episodes played")
+            steps, dropped = _series(records, "grpo/dropped_groups")
+            if steps:  # GRPO groups without signal (all rewards equal): nothing learned from them
+                ax.plot(steps, [100 * d for d in dropped], color="tab:gray", linestyle="--", label="groups dropped")
+                ax.legend(fontsize=8)
+            ax.set_ylabel("%")
             ax.set_ylim(-5, 105)
         else:
             ax.plot(*_series(records, "train/loss"), color="tab:red")
