@@ -118,8 +118,9 @@ PATTERN = load_regex("")
 @settings(max_examples=300, deadline=None)
 @given(score=st.integers(0, 5) | st.floats(0, 5, allow_nan=False).map(lambda x: round(x, 2)),
        before=st.text(max_size=200), style=st.sampled_from(["Score: {}", "score = {}", "**Score:** {}",
-                                                             "  Total score: {}", "SCORE:{}/5"]))
-def test_the_score_regex_reads_any_score_in_range_from_the_last_line(score, before, style):
+                                                             "  Total score: {}", "SCORE:{}/5",
+                                                             "The move earns a total of {} points."]))
+def test_the_score_regex_reads_any_score_in_range_from_the_end_of_a_reply(score, before, style):
     reply = f"{before}\n{style.format(score)}"
     assert parse_score(reply, PATTERN, 0, 5) == float(score)
 
@@ -131,8 +132,8 @@ def test_garbage_gives_no_score_and_nothing_out_of_range(reply):
     assert value is None or 0 <= value <= 5
     if not any(ch.isdigit() for ch in reply):
         assert value is None
-    while re.search("score", reply, re.I):  # without the keyword, digits alone are no score
-        reply = re.sub("score", "", reply, flags=re.I)
+    while re.search("score|total", reply, re.I):  # without the keywords, digits alone are no score
+        reply = re.sub("score|total", "", reply, flags=re.I)
     assert parse_score(reply, PATTERN, 0, 5) is None
 
 

@@ -15,8 +15,8 @@ the whole match — read as a number; no match, no number or a number out of ran
 score (:func:`parse_score` returns None). playpen ships two prompts (``judge_prompts/``:
 ``additive``, a 5-point checklist whose points add up, and ``game-aware``, the same
 checklist with what winning means in each of playpen's games) and the regex that reads
-their last line (``Score: N``); ``--judge-template FILE`` and ``--score-regex FILE``
-replace them.
+the score they ask for (``Score: N``; also ``total of N``, ``score = N``, as small judges
+put it); ``--judge-template FILE`` and ``--score-regex FILE`` replace them.
 
 Who judges (``--judge``): ``learner`` — the policy itself, as it is when a round collects
 (self-rewarding proper) — or any registered model, loaded by name: a local HF model
@@ -56,7 +56,7 @@ class JudgeOptions:
                                              "additive (5-point checklist), game-aware (the checklist with "
                                              "what winning means in each game)")
     score_regex: str = option("", "a file holding the regex that reads the score from a judge reply (last "
-                                  "match; group 'score', else group 1); empty = playpen's ('Score: N')")
+                                  "match; group 'score', else group 1); empty = playpen's ('Score: N', 'total of N')")
     score_min: float = option(0.0, "lowest valid score (a score out of range counts as no score)")
     score_max: float = option(5.0, "highest valid score")
     judge_max_tokens: int = option(128, "tokens per judge reply")

@@ -226,9 +226,9 @@ class JudgeCollector(BranchCollector):
                              f"{self.judge.spec.low:g}..{self.judge.spec.high:g}; first reply {first[:80]!r}); "
                              f"nothing was trained; the replies are in {self.log_file}")
         if not pairs:
-            raise DatasetError(f"round {round_}: no preference pairs: the judge scored the candidates of each of "
-                               f"the {len(points)} branch points alike; raise --candidates or --pair-instances, "
-                               f"or sample more diversely (-T)")
+            raise DatasetError(f"round {round_}: no preference pairs: at each of the {len(points)} branch points "
+                               f"the judge scored all candidates alike or fewer than two; raise --candidates or "
+                               f"--pair-instances, or sample more diversely (-T)")
         return pairs
 
     def _log_unparsed(self, round_: int, unparsed: list) -> None:
