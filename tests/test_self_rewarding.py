@@ -276,6 +276,7 @@ def test_a_judge_that_returns_only_garbage_stops_with_one_line_and_overwrites_no
     assert (earlier / "adapter_model.safetensors").read_bytes() == b"earlier weights"
     assert not list(run_dir.glob("pairs-round-*"))
     assert len(log_of(run_dir, "judge_unparsed")) == calls and not log_of(run_dir, "train_step")
+    assert not (run_dir / ".playpen.lock").exists()
 
 
 @pytest.mark.parametrize("args, expected", [
@@ -308,3 +309,19 @@ def test_user_errors_one_line_before_any_model_loads(sr_workspace, monkeypatch, 
     assert result.exit_code == 2, result.output
     assert expected in result.output and result.output.count("\n") == 1, result.output
     assert not (sr_workspace / "models").exists() and not (sr_workspace / "playpen-records").exists()
+
+
+def test_a_remote_judge_whose_server_is_down_stops_with_one_line_before_playing(sr_workspace):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    register_judge(sr_workspace, url)
+    result = run_trainer("-l", "tiny-sr", "-t", "programmatic", "--judge", "remote-judge", "--rounds", "1",
+                         "--max-steps", "1", "--no-evaluate")
+    assert result.exit_code == 2, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("playpen: error")]
+    assert "remote-judge" in line and url in line
+    assert not (sr_workspace / "playpen-records").exists()
+    assert not list((sr_workspace / "models").rglob("checkpoint-*"))
+    assert not list((sr_workspace / "models").rglob(".playpen.lock"))  # the run folder is free again

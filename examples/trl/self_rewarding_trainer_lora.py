@@ -73,7 +73,11 @@ class SelfRewardingTrainer(BasePlayPen):
 
         # 1. the pairs of a round: candidates at the branch points of the round's episodes,
         #    ranked by the judge (or by the game), best vs worst
-        judge = judging.load_judge(cfg, learner) if cfg.reward == "judge" else None
+        try:
+            judge = judging.load_judge(cfg, learner) if cfg.reward == "judge" else None  # a remote one must answer
+        except BaseException:
+            run.run.lock.release()
+            raise
         collector = self_rewarding.collector(self, self.output_dir / run.run_name, run.run_dir, judge=judge,
                                              teacher=self.teacher)
 
