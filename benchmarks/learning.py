@@ -1,32 +1,146 @@
-"""Proof that learning works: before → SFT-LoRA → GRPO (self-play), on held-out instances.
+"""One held-out comparison of every learning method, run in parts and cached.
 
-    python benchmarks/learning.py                       # smol-135m, referencegame + wordle
-    python benchmarks/learning.py --games referencegame,taboo --sft-steps 8 --grpo-minutes 30
-    python benchmarks/learning.py --quick               # a few minutes: plumbing check only
+    python benchmarks/learning.py                                # every method not cached yet
+    python benchmarks/learning.py --methods sft,dpo-branch,spin  # some methods (the warm-up as needed)
+    python benchmarks/learning.py --table                        # rebuild table + PNG from the cache
+    python benchmarks/learning.py --quick --out /tmp/bench       # minutes: the plumbing only
 
-Stages (all with the same learner, same held-out instances, one process):
-1. baseline: the learner as is;
-2. SFT-LoRA on the programmatic teachers' won episodes of the training instances
-   (examples/trl/sft_trainer_lora.py), at most ``--sft-steps`` steps;
-3. GRPO self-play from that adapter on ``--grpo-game`` (examples/trl/grpo_trainer_lora_sp.py)
-   for at most ``--grpo-minutes`` of wall time (a callback stops it, with a checkpoint).
+Protocol (issues 11 and 12): the learner (smol-135m) gets one shared SFT-LoRA warm-up on the
+programmatic players' won episodes of the training instances; every other method starts
+from that adapter and trains for at most ``--minutes`` of wall time (a callback stops it,
+with a checkpoint). Each result is evaluated on the same held-out, balanced instances with
+greedy decoding in five settings (:data:`SETTINGS`): referencegame as Instruction Follower
+with the programmatic giver and in self-play, taboo as Guesser with the programmatic
+describer and in self-play, adversarial_taboo as Attacker against the programmatic Defender.
 
-Writes ``benchmarks/results/learning.json`` (the table: % played, quality, clemscore per
-stage and game, wall time per stage) and ``learning.png`` (the stages side by side and the
-GRPO learning curve). Needs a quiet machine: wall times on a shared 2-core CPU are not
-comparable across runs.
+Each method's result — table rows, the referencegame follower's answer distribution, its
+training log (the curve) and wall times — is cached as
+``benchmarks/results/learning-<method>.json`` together with a fingerprint of its options and
+code; a method re-runs only when that fingerprint changes (or with ``--force``). The table
+(``learning-comparison.md``) and the PNG (``learning-comparison.png``) are rebuilt from the
+cache after every method, so a comparison can be run over several sessions. Adapters and
+records go below ``<out>/learning/`` (git-ignored); a cached method whose adapter is gone
+is still tabulated, and the warm-up is re-trained only when a method needs its adapter.
+Wall times on a shared 2-core CPU are comparable only within a quiet run.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import sys
 import time
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from playpen.files import write_json
+from learning_report import build_report  # beside this script (a script's folder is on sys.path)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAINERS = REPO_ROOT / "examples" / "trl"
+GAMES = ("referencegame", "taboo", "adversarial_taboo")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One held-out evaluation: a game, the learner's role and the partner (None: self-play)."""
+
+    name: str
+    game: str
+    learner_slot: int = 0
+    partner: str | None = None
+
+    def players(self, learner, partner_model):
+        if partner_model is None:
+            return [learner]
+        return [learner, partner_model] if self.learner_slot == 0 else [partner_model, learner]
+
+
+SETTINGS = (
+    Setting("referencegame/follower", "referencegame", 1, "programmatic"),
+    Setting("referencegame/self-play", "referencegame"),
+    Setting("taboo/guesser", "taboo", 1, "programmatic"),
+    Setting("taboo/self-play", "taboo"),
+    Setting("adversarial_taboo/attacker", "adversarial_taboo", 0, "programmatic"),
+)
+
+
+@dataclass(frozen=True)
+class Method:
+    """A trainer script, its options (on top of the shared ones), the teacher it plays with,
+    the games it trains (the others must keep their format) and the code it depends on."""
+
+    trainer: str
+    options: dict = field(default_factory=dict)
+    teacher: str | None = None
+    trains: tuple = ()
+    code: tuple = ()
+    description: str = ""
+
+
+FOLLOWER_ROLES = "Instruction Follower,Guesser"
+METHODS = {
+    "sft": Method("sft_trainer_lora.py", dict(games="referencegame,taboo,adversarial_taboo", max_steps=8,
+                                             batch_size=8, max_length=768, learning_rate=2e-4),
+                  trains=GAMES, code=("playpen/training/sft.py",),
+                  description="SFT-LoRA warm-up on the programmatic players' won training episodes"),
+    "dpo-branch": Method("dpo_trainer_lora.py", dict(games="referencegame,taboo", source="branching",
+                                                    roles=FOLLOWER_ROLES, fork_turns="0", branches=4,
+                                                    pair_instances=8, max_steps=40, learning_rate=5e-5),
+                         teacher="programmatic", trains=("referencegame", "taboo"),
+                         code=("playpen/training/dpo.py", "playpen/training/preference.py", "playpen/pairs.py"),
+                         description="DPO on first-move branches finished by the programmatic partner"),
+    "dpo-records": Method("dpo_trainer_lora.py", dict(games="referencegame,taboo", source="records",
+                                                     roles=FOLLOWER_ROLES, max_steps=40, learning_rate=5e-5),
+                          trains=("referencegame", "taboo"),
+                          code=("playpen/training/dpo.py", "playpen/training/preference.py", "playpen/pairs.py"),
+                          description="DPO on recorded play: won (programmatic) vs lost (the SFT learner) "
+                                      "episodes of the same training instances"),
+    "spin": Method("spin_trainer_lora.py", dict(games="referencegame,taboo", roles=FOLLOWER_ROLES, rounds=3,
+                                               pairs_per_round=32, max_steps=30, learning_rate=5e-5),
+                   trains=("referencegame", "taboo"),
+                   code=("playpen/training/spin.py", "playpen/training/preference.py"),
+                   description="SPIN: programmatic demonstration turns vs the learner's own, 3 rounds"),
+    "self-rewarding": Method("self_rewarding_trainer_lora.py", dict(games="referencegame,taboo",
+                                                                   roles=FOLLOWER_ROLES, max_steps=30),
+                             teacher="programmatic", trains=("referencegame", "taboo"),
+                             code=("playpen/training/self_rewarding.py", "playpen/training/judging.py",
+                                   "playpen/training/preference.py"),
+                             description="self-rewarding: the learner judges its candidates, best vs worst -> DPO"),
+    "grpo-partner": Method("grpo_trainer_lora_mp.py", dict(games="referencegame,taboo", roles=FOLLOWER_ROLES,
+                                                          num_generations=8, groups_per_step=2, beta=0.0,
+                                                          learning_rate=2e-4, max_steps=200, save_steps=5),
+                           teacher="programmatic", trains=("referencegame", "taboo"),
+                           code=("playpen/training/grpo.py",),
+                           description="GRPO as follower/guesser with the programmatic partner"),
+    "grpo-selfplay": Method("grpo_trainer_lora_sp.py", dict(games="referencegame", num_generations=8,
+                                                           groups_per_step=2, beta=0.02, learning_rate=2e-4,
+                                                           max_steps=200, save_steps=5, baseline="running",
+                                                           game_shares="referencegame:0.7,taboo:0.3",
+                                                           augment=True),
+                            trains=("referencegame", "taboo"), code=("playpen/training/grpo.py",),
+                            description="GRPO self-play with the anti-collapse options (running baseline, "
+                                        "KL to the SFT adapter, a taboo share, shuffled grids)"),
+    "spag": Method("spag_trainer_lora.py", dict(games="adversarial_taboo"), teacher="programmatic",
+                   trains=("adversarial_taboo",), code=("playpen/training/spag.py",),
+                   description="SPAG-1 on adversarial_taboo (imitation + one self-play epoch)"),
+}
+SHARED_CODE = ("playpen/training/run.py", "playpen/training/config.py", "playpen/evaluation.py",
+               "playpen/rollouts/loop.py", "playpen/rollouts/generation.py", "benchmarks/learning.py")
+
+
+def fingerprint(name: str, method: Method, args) -> str:
+    """What decides a method's result: its options, the shared protocol and its code."""
+    digest = hashlib.sha256()
+    protocol = dict(learner=args.learner, minutes=args.minutes, eval_instances=args.eval_instances,
+                    max_tokens=args.max_tokens, seed=args.seed, quick=args.quick,
+                    settings=[s.name for s in SETTINGS])
+    digest.update(json.dumps([name, method.options, method.teacher, protocol], sort_keys=True).encode())
+    trainer = (f"examples/trl/{method.trainer}",) if method.trainer else ()
+    for path in (*trainer, *method.code, *SHARED_CODE):
+        file = REPO_ROOT / path
+        digest.update(path.encode() + (file.read_bytes() if file.exists() else b"<missing>"))
+    return digest.hexdigest()[:16]
 
 
 def stop_after(seconds: float):
@@ -42,190 +156,218 @@ def stop_after(seconds: float):
     return StopAfter()
 
 
-def evaluate(learner, games, out, name, max_instances, batch_size):
-    from playpen.evaluation import evaluate as run_eval
+def run_dir_of(models_dir: Path) -> Path | None:
+    """The trainer's run folder below ``models_dir``: the one holding its JSON log."""
+    from playpen.training.plotting import LOG_FILE
+    logs = sorted(models_dir.rglob(LOG_FILE), key=lambda p: p.stat().st_mtime)
+    return logs[-1].parent if logs else None
+
+
+def final_adapter(run_dir: Path | None) -> Path | None:
+    from playpen.training.checkpoints import latest_checkpoint
+    if run_dir is None:
+        return None
+    found = [latest_checkpoint(d) for d in [run_dir, *run_dir.rglob("*")] if d.is_dir()]
+    found = [f for f in found if f is not None]
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def answer_distribution(run_dir: Path) -> dict:
+    """How often the referencegame follower gave each answer (from the episodes' records)."""
+    counts = Counter()
+    for path in Path(run_dir).rglob("interactions.json"):
+        if "referencegame" not in path.parts:
+            continue
+        try:
+            answer = json.loads(path.read_text()).get("answer")
+        except (OSError, json.JSONDecodeError):
+            continue
+        counts[str(answer) if answer not in (None, "") else "(none)"] += 1
+    return dict(counts.most_common())
+
+
+def evaluate_settings(base: str, adapter: Path | None, label: str, args, work: Path) -> dict:
+    """Play every setting with the learner (+ adapter) greedily; rows per setting."""
+    from playpen.evaluation import evaluate
+    from playpen.models import load_model_by_name
+    greedy = dict(temperature=0.0, max_tokens=args.max_tokens)
+    learner = load_model_by_name(base, gen_args=greedy, role="learner", adapter=adapter, run_name=label)
+    partners = {}
+    rows, answers, started = {}, {}, time.time()
+    for setting in SETTINGS:
+        if setting.partner and setting.partner not in partners:
+            partners[setting.partner] = load_model_by_name(setting.partner, gen_args=greedy, role="partner")
+        players = setting.players(learner, partners.get(setting.partner))
+        run_name = f"{label}--{setting.name.replace('/', '-')}"
+        table = evaluate(players, [setting.game], results_dir=work / "results", batch_size=16,
+                         max_instances=args.eval_instances, run_name=run_name, overwrite=True)
+        game = table.to_dict()["games"][0]
+        rows[setting.name] = {"percent_played": game["percent_played"], "quality": game["quality"],
+                              "episodes": game["num_episodes"]}
+        if setting.game == "referencegame" and setting.partner:
+            answers[setting.name] = answer_distribution(Path(table.run_dir))
+        print(f"  {setting.name:<28} played {game['percent_played']:6.1f}  quality "
+              f"{game['quality'] if game['quality'] is not None else 'n/a'}", flush=True)
+    del learner
+    return {"settings": rows, "answers": answers, "eval_seconds": round(time.time() - started, 1)}
+
+
+def train(name: str, method: Method, args, work: Path, init_adapter: Path | None) -> tuple[Path | None, dict]:
+    """Train one method for at most --minutes; (its final adapter, facts for the cache)."""
+    from playpen.cli.run import load_trainer_class
+    from playpen.models import load_model_by_name
+    from playpen.training.plotting import read_log
+    cls = load_trainer_class(TRAINERS / method.trainer)
+    fields = {f for f in cls.config_class.__dataclass_fields__}
+    models_dir = work / "models" / name
+    options = dict(method.options, models_dir=str(models_dir), overwrite=True, evaluate=False)
+    if init_adapter is not None:
+        options["init_adapter"] = str(init_adapter)
+    if name == "dpo-records":
+        options["records"] = str(recorded_play(args, work, init_adapter))
+    if args.quick:
+        options.update(max_steps=2, save_steps=1)
+        for key, small in (("pair_instances", 1), ("pairs_per_round", 4), ("rounds", 1), ("num_generations", 2),
+                           ("groups_per_step", 1), ("demo_max_instances", 1), ("batch_size", 2)):
+            if key in fields:
+                options[key] = small
+    unknown = sorted(set(options) - fields)
+    if unknown:
+        raise SystemExit(f"learning.py: method {name}: {method.trainer} has no option(s) {unknown}")
+    config = cls.config_class(**options)
+    gen_args = dict(temperature=args.temperature, max_tokens=args.max_tokens)
+    learner = load_model_by_name(args.learner, gen_args=gen_args, role="learner")
+    teacher = load_model_by_name(method.teacher, gen_args=gen_args, role="teacher") if method.teacher else None
+    trainer = cls(learner, teacher, config=config, output_dir=work / "records" / name, seed=args.seed)
+    trainer.add_callback(stop_after(args.minutes * 60))
     started = time.time()
-    # overwrite: a benchmark run replaces the previous run's stages (as learning.json and,
-    # with overwrite=True, the trainers' checkpoints); --out keeps runs apart
-    table = run_eval([learner], games, results_dir=out / "results", max_instances=max_instances,
-                     batch_size=batch_size, run_name=name, overwrite=True)
-    print(table.to_text(), flush=True)
-    return table.to_dict(), time.time() - started
+    trainer.learn(None)
+    seconds = time.time() - started
+    del trainer, learner
+    run_dir = run_dir_of(models_dir)
+    log = read_log(run_dir) if run_dir is not None else []
+    keep = ("step", "time", "train/loss", "rollout/reward_mean", "rollout/percent_played", "train/peak_rss_mb",
+            "peak_rss_mb", "train/rewards/margins", "train/rewards/accuracies", "rollout/dropped_groups")
+    curve = [{k: v for k, v in row.items() if k in keep or k.startswith(("train/", "rollout/"))}
+             for row in log]
+    return final_adapter(run_dir), {"train_seconds": round(seconds, 1), "steps": len(log), "log": curve,
+                                    "options": {k: v for k, v in options.items() if k != "models_dir"}}
+
+
+def recorded_play(args, work: Path, sft_adapter: Path | None) -> Path:
+    """Records for DPO's recorded-play source: the programmatic players (they win) and the
+    SFT learner (it mostly loses) on the same training instances, one results folder."""
+    from playpen.evaluation import evaluate
+    from playpen.models import load_model_by_name
+    folder = work / "recorded-play"
+    greedy = dict(temperature=0.0, max_tokens=args.max_tokens)
+    per_experiment = 1 if args.quick else 6
+    programmatic = load_model_by_name("programmatic", gen_args=greedy, role="partner")
+    learner = load_model_by_name(args.learner, gen_args=greedy, role="learner", adapter=sft_adapter,
+                                 run_name=f"{args.learner}+sft")
+    for game, slot in (("referencegame", 1), ("taboo", 1)):
+        for label, players in (("programmatic", [programmatic]),
+                               ("learner", [programmatic, learner] if slot == 1 else [learner, programmatic])):
+            evaluate(players, [game], results_dir=folder, instances="instances_train", batch_size=16,
+                     max_instances=per_experiment, run_name=f"{label}-{game}", overwrite=True)
+    del learner
+    return folder
+
+
+def cache_path(out: Path, name: str) -> Path:
+    return out / f"learning-{name}.json"
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-l", "--learner", default="smol-135m")
-    parser.add_argument("--games", default="referencegame,wordle", help="SFT and evaluation games")
-    parser.add_argument("--grpo-game", default="referencegame", help="GRPO game (short episodes are cheapest)")
-    parser.add_argument("--sft-steps", type=int, default=8)
-    parser.add_argument("--sft-batch-size", type=int, default=8)
-    parser.add_argument("--grpo-minutes", type=float, default=30.0)
-    parser.add_argument("--grpo-steps", type=int, default=200, help="upper bound; the time budget usually ends it")
-    parser.add_argument("--num-generations", type=int, default=4)
+    parser.add_argument("--methods", default=",".join(["baseline", *METHODS]),
+                        help=f"comma-separated: baseline,{','.join(METHODS)}")
+    parser.add_argument("--minutes", type=float, default=15.0, help="training wall time per method")
     parser.add_argument("--eval-instances", type=int, default=6,
-                        help="held-out instances per experiment (6 = two referencegame targets at each of the "
-                             "three positions: a follower that always answers one label scores 33.3)")
+                        help="held-out instances per experiment (6 = each referencegame target position twice: "
+                             "a constant answer scores 33.3)")
     parser.add_argument("--max-tokens", type=int, default=40, help="tokens per generated turn")
-    parser.add_argument("--temperature", type=float, default=0.7, help="GRPO sampling temperature")
-    parser.add_argument("--grpo-lr", type=float, default=2e-4, help="GRPO learning rate (LoRA)")
-    parser.add_argument("--grpo-groups-per-step", type=int, default=2,
-                        help="groups per step (self-play: an instance's two roles are two groups)")
-    parser.add_argument("--grpo-save-steps", type=int, default=5,
-                        help="checkpoint interval; the checkpoint nearest half the budget is evaluated too")
+    parser.add_argument("--temperature", type=float, default=0.7, help="sampling temperature while training")
     parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"))
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--force", action="store_true", help="re-run the methods although cached")
+    parser.add_argument("--table", action="store_true", help="only rebuild the table and PNG from the cache")
     parser.add_argument("--quick", action="store_true", help="tiny budgets: checks the plumbing only")
     args = parser.parse_args(argv)
     if args.quick:
-        args.sft_steps, args.grpo_minutes, args.eval_instances, args.grpo_steps = 2, 1.0, 1, 3
-        args.grpo_save_steps = 1
-
-    from playpen.cli.run import load_trainer_class
-    from playpen.models import load_model_by_name
-    from playpen.seeding import seed_everything
-    from playpen.training import run as training
-
+        args.minutes, args.eval_instances = min(args.minutes, 1.0), 1
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    games = [g for g in args.games.split(",") if g]
-    seed_everything(args.seed)
-    learner = load_model_by_name(args.learner, gen_args=dict(temperature=0.0, max_tokens=args.max_tokens),
-                                 role="learner")
-    report = {"learner": args.learner, "games": games, "grpo_game": args.grpo_game, "args": vars(args),
-              "stages": []}
-
-    def record(stage, table, eval_seconds, train_seconds):
-        report["stages"].append({"stage": stage, "eval": table, "eval_seconds": round(eval_seconds, 1),
-                                 "train_seconds": round(train_seconds, 1)})
-        write_json(out / "learning.json", report)
-
-    # 1. baseline
-    table, seconds = evaluate(learner, games, out, f"{args.learner}+baseline", args.eval_instances, 16)
-    record("baseline", table, seconds, 0.0)
-
-    # 2. SFT-LoRA on programmatic demonstrations (greedy decoding for evaluation)
-    sft_cls = load_trainer_class(TRAINERS / "sft_trainer_lora.py")
-    sft_cfg = sft_cls.config_class(games=",".join(games), max_steps=args.sft_steps, batch_size=args.sft_batch_size,
-                                   save_steps=args.sft_steps, models_dir=str(out / "models"), overwrite=True,
-                                   evaluate=False, max_length=768)
-    started = time.time()
-    sft_cls(learner, config=sft_cfg, output_dir=out / "records", seed=args.seed).learn(None)
-    sft_seconds = time.time() - started
-    adapter = training.latest_checkpoint(out / "models" / "sft+lora" / training.safe_name(args.learner))
-    table, seconds = evaluate(learner, games, out, f"{args.learner}+sft+lora", args.eval_instances, 16)
-    record("sft+lora", table, seconds, sft_seconds)
-
-    # 3. GRPO self-play from the SFT adapter, on a fresh copy of the base model
-    learner = load_model_by_name(args.learner, gen_args=dict(temperature=args.temperature,
-                                                              max_tokens=args.max_tokens), role="learner")
-    grpo_cls = load_trainer_class(TRAINERS / "grpo_trainer_lora_sp.py")
-    grpo_cfg = grpo_cls.config_class(games=args.grpo_game, max_steps=args.grpo_steps,
-                                     num_generations=args.num_generations,
-                                     groups_per_step=args.grpo_groups_per_step, learning_rate=args.grpo_lr,
-                                     init_adapter=str(adapter), beta=0.0, save_steps=args.grpo_save_steps,
-                                     save_total_limit=10_000,
-                                     models_dir=str(out / "models"), overwrite=True, evaluate=False)
-    trainer = grpo_cls(learner, config=grpo_cfg, output_dir=out / "records", seed=args.seed)
-    trainer.add_callback(stop_after(args.grpo_minutes * 60))
-    started = time.time()
-    trainer.learn(None)
-    grpo_seconds = time.time() - started
-    learner.set_gen_args(temperature=0.0, max_tokens=args.max_tokens)
-    grpo_run = out / "models" / "grpo+lora" / training.safe_name(args.learner) / "selfplay"
-    # the checkpoint nearest half the budget (30 CPU-minutes = 15 wall-minutes on 2 cores)
-    half = halfway_checkpoint(grpo_run, grpo_seconds / 2)
-    if half is not None:
-        from playpen.models import load_model_by_name
-        checkpoint, half_seconds = half
-        name = f"{args.learner}+sft+lora+grpo-{checkpoint.name}"
-        half_model = load_model_by_name(args.learner, adapter=checkpoint, run_name=name,
-                                        gen_args=dict(temperature=0.0, max_tokens=args.max_tokens))
-        table, seconds = evaluate(half_model, games, out, name, args.eval_instances, 16)
-        record(f"sft+lora+grpo ({checkpoint.name})", table, seconds, half_seconds)
-        del half_model
-    table, seconds = evaluate(learner, games, out, f"{args.learner}+sft+lora+grpo", args.eval_instances, 16)
-    record("sft+lora+grpo", table, seconds, grpo_seconds)
-    report["grpo_run"] = str(grpo_run)
-    write_json(out / "learning.json", report)
-    plot(report, grpo_run, out / "learning.png")
-    print(table_text(report))
+    wanted = [m for m in args.methods.split(",") if m]
+    unknown = [m for m in wanted if m != "baseline" and m not in METHODS]
+    if unknown:
+        print(f"learning.py: unknown method(s) {unknown}; known: baseline,{','.join(METHODS)}", file=sys.stderr)
+        return 2
+    if not args.table:
+        run_methods(wanted, args, out)
+    report = build_report(out, ["baseline", *METHODS], METHODS, [s.name for s in SETTINGS])
+    print(report)
     return 0
 
 
-def halfway_checkpoint(run_dir: Path, seconds: float):
-    """(checkpoint, GRPO seconds at its step) for the saved checkpoint whose step ended
-    nearest ``seconds`` after the start of training, or None."""
-    from playpen.training import run as training
-    from playpen.training.plotting import PlotError, read_log
-    try:
-        steps = read_log(run_dir)
-    except PlotError:  # no log: GRPO never finished a step
-        return None
-    if not steps:
-        return None
-    start = steps[0]["time"] - steps[0].get("train/step_time", 0.0)
-    ended = {s["step"]: s["time"] - start for s in steps if "time" in s}
-    saved = [(c, ended[training.checkpoint_step(c)]) for c in training.checkpoints(run_dir)
-             if training.checkpoint_step(c) in ended]
-    saved = [(c, t) for c, t in saved if t < seconds * 1.5]  # not the final one
-    if not saved:
-        return None
-    return min(saved, key=lambda pair: abs(pair[1] - seconds))
+def run_methods(wanted: list[str], args, out: Path) -> None:
+    from playpen.files import write_json
+    from playpen.seeding import seed_everything
+    work = out / "learning"
+    sft_adapter: Path | None = None
 
+    def cached(name, method):
+        path = cache_path(out, name)
+        if args.force or not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        return data if data.get("fingerprint") == fingerprint(name, method, args) else None
 
-def table_text(report: dict) -> str:
-    lines = [f"{'stage':<30} {'game':<16} {'% played':>9} {'quality':>8} {'clemscore':>9} {'train s':>8}"]
-    for stage in report["stages"]:
-        for row in stage["eval"]["games"] + [stage["eval"]["overall"]]:
-            quality = "n/a" if row["quality"] is None else f"{row['quality']:.1f}"
-            lines.append(f"{stage['stage']:<30} {row['game']:<16} {row['percent_played']:>9.1f} {quality:>8} "
-                         f"{row['clemscore']:>9.1f} {stage['train_seconds']:>8.0f}")
-    return "\n".join(lines)
+    def warm_up() -> Path | None:
+        nonlocal sft_adapter
+        method = METHODS["sft"]
+        data = cached("sft", method)
+        if data is not None and data.get("adapter") and Path(data["adapter"]).exists():
+            sft_adapter = Path(data["adapter"])
+            return sft_adapter
+        print("== sft (warm-up)", flush=True)
+        seed_everything(args.seed)
+        sft_adapter, facts = train("sft", method, args, work, None)
+        facts.update(evaluate_settings(args.learner, sft_adapter, f"{args.learner}+sft", args, work))
+        write_json(cache_path(out, "sft"), {"method": "sft", "fingerprint": fingerprint("sft", method, args),
+                                             "adapter": str(sft_adapter), "trains": list(method.trains),
+                                             "description": method.description, **facts})
+        return sft_adapter
 
-
-def plot(report: dict, grpo_run: Path, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from playpen.training.plotting import read_log
-    fig, (bars, curve) = plt.subplots(1, 2, figsize=(11, 3.8))
-    stages = [s["stage"].replace(" (", "\n(") for s in report["stages"]]
-    games = [g["game"] for g in report["stages"][0]["eval"]["games"]]
-    width = 0.8 / max(1, len(games))
-    for i, game in enumerate(games):
-        played = [next(g for g in s["eval"]["games"] if g["game"] == game)["percent_played"]
-                  for s in report["stages"]]
-        quality = [next(g for g in s["eval"]["games"] if g["game"] == game)["quality"] or 0
-                   for s in report["stages"]]
-        xs = [x + i * width for x in range(len(stages))]
-        bars.bar(xs, played, width * 0.5, label=f"{game} % played")
-        bars.bar([x + width * 0.5 for x in xs], quality, width * 0.5, label=f"{game} quality")
-    bars.set_xticks([x + 0.4 - width / 2 for x in range(len(stages))], stages)
-    bars.set_ylim(0, 135)
-    bars.set_yticks(range(0, 101, 20))
-    bars.tick_params(axis="x", labelsize=8)
-    bars.legend(fontsize=7, loc="upper left", ncol=2)
-    bars.set_title("held-out instances")
-    try:
-        steps = read_log(grpo_run)
-        xs = [s["step"] for s in steps]
-        rewards = [s.get("rollout/reward_mean", float("nan")) for s in steps]
-        curve.plot(xs, rewards, label="reward (mean)", alpha=0.5)
-        window = 5  # one or two instances per step: the running mean shows the trend
-        smooth = [sum(rewards[max(0, i - window + 1):i + 1]) / len(rewards[max(0, i - window + 1):i + 1])
-                  for i in range(len(rewards))]
-        curve.plot(xs, smooth, label=f"reward (mean of {window} steps)")
-        curve.plot(xs, [s.get("rollout/percent_played", float("nan")) / 100 for s in steps],
-                   label="played (fraction)")
-        curve.legend(fontsize=7)
-    except Exception as e:  # a missing curve must not hide the table
-        curve.text(0.1, 0.5, f"no GRPO log: {e}")
-    curve.set_title(f"GRPO self-play on {report['grpo_game']}")
-    curve.set_xlabel("step")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    for name in wanted:
+        if name == "baseline":
+            method = Method("", trains=())
+            if cached(name, method) is None:
+                print("== baseline", flush=True)
+                facts = evaluate_settings(args.learner, None, f"{args.learner}+baseline", args, work)
+                write_json(cache_path(out, name), {"method": name, "fingerprint": fingerprint(name, method, args),
+                                                    "trains": [], "description": "the learner as is", **facts})
+            continue
+        method = METHODS[name]
+        if name == "sft":
+            warm_up()
+            continue
+        if cached(name, method) is not None:
+            print(f"== {name}: cached", flush=True)
+            continue
+        if not (TRAINERS / method.trainer).exists():
+            print(f"== {name}: skipped, {method.trainer} does not exist (yet)", flush=True)
+            continue
+        adapter = warm_up()
+        print(f"== {name}", flush=True)
+        seed_everything(args.seed)
+        final, facts = train(name, method, args, work, adapter)
+        facts.update(evaluate_settings(args.learner, final, f"{args.learner}+sft+{name}", args, work))
+        write_json(cache_path(out, name), {"method": name, "fingerprint": fingerprint(name, method, args),
+                                           "adapter": str(final), "trains": list(method.trains),
+                                           "description": method.description, **facts})
+        build_report(out, ["baseline", *METHODS], METHODS, [s.name for s in SETTINGS])
 
 
 if __name__ == "__main__":

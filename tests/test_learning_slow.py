@@ -1,4 +1,6 @@
-"""The learning benchmark's plumbing on the real embedded model (slow: minutes)."""
+"""The learning comparison's plumbing on the real embedded model (slow: minutes), and its
+target checks on hand-made results (fast)."""
+import importlib.util
 import json
 import subprocess
 import sys
@@ -9,18 +11,57 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def report_module():
+    spec = importlib.util.spec_from_file_location("learning_report", REPO_ROOT / "benchmarks" / "learning_report.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def result(trains, **settings):
+    return {"trains": trains, "settings": {k.replace("__", "/"): {"percent_played": p, "quality": q}
+                                           for k, (p, q) in settings.items()}}
+
+
+def test_targets_on_hand_made_results():
+    report = report_module()
+    settings = ["referencegame/follower", "taboo/guesser", "adversarial_taboo/attacker"]
+    results = {
+        "sft": result(["referencegame", "taboo", "adversarial_taboo"], referencegame__follower=(100, 30.0),
+                      taboo__guesser=(80, 10.0), adversarial_taboo__attacker=(90, 20.0)),
+        # +10 on two games, adversarial_taboo (not trained) loses exactly 10 points of % played
+        "good": result(["referencegame", "taboo"], referencegame__follower=(100, 40.0), taboo__guesser=(80, 25.0),
+                       adversarial_taboo__attacker=(80, 20.0)),
+        # +9.9 and +50 on one game only; adversarial_taboo loses 10.1 points
+        "bad": result(["referencegame"], referencegame__follower=(100, 39.9), taboo__guesser=(69.9, 60.0),
+                      adversarial_taboo__attacker=(79.9, 5.0)),
+    }
+    lines_a, lines_b = report.targets(results, settings)
+    assert lines_a[0].startswith("- good: MET") and "2 game(s): referencegame, taboo" in lines_a[0]
+    assert lines_a[1].startswith("- bad: not met") and "1 game(s): taboo" in lines_a[1]
+    assert lines_b[0].startswith("- good: MET") and "+10.0 in adversarial_taboo/attacker" in lines_b[0]
+    # bad trained only referencegame: taboo's drop (10.1) is the largest untrained one
+    assert lines_b[1].startswith("- bad: not met") and "+10.1 in" in lines_b[1]
+    table = report.table_markdown(results, settings)
+    assert "| good | 0 | 0 | 100 / 40.0 | 80 / 25.0 | 80 / 20.0 |" in table
+
+
 @pytest.mark.slow
-def test_learning_benchmark_quick_on_smol(clem_workspace, tmp_path):
+def test_learning_comparison_quick_on_smol(clem_workspace, tmp_path):
     out = tmp_path / "bench"
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "learning.py"), "--quick",
-                           "-l", "smol-135m", "--games", "referencegame", "--max-tokens", "24",
-                           "--out", str(out)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=3000)
+    command = [sys.executable, str(REPO_ROOT / "benchmarks" / "learning.py"), "--quick", "-l", "smol-135m",
+               "--methods", "baseline,sft,dpo-branch", "--max-tokens", "24", "--out", str(out)]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=3000)
     assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads((out / "learning.json").read_text())
-    stages = [s["stage"] for s in report["stages"]]
-    assert stages[:2] == ["baseline", "sft+lora"] and stages[-1] == "sft+lora+grpo"
-    # the checkpoint nearest half the GRPO budget, when one was saved before the last
-    assert all(s.startswith("sft+lora+grpo (checkpoint-") for s in stages[2:-1]) and len(stages) <= 4
-    for stage in report["stages"]:
-        assert [g["game"] for g in stage["eval"]["games"]] == ["referencegame"]
-    assert (out / "learning.png").exists()
+    for name in ("baseline", "sft", "dpo-branch"):
+        data = json.loads((out / f"learning-{name}.json").read_text())
+        assert set(data["settings"]) == {"referencegame/follower", "referencegame/self-play", "taboo/guesser",
+                                         "taboo/self-play", "adversarial_taboo/attacker"}
+        assert data["fingerprint"]
+    assert json.loads((out / "learning-dpo-branch.json").read_text())["steps"] >= 1
+    assert "referencegame/follower" in json.loads((out / "learning-sft.json").read_text())["answers"]
+    assert (out / "learning-comparison.png").exists()
+    assert "| dpo-branch |" in (out / "learning-comparison.md").read_text()
+    # cached: a second call trains and plays nothing
+    again = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "== dpo-branch: cached" in again.stdout, again.stderr[-2000:]

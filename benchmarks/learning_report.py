@@ -1,0 +1,137 @@
+"""The comparison's table, target checks and PNG, built only from the cached method results
+(``learning-<method>.json``) so that they can be rebuilt at any time, on any machine."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+GAIN = 10.0       # target A: quality points over the SFT warm-up, held out
+MAX_DROP = 10.0   # target B: % played that a game a method did not train may lose
+
+
+def load_results(out: Path, names) -> dict:
+    results = {}
+    for name in names:
+        path = Path(out) / f"learning-{name}.json"
+        if path.exists():
+            results[name] = json.loads(path.read_text())
+    return results
+
+
+def _cell(row: dict | None) -> str:
+    if row is None:
+        return "—"
+    quality = "n/a" if row["quality"] is None else f"{row['quality']:.1f}"
+    return f"{row['percent_played']:.0f} / {quality}"
+
+
+def _game(setting: str) -> str:
+    return setting.split("/")[0]
+
+
+def targets(results: dict, settings) -> tuple[list[str], list[str]]:
+    """Target A (gains over SFT) and B (format kept on untrained games), as lines."""
+    sft = results.get("sft")
+    if sft is None:
+        return ["target A: no SFT warm-up result yet"], ["target B: no SFT warm-up result yet"]
+    lines_a, lines_b = [], []
+    for name, data in results.items():
+        if name in ("baseline", "sft"):
+            continue
+        gains = {}
+        for setting in settings:
+            mine, base = data["settings"].get(setting), sft["settings"].get(setting)
+            if mine and base and mine["quality"] is not None and base["quality"] is not None:
+                gains.setdefault(_game(setting), []).append((mine["quality"] - base["quality"], setting))
+        won = sorted(g for g, values in gains.items() if max(values)[0] >= GAIN)
+        best = ", ".join(f"{max(v)[1]} {max(v)[0]:+.1f}" for g, v in sorted(gains.items()))
+        lines_a.append(f"- {name}: {'MET' if len(won) >= 2 else 'not met'} "
+                       f"(≥ +{GAIN:.0f} on {len(won)} game(s){': ' + ', '.join(won) if won else ''}; best per game: "
+                       f"{best or 'n/a'})")
+        drops = []
+        for setting in settings:
+            if _game(setting) in data.get("trains", []):
+                continue
+            mine, base = data["settings"].get(setting), sft["settings"].get(setting)
+            if mine and base:
+                drops.append((base["percent_played"] - mine["percent_played"], setting))
+        worst = max(drops) if drops else None
+        if worst is None:
+            lines_b.append(f"- {name}: no untrained game evaluated")
+        else:
+            lines_b.append(f"- {name}: {'MET' if worst[0] <= MAX_DROP else 'not met'} (largest % played drop on "
+                           f"an untrained game: {worst[0]:+.1f} in {worst[1]})")
+    return lines_a, lines_b
+
+
+def table_markdown(results: dict, settings) -> str:
+    head = "| method | train s | steps | " + " | ".join(settings) + " |"
+    rule = "|" + "---|" * (3 + len(settings))
+    lines = [head, rule]
+    for name, data in results.items():
+        cells = [_cell(data["settings"].get(s)) for s in settings]
+        lines.append(f"| {name} | {data.get('train_seconds', 0):.0f} | {data.get('steps', 0)} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def answers_markdown(results: dict) -> str:
+    lines = []
+    for name, data in results.items():
+        for setting, counts in data.get("answers", {}).items():
+            total = sum(counts.values()) or 1
+            shown = ", ".join(f"{a} {100 * n / total:.0f}%" for a, n in counts.items())
+            lines.append(f"- {name} ({setting}): {shown}")
+    return "\n".join(lines)
+
+
+def build_report(out: Path, names, methods: dict, settings) -> str:
+    from playpen.files import write_text
+    results = load_results(out, names)
+    if not results:
+        return "no cached results yet"
+    lines_a, lines_b = targets(results, settings)
+    text = "\n".join([
+        "# Learning methods, held out (cells: % played / quality)", "",
+        table_markdown(results, settings), "",
+        "Methods: " + "; ".join(f"**{n}**: {d.get('description', '')}" for n, d in results.items()), "",
+        f"Target A (≥ +{GAIN:.0f} quality over SFT on ≥ 2 games):", *lines_a, "",
+        f"Target B (≤ {MAX_DROP:.0f} points of % played lost on games a method did not train):", *lines_b, "",
+        "referencegame follower answers (with the programmatic giver; a constant answer scores 33.3):",
+        answers_markdown(results) or "- none yet", ""])
+    write_text(Path(out) / "learning-comparison.md", text)
+    plot(results, settings, Path(out) / "learning-comparison.png")
+    return text
+
+
+def plot(results: dict, settings, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (bars, curves) = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    names = list(results)
+    width = 0.8 / max(1, len(names))
+    for i, name in enumerate(names):
+        quality = [(results[name]["settings"].get(s) or {}).get("quality") or 0 for s in settings]
+        bars.bar([x + i * width for x in range(len(settings))], quality, width, label=name)
+    bars.set_xticks([x + 0.4 - width / 2 for x in range(len(settings))],
+                    [s.replace("/", "\n") for s in settings], fontsize=8)
+    bars.set_ylabel("quality (held out)")
+    bars.set_ylim(0, 110)
+    bars.legend(fontsize=7, ncol=3, loc="upper right")
+    for name in names:
+        log = results[name].get("log") or []
+        key = next((k for k in ("rollout/reward_mean", "train/rewards/margins", "train/loss")
+                    if any(k in row for row in log)), None)
+        if key is None:
+            continue
+        xs = [row["step"] for row in log if key in row]
+        ys = [row[key] for row in log if key in row]
+        curves.plot(xs, ys, label=f"{name}: {key}")
+    curves.set_xlabel("step")
+    curves.set_title("training curves (each method's own signal)", fontsize=9)
+    if curves.lines:
+        curves.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
