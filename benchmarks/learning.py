@@ -125,8 +125,9 @@ METHODS = {
                    trains=("adversarial_taboo",), code=("playpen/training/spag.py",),
                    description="SPAG-1 on adversarial_taboo (imitation + one self-play epoch)"),
 }
-SHARED_CODE = ("playpen/training/run.py", "playpen/training/config.py", "playpen/evaluation.py",
-               "playpen/rollouts/loop.py", "playpen/rollouts/generation.py", "benchmarks/learning.py")
+# what every result depends on besides its own trainer; deliberately narrow (a change of a
+# log line elsewhere must not cost hours of re-runs): --force re-runs after wider changes
+SHARED_CODE = ("playpen/evaluation.py",)
 
 
 def fingerprint(name: str, method: Method, args) -> str:
