@@ -325,3 +325,27 @@ def test_a_remote_judge_whose_server_is_down_stops_with_one_line_before_playing(
     assert not (sr_workspace / "playpen-records").exists()
     assert not list((sr_workspace / "models").rglob("checkpoint-*"))
     assert not list((sr_workspace / "models").rglob(".playpen.lock"))  # the run folder is free again
+
+
+def test_the_learner_judges_with_or_without_its_adapter(sr_model_dir):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from playpen.training.judging import Judge, JudgeRequest, JudgeSpec
+    tokenizer = AutoTokenizer.from_pretrained(sr_model_dir)
+    base = AutoModelForCausalLM.from_pretrained(sr_model_dir)
+    from jinja2 import Template
+    spec = JudgeSpec(Template(JUDGE_TEMPLATE), PATTERN, 0, 5)
+    requests = [JudgeRequest(({"role": "user", "content": SPEAKER},), f"WORD: {w}", "relay", "Speaker")
+                for w in ("apple", "river")]
+    judge = Judge(spec, "tiny-sr (learner)", tokenizer=tokenizer, max_tokens=6)
+    plain = [v.reply for v in judge.verdicts(requests, policy=base)]
+    assert [v.score for v in judge.verdicts(requests, policy=base)] == [5.0, 1.0]  # what it was taught
+    torch.manual_seed(0)
+    policy = get_peft_model(base, LoraConfig(r=8, target_modules="all-linear", init_lora_weights=False,
+                                             lora_alpha=64))
+    with_adapter = [v.reply for v in judge.verdicts(requests, policy=policy)]
+    without = Judge(spec, "tiny-sr (learner, no adapter)", tokenizer=tokenizer, max_tokens=6, with_adapter=False)
+    assert [v.reply for v in without.verdicts(requests, policy=policy)] == plain
+    assert with_adapter != plain  # a random adapter judges otherwise

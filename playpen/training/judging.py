@@ -61,6 +61,8 @@ class JudgeOptions:
     score_max: float = option(5.0, "highest valid score")
     judge_max_tokens: int = option(128, "tokens per judge reply")
     judge_batch_size: int = option(8, "judge prompts per generate call (local judge) or calls in flight (remote)")
+    judge_adapter: bool = option(True, "--judge learner: judge with the adapter being trained (--no-judge-adapter: "
+                                       "the base model judges, e.g. when an SFT adapter only speaks the games)")
 
     def validate(self) -> None:
         super().validate()
@@ -213,14 +215,16 @@ class Judge:
     model, reads the score with the spec's regex.
 
     `model` None: the learner judges — pass its policy (as the round starts) to
-    :meth:`verdicts`, with the learner's `tokenizer`. A local HF judge is a clemcore model
+    :meth:`verdicts`, with the learner's `tokenizer` (`with_adapter` False: with a PEFT
+    policy's adapters disabled). A local HF judge is a clemcore model
     with ``.model`` and ``.tokenizer``; any other clemcore ``Model`` (remote API models
     included) is called through ``generate_response``, `batch_size` calls in flight.
     """
 
     def __init__(self, spec: JudgeSpec, name: str, model: Any = None, tokenizer: Any = None,
-                 template_kwargs: Optional[dict] = None, max_tokens: int = 128, batch_size: int = 8):
-        self.spec, self.name, self.model = spec, name, model
+                 template_kwargs: Optional[dict] = None, max_tokens: int = 128, batch_size: int = 8,
+                 with_adapter: bool = True):
+        self.spec, self.name, self.model, self.with_adapter = spec, name, model, with_adapter
         self.tokenizer, self.template_kwargs = tokenizer, dict(template_kwargs or {})
         self.max_tokens, self.batch_size = max_tokens, batch_size
         if model is not None and hasattr(model, "model") and hasattr(model, "tokenizer"):
@@ -238,7 +242,11 @@ class Judge:
         if self.model is None:
             if policy is None:
                 raise ValueError("the learner judges: pass its policy")
-            replies = self._local(policy, prompts)
+            if self.with_adapter or not hasattr(policy, "disable_adapter"):
+                replies = self._local(policy, prompts)
+            else:
+                with policy.disable_adapter():  # the base model under the adapter judges
+                    replies = self._local(policy, prompts)
         elif hasattr(self.model, "model") and hasattr(self.model, "tokenizer"):
             replies = self._local(self.model.model, prompts)
         else:
@@ -302,8 +310,9 @@ def load_judge(options: JudgeOptions, learner: Any) -> Judge:
     spec = options.judge_spec()
     kwargs = dict(max_tokens=options.judge_max_tokens, batch_size=options.judge_batch_size)
     if options.judge == LEARNER_JUDGE:
-        return Judge(spec, f"{learner.name} (learner)", tokenizer=tokenizer_of(learner),
-                     template_kwargs=template_kwargs_of(learner), **kwargs)
+        return Judge(spec, f"{learner.name} (learner{'' if options.judge_adapter else ', no adapter'})",
+                     tokenizer=tokenizer_of(learner), template_kwargs=template_kwargs_of(learner),
+                     with_adapter=options.judge_adapter, **kwargs)
     from playpen.models import load_model_by_name
     from playpen.remote import check_reachable
     model = load_model_by_name(options.judge, gen_args=dict(temperature=0.0, max_tokens=options.judge_max_tokens),
