@@ -128,24 +128,46 @@ ARGS = ["-L", "6", "-T", "1.0", "--imitation-steps", "2", "--max-steps", "2", "-
         "--demo-max-instances", "1", "--batch-size", "2", "--learning-rate", "1e-2", "--no-winners-only"]
 
 
-def test_spag_imitation_and_epochs_change_the_adapter_and_resume_at_the_next_epoch(tiny_workspace):
-    run = ["run", str(SPAG_TRAINER), "-l", "tiny-random", *ARGS]
-    result = CliRunner().invoke(cli, [*run, "--epochs", "1", "--eval-max-instances", "1"])
-    assert result.exit_code == 0, result.output
+def test_spag_imitation_and_epochs_change_the_adapter_and_resume_where_they_stopped(tiny_workspace):
+    from playpen.callbacks import BaseCallback
+    from playpen.cli.run import load_trainer_class, parse_config
+    from playpen.models import load_model_by_name
+
+    class StopAt(BaseCallback):
+        def _on_train_step(self, step, metrics):
+            return step < 3  # the first step of SPAG-1: save partial/ and stop, like a Ctrl-C
+
+    cls = load_trainer_class(SPAG_TRAINER)
+    config = parse_config(cls.config_class, [*ARGS[4:], "--epochs", "1", "--no-evaluate"])
+    learner = load_model_by_name("tiny-random", gen_args=dict(temperature=1.0, max_tokens=6), role="learner")
+    cls(learner, config=config, callbacks=[StopAt()], progress=False).learn(None)
     run_dir = tiny_workspace / "models" / "spag+lora" / "tiny-random"
-    imitation, epoch_1 = lora_b(run_dir / "imitation"), lora_b(run_dir / "SPAG-1")
+    imitation = lora_b(run_dir / "imitation")
     assert any(w.abs().sum() > 0 for w in imitation.values()), "imitation changed nothing"
+    assert not (run_dir / "SPAG-1").exists()
+    partial = json.loads((run_dir / "partial" / "trainer_state.json").read_text())
+    assert (partial["phase"], partial["phase_step"], partial["global_step"]) == ("SPAG-1", 1, 3)
+    rollouts = sorted((tiny_workspace / "playpen-records" / "spag+lora").rglob("interactions.json"))
+    assert rollouts
+
+    # --resume goes on inside SPAG-1 with its saved samples: no new self-play
+    run = ["run", str(SPAG_TRAINER), "-l", "tiny-random", *ARGS]
+    result = CliRunner().invoke(cli, [*run, "--epochs", "1", "--resume", "--eval-max-instances", "1"])
+    assert result.exit_code == 0, result.output
+    assert "SPAG-1: resumed after step 1" in result.output and "imitation data" not in result.output
+    assert sorted((tiny_workspace / "playpen-records" / "spag+lora").rglob("interactions.json")) == rollouts
+    assert not (run_dir / "partial").exists()
+    epoch_1 = lora_b(run_dir / "SPAG-1")
     assert any(not epoch_1[n].equal(w) for n, w in imitation.items()), "SPAG-1 changed nothing"
     steps = steps_of(run_dir)
     assert [(s["step"], s["spag/phase"]) for s in steps] == [(1, 0), (2, 0), (3, 1), (4, 1)]
     for key in ("train/loss", "train/kl", "memory/peak_rss_mb", "spag/clipped_fraction", "rollout/percent_played",
                 "spag/samples", "reward/Attacker/mean"):
-        assert key in steps[2], key
+        assert key in steps[3], key
     assert all(s["spag/samples"] >= 1 for s in steps[2:])
     summary = json.loads((run_dir / "playpen-run.json").read_text())
     assert summary["eval"]["games"][0]["game"] == "adversarial_taboo"
     assert summary["checkpoint"].endswith("SPAG-1")
-    assert list((tiny_workspace / "playpen-records" / "spag+lora").rglob("interactions.json"))
 
     # a second epoch: --resume starts at SPAG-2 from SPAG-1's adapter (no imitation again)
     result = CliRunner().invoke(cli, [*run, "--epochs", "2", "--resume", "--no-evaluate"])

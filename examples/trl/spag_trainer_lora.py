@@ -90,6 +90,8 @@ class SPAGTrainer(BasePlayPen):
                 if not run.imitate(model, rows, cfg.imitation_steps):
                     return True
                 run.save(model, IMITATION, {"conversations": len(rows)})
+                if run.stopped:  # asked during the phase's last step: saved, stop now
+                    return True
 
             # 2. epochs: self-play with the current adapter, rewards, offline optimisation
             per_instance, _ = training_slots(cfg.game_list, instances=cfg.train_instances)
@@ -98,7 +100,8 @@ class SPAGTrainer(BasePlayPen):
                 if name == IMITATION:
                     continue
                 epoch = int(name.split("-")[1])
-                samples, collected = run.collect(model, epoch, instances)
+                # a stopped epoch resumed: its samples as saved (no new self-play)
+                samples, collected = run.partial_samples(name) or run.collect(model, epoch, instances)
                 print(f"[playpen] {name}: {len(samples)} samples from {collected['rollout/episodes']} "
                       f"self-play episodes", flush=True)
                 if samples and not run.optimise(model, epoch, samples, rows, collected):
@@ -107,4 +110,6 @@ class SPAGTrainer(BasePlayPen):
                     print(f"[playpen] {name}: no sample to learn from (no winner, --winners-only); the adapter "
                           f"is kept as it was", flush=True)
                 run.save(model, name, collected)
+                if run.stopped:
+                    return True
         return False

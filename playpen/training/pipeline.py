@@ -190,7 +190,7 @@ def stage_adapter(stage_dir: Path) -> Optional[str]:
     for path in sorted(stage_dir.rglob("playpen-run.json")):
         summary = json.loads(path.read_text(encoding="utf-8"))
         checkpoint = summary.get("checkpoint")
-        if not summary.get("interrupted") and checkpoint and checkpoint != "None" and (Path(checkpoint) / "adapter_config.json").exists():
+        if not summary.get("interrupted") and not summary.get("stopped") and checkpoint and checkpoint != "None" and (Path(checkpoint) / "adapter_config.json").exists():
             return checkpoint
     return None
 

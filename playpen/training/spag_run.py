@@ -3,9 +3,11 @@ each phase an adapter checkpoint in ``<models_dir>/spag+lora/<learner>/`` (``imi
 ``SPAG-1`` … ``SPAG-N``); the loss and data are in :mod:`playpen.training.spag`.
 
 A phase folder counts when its ``trainer_state.json`` (written last) parses, as for the
-TRL trainers' checkpoints. ``--resume`` continues after the last complete phase from its
-adapter; a phase cut short (Ctrl-C, SIGTERM, a crash) is not saved and runs again from
-the start. Every optimizer step is one line of ``playpen-log.jsonl`` (global step,
+TRL trainers' checkpoints. A phase stopped by Ctrl-C, SIGTERM or a callback saves
+``partial/`` after the current step (the adapter, the optimizer state, the phase's step
+and, in an epoch, its samples with their rewards and reference log-probabilities);
+``--resume`` continues that phase there (no new self-play), else after the last complete
+phase. A crash loses the phase it was in (it runs again). Every optimizer step is one line of ``playpen-log.jsonl`` (global step,
 ``spag/phase``: 0 = imitation, k = epoch k) with ``memory/peak_rss_mb``.
 """
 from __future__ import annotations
@@ -26,6 +28,7 @@ from playpen.training.preference import memory_metrics
 from playpen.training.run import GracefulInterrupt, model_of, safe_name, set_lora_dropout, tokenizer_of
 
 IMITATION = "imitation"
+PARTIAL = "partial"
 
 
 class SpagRun:
@@ -49,6 +52,7 @@ class SpagRun:
             raise RunLockedError(f"{self.run_dir} is in use by another run (PID {holder.get('pid', '?')}: "
                                  f"{holder.get('command', '?')}): wait for it to end or pass --models-dir DIR")
         self.step = 0
+        self.partial: Optional[dict] = None  # the state of partial/ when --resume continues it
         try:
             self.done = self._refusals()
         except BaseException:
@@ -60,6 +64,7 @@ class SpagRun:
         self.interrupt = GracefulInterrupt()
         self.started = time.time()
         self.model = None  # the PeftModel being trained (set by the trainer)
+        self.stopped = False  # a signal or a callback asked to stop
         self.summary: dict[str, Any] = {"phases": {}}
 
     def _refusals(self) -> list[str]:
@@ -71,7 +76,11 @@ class SpagRun:
             if name not in complete:
                 break
             done.append(name)
-        if cfg.resume and not done:
+        partial = _read_state(self.run_dir / PARTIAL)
+        upcoming = self.phases[len(done)] if len(done) < len(self.phases) else None
+        if cfg.resume and partial is not None and partial.get("phase") == upcoming:
+            self.partial = partial
+        if cfg.resume and not done and self.partial is None:
             raise ResumeError(f"--resume: no complete phase in {self.run_dir} ({', '.join(self.phases)}); "
                               f"start without --resume")
         if existing and not cfg.resume and not cfg.overwrite:
@@ -86,9 +95,8 @@ class SpagRun:
                 remove_checkpoint(folder)
             (self.run_dir / LOG_FILE).unlink(missing_ok=True)
             return []
-        if done:  # steps continue from the last complete phase; a cut-short phase's log lines go
-            import json
-            self.step = int(json.loads((self.run_dir / done[-1] / STATE_FILE).read_text())["global_step"])
+        if done or self.partial:  # steps continue from where the run saved last; later log lines go
+            self.step = int((self.partial or _read_state(self.run_dir / done[-1]) or {}).get("global_step", 0))
             _truncate_log(self.run_dir / LOG_FILE, self.step)
         return done
 
@@ -101,7 +109,8 @@ class SpagRun:
         from peft import PeftModel, get_peft_model
         from playpen.models import check_adapter
         base = model_of(self.playpen.learner)
-        source = self.run_dir / self.done[-1] if self.done else self.cfg.init_adapter
+        source = self.run_dir / (PARTIAL if self.partial else self.done[-1]) if self.partial or self.done \
+            else self.cfg.init_adapter
         if source:
             model = PeftModel.from_pretrained(base, str(check_adapter(source)), is_trainable=True)
             set_lora_dropout(model, self.cfg.lora_dropout)  # the adapter's own dropout would blur the ratio
@@ -115,9 +124,43 @@ class SpagRun:
         model.save_pretrained(str(folder))
         self.tokenizer.save_pretrained(str(folder))
         write_json(folder / STATE_FILE, {"phase": name, "global_step": self.step, **metrics}, indent=1)
+        if (self.run_dir / PARTIAL).exists():
+            remove_checkpoint(self.run_dir / PARTIAL)
         self.summary["phases"][name] = metrics
         print(f"[playpen] {name}: {folder}", flush=True)
         return folder
+
+    def save_partial(self, model, name: str, phase_step: int, optimizer, samples=None, collected=None) -> None:
+        """A phase stopped after `phase_step` steps: what ``--resume`` needs to go on there."""
+        import torch
+        folder = self.run_dir / PARTIAL
+        if folder.exists():
+            remove_checkpoint(folder)
+        model.save_pretrained(str(folder))
+        torch.save(optimizer.state_dict(), folder / "optimizer.pt")
+        if samples is not None:
+            torch.save([(s.ids, s.mask, s.role, s.reward, s.ref_logps) for s in samples], folder / "samples.pt")
+        write_json(folder / STATE_FILE, {"phase": name, "phase_step": phase_step, "global_step": self.step,
+                                         "collected": collected or {}}, indent=1)
+        print(f"[playpen] {name} stopped after step {phase_step}: {folder}", flush=True)
+
+    def resumed(self, name: str, optimizer) -> int:
+        """The steps of phase `name` done before (0 unless --resume continues it); loads its optimizer state."""
+        if not self.partial or self.partial.get("phase") != name:
+            return 0
+        import torch
+        optimizer.load_state_dict(torch.load(self.run_dir / PARTIAL / "optimizer.pt"))
+        print(f"[playpen] {name}: resumed after step {self.partial['phase_step']}", flush=True)
+        return int(self.partial["phase_step"])
+
+    def partial_samples(self, name: str) -> Optional[tuple[list, dict]]:
+        """The samples and metrics of epoch `name` saved when it stopped (None: collect them)."""
+        if not self.partial or self.partial.get("phase") != name:
+            return None
+        import torch
+        rows = torch.load(self.run_dir / PARTIAL / "samples.pt")
+        samples = [spag.Sample(ids, mask, role, reward, ref) for ids, mask, role, reward, ref in rows]
+        return samples, dict(self.partial.get("collected") or {})
 
     # ------------------------------------------------------------------ steps
 
@@ -127,7 +170,8 @@ class SpagRun:
         metrics = {**metrics, "spag/phase": phase, **memory_metrics()}
         keep_going = self.playpen.callbacks.on_train_step(self.step, metrics)
         self.log.on_train_step(self.step, metrics)
-        return keep_going and not self.interrupt.requested
+        self.stopped = self.stopped or not keep_going or self.interrupt.requested
+        return not self.stopped
 
     def imitate(self, model, rows: list, steps: int) -> bool:
         """Imitation: SFT + KL to the adapter-free model on `rows` (ids, mask). False when stopped."""
@@ -136,7 +180,7 @@ class SpagRun:
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate)
         order: list[int] = []
         model.train()
-        for _ in range(steps):
+        for k in range(self.resumed(IMITATION, optimizer), steps):
             batch = _next_batch(order, len(rows), cfg.batch_size * cfg.gradient_accumulation_steps, rng)
             optimizer.zero_grad()
             nll = kl = 0.0
@@ -145,7 +189,9 @@ class SpagRun:
                 (loss / len(batch)).backward()
                 nll, kl = nll + info["nll"] / len(batch), kl + info["kl"] / len(batch)
             optimizer.step()
-            if not self._step(0, {"train/loss": nll + cfg.imitation_kl * kl, "train/nll": nll, "train/kl": kl}):
+            if not self._step(0, {"train/loss": nll + cfg.imitation_kl * kl, "train/nll": nll, "train/kl": kl}) \
+                    and k + 1 < steps:
+                self.save_partial(model, IMITATION, k + 1, optimizer)
                 return False
         model.eval()
         return True
@@ -191,7 +237,7 @@ class SpagRun:
         order: list[int] = []
         sft_order: list[int] = []
         model.train()
-        for _ in range(cfg.max_steps):
+        for k in range(self.resumed(f"SPAG-{epoch}", optimizer), cfg.max_steps):
             batch = _next_batch(order, len(samples), cfg.batch_size * cfg.gradient_accumulation_steps, rng)
             optimizer.zero_grad()
             sums = {"loss": 0.0, "kl": 0.0, "advantage": 0.0, "clipped": 0.0, "sft": 0.0}
@@ -213,7 +259,8 @@ class SpagRun:
             metrics = {"train/loss": sums["loss"] + cfg.sft_coef * sums["sft"], "train/kl": sums["kl"],
                        "spag/advantage_mean": sums["advantage"], "spag/clipped_fraction": sums["clipped"],
                        **({"train/sft_loss": sums["sft"]} if cfg.sft_coef else {}), **collected}
-            if not self._step(epoch, metrics):
+            if not self._step(epoch, metrics) and k + 1 < cfg.max_steps:
+                self.save_partial(model, f"SPAG-{epoch}", k + 1, optimizer, samples, collected)
                 return False
         model.eval()
         return True
@@ -231,7 +278,7 @@ class SpagRun:
             summary = {"trainer": playpen.name, "learner": playpen.learner.name, "config": asdict(cfg),
                        "checkpoint": str(checkpoint), **self.summary,
                        "train_seconds": round(time.time() - self.started, 1),
-                       "interrupted": self.interrupt.requested}
+                       "interrupted": self.interrupt.requested, "stopped": not complete}
             if self.interrupt.requested:
                 playpen.interrupted_by = self.interrupt.signum
             if cfg.evaluate and complete and not self.interrupt.requested:
@@ -251,6 +298,14 @@ class SpagRun:
             return summary
         finally:
             self.lock.release()
+
+
+def _read_state(folder: Path) -> Optional[dict]:
+    """A complete checkpoint's ``trainer_state.json`` (None: missing or cut short)."""
+    import json
+    if not is_complete(folder):
+        return None
+    return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
 
 
 def _truncate_log(path: Path, step: int) -> None:
