@@ -217,12 +217,15 @@ def test_self_rewarding_with_a_remote_judge_trains_the_adapter_in_rounds(sr_work
     assert "replies without a score, skipped" in result.output
 
 
-def test_the_learner_judges_itself_and_judge_calls_never_become_training_data(sr_workspace, sr_model_dir):
-    result = run_trainer("-l", "tiny-sr", "-t", "programmatic", "--judge-template", "judge.jinja",
+@pytest.mark.parametrize("judge, name", [("learner", "tiny-sr (learner)"),  # the policy itself
+                                         ("tiny-sr", "tiny-sr")])  # a registered local model: a frozen copy
+def test_the_learner_judges_itself_and_judge_calls_never_become_training_data(sr_workspace, sr_model_dir,
+                                                                              judge, name):
+    result = run_trainer("-l", "tiny-sr", "-t", "programmatic", "--judge", judge, "--judge-template", "judge.jinja",
                          "--candidates", "6", "--pair-instances", "2", "--rounds", "1", "--max-steps", "1",
                          "--judge-max-tokens", "8", "--no-evaluate")
     assert result.exit_code == 0, result.output
-    run_dir = sr_workspace / "models" / "self-rewarding+lora" / "tiny-sr" / "judge-learner-programmatic"
+    run_dir = sr_workspace / "models" / "self-rewarding+lora" / "tiny-sr" / f"judge-{judge}-programmatic"
     assert any(w.abs().sum() > 0 for w in lora_b(run_dir / "checkpoint-1").values()), "adapter unchanged"
     from transformers import AutoTokenizer
     tokenizer = AutoTokenizer.from_pretrained(sr_model_dir)
@@ -233,7 +236,7 @@ def test_the_learner_judges_itself_and_judge_calls_never_become_training_data(sr
         assert not any("JUDGE-PROMPT-MARKER" in t or "Score:" in t for t in texts)
         assert "JUDGE-PROMPT-MARKER" not in tokenizer.decode(p.prompt_ids + p.chosen_ids + p.rejected_ids)
         assert tokenizer.decode(p.chosen_ids).startswith(p.chosen)  # the learner's own candidate ids
-        assert p.meta["judge"] == "tiny-sr (learner)"
+        assert p.meta["judge"] == name
         # the learner judged as it was taught: "WORD: river" 1, "WORD: apple" 5
         assert p.chosen != "WORD: river" and p.meta["chosen"]["score"] > p.meta["rejected"]["score"]
         assert p.rejected != "WORD: apple"
