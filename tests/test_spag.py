@@ -147,6 +147,8 @@ def test_spag_imitation_and_epochs_change_the_adapter_and_resume_where_they_stop
     assert not (run_dir / "SPAG-1").exists()
     partial = json.loads((run_dir / "partial" / "trainer_state.json").read_text())
     assert (partial["phase"], partial["phase_step"], partial["global_step"]) == ("SPAG-1", 1, 3)
+    stopped = json.loads((run_dir / "playpen-run.json").read_text())
+    assert stopped["stopped"] and stopped["checkpoint"].endswith("partial")  # the latest adapter
     rollouts = sorted((tiny_workspace / "playpen-records" / "spag+lora").rglob("interactions.json"))
     assert rollouts
 

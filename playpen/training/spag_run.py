@@ -275,6 +275,8 @@ class SpagRun:
             last = [name for name in self.phases if is_complete(self.run_dir / name)]
             checkpoint = self.run_dir / last[-1] if last else None
             complete = bool(last) and last[-1] == self.phases[-1]
+            if not complete and _read_state(self.run_dir / PARTIAL) is not None:
+                checkpoint = self.run_dir / PARTIAL  # stopped inside a phase: its adapter is the latest
             summary = {"trainer": playpen.name, "learner": playpen.learner.name, "config": asdict(cfg),
                        "checkpoint": str(checkpoint), **self.summary,
                        "train_seconds": round(time.time() - self.started, 1),
