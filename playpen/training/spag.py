@@ -221,10 +221,6 @@ def episode_samples(episodes, win_reward: float, winners_only: bool) -> list[Sam
     return out
 
 
-def cut(sample_ids: list[int], mask: list[int], max_length: int) -> tuple[list[int], list[int]]:
-    return sample_ids[:max_length], mask[:max_length]
-
-
 def winning_records(folder: str | Path, games: Sequence[str], roles: Sequence[str] = ()) -> list[dict]:
     """Records (``{messages, meta}``) of a results folder, each player's kept only when its
     role won its episode (``"<Role> Win"`` set in interactions.json)."""
