@@ -164,6 +164,11 @@ class JsonlLogCallback(BaseCallback):
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record, default=str) + "\n")
 
+    def write_event(self, event: str, **fields) -> None:
+        """Append one line ``{"event": event, "time": now, **fields}``: a trainer's own
+        events beside the steps and episodes (e.g. ``judge_unparsed``)."""
+        self._write({"event": event, "time": time.time(), **fields})
+
     def _on_episode_end(self, episode):
         self._write({"event": "episode", "time": time.time(), **asdict(episode)})
 

@@ -22,7 +22,6 @@ are the ids the policy generated. Judge prompts and replies are never training d
 """
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -233,17 +232,15 @@ class JudgeCollector(BranchCollector):
 
     def _log_unparsed(self, round_: int, unparsed: list) -> None:
         """One ``judge_unparsed`` line per reply without a score in the run's JSON log."""
+        from playpen.callbacks import JsonlLogCallback
         if not unparsed:
             return
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        now = time.time()
-        with open(self.log_file, "a", encoding="utf-8") as f:
-            for point, text, verdict in unparsed:
-                e = point.episode
-                f.write(json.dumps({"event": "judge_unparsed", "time": now, "round": round_,
-                                    "judge": self.judge.name, "game": e.game, "experiment": e.experiment,
-                                    "game_id": e.game_id, "role": point.role, "turn": point.turn,
-                                    "candidate": text[:500], "reply": verdict.reply[:2000]}) + "\n")
+        log = JsonlLogCallback(self.log_file)
+        for point, text, verdict in unparsed:
+            e = point.episode
+            log.write_event("judge_unparsed", round=round_, judge=self.judge.name, game=e.game,
+                            experiment=e.experiment, game_id=e.game_id, role=point.role, turn=point.turn,
+                            candidate=text[:500], reply=verdict.reply[:2000])
 
 
 class GameRewardCollector(BranchCollector):
