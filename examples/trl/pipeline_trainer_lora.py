@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from playpen.cli.run import load_trainer_class, parse_config
 from playpen.training import BasePlayPen, RunConfig
 from playpen.training import pipeline
 from playpen.training import run as lifecycle
@@ -76,14 +77,15 @@ class PipelineTrainer(BasePlayPen):
         from playpen.training.preference import check_init_adapter
         check_init_adapter(config.init_adapter, learner)
         pipeline.starting_state(cls.run_dir(config, learner), config)  # --resume without a run, a run without it
-        stages = pipeline.plan_stages(config, lambda name: stage_file(name, teacher))
+        stages = pipeline.plan_stages(config, lambda name: stage_file(name, teacher), load_trainer_class, parse_config)
         pipeline.check_stages(stages, cls.run_dir(config, learner), config, learner, teacher)
 
     def learn(self, game_registry) -> None:
         from playpen.models import load_model_by_name
 
         cfg, learner = self.config, self.learner
-        stages = pipeline.plan_stages(cfg, lambda name: stage_file(name, self.teacher and self.teacher.name))
+        stages = pipeline.plan_stages(cfg, lambda name: stage_file(name, self.teacher and self.teacher.name),
+                                      load_trainer_class, parse_config)
 
         # a fresh copy of the learner for every stage after the first (same name, same -T/-L)
         def load_learner():

@@ -44,7 +44,8 @@ class PipelineOptions:
     init_adapter: str = option("", "the first stage starts from this adapter (same base model as the learner)")
     max_steps: Optional[int] = option(None, "optimizer steps of every stage (default: each stage's own)")
     learning_rate: Optional[float] = option(None, "learning rate of every stage (default: each stage's own)")
-    save_steps: Optional[int] = option(None, "save a checkpoint every N steps in every stage (default: each stage's own)")
+    save_steps: Optional[int] = option(None, "save a checkpoint every N steps in every stage (default: each "
+                                             "stage's own)")
     save_total_limit: Optional[int] = option(None, "checkpoints kept per stage (default: each stage's own)")
 
     def validate(self) -> None:
@@ -102,16 +103,18 @@ class Stage:
     name: str
     trainer: type  # the stage's BasePlayPen subclass
     args: tuple[str, ...]  # its options, as on the command line
+    parse: Callable  # (config class, option tokens) -> config: `playpen run`'s parser
 
     @property
     def folder(self) -> str:
         return f"{self.index}-{self.name}"
 
 
-def plan_stages(cfg, file_of: Callable[[str], Path]) -> list[Stage]:
-    """The stages with their trainer classes and options; every stage's options are parsed
-    and checked now (PlaypenError), before any model loads."""
-    from playpen.cli.run import load_trainer_class
+def plan_stages(cfg, file_of: Callable[[str], Path], load_trainer_class: Callable, parse_config: Callable
+                ) -> list[Stage]:
+    """The stages with their trainer classes and options. `load_trainer_class` (file -> its
+    BasePlayPen subclass) and `parse_config` (config class, option tokens -> config) are
+    `playpen run`'s (:mod:`playpen.cli.run`; handed in, the CLI being the layer above)."""
     steps = split_list(cfg.stage_steps)
     own = cfg.options_by_stage()
     stages = []
@@ -128,14 +131,13 @@ def plan_stages(cfg, file_of: Callable[[str], Path]) -> list[Stage]:
         if "init_adapter" not in fields and (i > 0 or cfg.init_adapter):
             raise TrainingSetupError(f"stage '{name}' cannot start from an adapter (its trainer has no "
                                      f"--init-adapter): put it first")
-        stages.append(Stage(i + 1, name, cls, tuple(args + own.get(name, []))))
+        stages.append(Stage(i + 1, name, cls, tuple(args + own.get(name, [])), parse_config))
     return stages
 
 
 def stage_config(stage: Stage, run_dir: Path, init_adapter: str, *, resume: bool, overwrite: bool):
     """The stage trainer's config: its options, its own models folder in the run folder, no
     evaluation (the pipeline evaluates its last adapter), the adapter to start from."""
-    from playpen.cli.run import parse_config
     args = list(stage.args) + ["--models-dir", str(run_dir / stage.folder), "--no-evaluate"]
     if init_adapter:
         args += ["--init-adapter", init_adapter]
@@ -143,7 +145,7 @@ def stage_config(stage: Stage, run_dir: Path, init_adapter: str, *, resume: bool
         args.append("--resume")
     elif overwrite:
         args.append("--overwrite")
-    return parse_config(stage.trainer.config_class, args)
+    return stage.parse(stage.trainer.config_class, args)
 
 
 def check_stages(stages: list[Stage], run_dir: Path, cfg, learner: str, teacher: Optional[str]) -> None:
@@ -190,7 +192,8 @@ def stage_adapter(stage_dir: Path) -> Optional[str]:
     for path in sorted(stage_dir.rglob("playpen-run.json")):
         summary = json.loads(path.read_text(encoding="utf-8"))
         checkpoint = summary.get("checkpoint")
-        if not summary.get("interrupted") and not summary.get("stopped") and checkpoint and checkpoint != "None" and (Path(checkpoint) / "adapter_config.json").exists():
+        finished = not summary.get("interrupted") and not summary.get("stopped")
+        if finished and checkpoint and checkpoint != "None" and (Path(checkpoint) / "adapter_config.json").exists():
             return checkpoint
     return None
 

@@ -7,8 +7,9 @@ TRL trainers' checkpoints. A phase stopped by Ctrl-C, SIGTERM or a callback save
 ``partial/`` after the current step (the adapter, the optimizer state, the phase's step
 and, in an epoch, its samples with their rewards and reference log-probabilities);
 ``--resume`` continues that phase there (no new self-play), else after the last complete
-phase. A crash loses the phase it was in (it runs again). Every optimizer step is one line of ``playpen-log.jsonl`` (global step,
-``spag/phase``: 0 = imitation, k = epoch k) with ``memory/peak_rss_mb``.
+phase. A crash loses the phase it was in (it runs again). Every optimizer step is one line
+of ``playpen-log.jsonl`` (global step, ``spag/phase``: 0 = imitation, k = epoch k) with
+``memory/peak_rss_mb``.
 """
 from __future__ import annotations
 
