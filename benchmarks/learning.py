@@ -102,7 +102,8 @@ METHODS = {
                    code=("playpen/training/spin.py", "playpen/training/preference.py"),
                    description="SPIN: programmatic demonstration turns vs the learner's own, 3 rounds"),
     "self-rewarding": Method("self_rewarding_trainer_lora.py", dict(games="referencegame,taboo",
-                                                                   roles=FOLLOWER_ROLES, max_steps=30),
+                                                                   roles=FOLLOWER_ROLES, max_steps=30, rounds=2,
+                                                                   judge_max_tokens=48),
                              teacher="programmatic", trains=("referencegame", "taboo"),
                              code=("playpen/training/self_rewarding.py", "playpen/training/judging.py",
                                    "playpen/training/preference.py"),
@@ -213,19 +214,18 @@ def evaluate_settings(base: str, adapter: Path | None, label: str, args, work: P
     return {"settings": rows, "answers": answers, "eval_seconds": round(time.time() - started, 1)}
 
 
-def train(name: str, method: Method, args, work: Path, init_adapter: Path | None) -> tuple[Path | None, dict]:
-    """Train one method for at most --minutes; (its final adapter, facts for the cache)."""
+def configure(name: str, method: Method, args, work: Path, init_adapter: Path | None = None):
+    """(trainer class, its config) for a method; the trainer's own checks run here, before any
+    model loads, so that a wrong option fails the benchmark at once, not after hours."""
     from playpen.cli.run import load_trainer_class
-    from playpen.models import load_model_by_name
-    from playpen.training.plotting import read_log
     cls = load_trainer_class(TRAINERS / method.trainer)
     fields = {f for f in cls.config_class.__dataclass_fields__}
-    models_dir = work / "models" / name
-    options = dict(method.options, models_dir=str(models_dir), overwrite=True, evaluate=False)
+    options = dict(method.options, models_dir=str(work / "models" / name), overwrite=True, evaluate=False)
     if init_adapter is not None:
         options["init_adapter"] = str(init_adapter)
-    if name == "dpo-records":
-        options["records"] = str(recorded_play(args, work, init_adapter))
+    if name == "dpo-records":  # filled by recorded_play() before training
+        options["records"] = str(work / "recorded-play")
+        (work / "recorded-play").mkdir(parents=True, exist_ok=True)
     if args.quick:
         options.update(max_steps=2, save_steps=1)
         for key, small in (("pair_instances", 1), ("pairs_per_round", 4), ("rounds", 1), ("num_generations", 2),
@@ -236,6 +236,18 @@ def train(name: str, method: Method, args, work: Path, init_adapter: Path | None
     if unknown:
         raise SystemExit(f"learning.py: method {name}: {method.trainer} has no option(s) {unknown}")
     config = cls.config_class(**options)
+    cls.check(config, args.learner, method.teacher)
+    return cls, config, options
+
+
+def train(name: str, method: Method, args, work: Path, init_adapter: Path | None) -> tuple[Path | None, dict]:
+    """Train one method for at most --minutes; (its final adapter, facts for the cache)."""
+    from playpen.models import load_model_by_name
+    from playpen.training.plotting import read_log
+    models_dir = work / "models" / name
+    if name == "dpo-records":
+        recorded_play(args, work, init_adapter)
+    cls, config, options = configure(name, method, args, work, init_adapter)
     gen_args = dict(temperature=args.temperature, max_tokens=args.max_tokens)
     learner = load_model_by_name(args.learner, gen_args=gen_args, role="learner")
     teacher = load_model_by_name(method.teacher, gen_args=gen_args, role="teacher") if method.teacher else None
@@ -341,6 +353,9 @@ def run_methods(wanted: list[str], args, out: Path) -> None:
                                              "description": method.description, **facts})
         return sft_adapter
 
+    for name in wanted:  # every method's options, checked by its trainer before anything runs
+        if name not in ("baseline", "sft") and (TRAINERS / METHODS[name].trainer).exists():
+            configure(name, METHODS[name], args, work)
     for name in wanted:
         if name == "baseline":
             method = Method("", trains=())
