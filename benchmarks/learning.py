@@ -7,7 +7,7 @@
 
 Protocol (issues 11 and 12): the learner (smol-135m) gets one shared SFT-LoRA warm-up on the
 programmatic players' won episodes of the training instances; every other method starts
-from that adapter and trains for at most ``--minutes`` of wall time (a callback stops it,
+from that adapter and trains for at most ``--minutes`` of wall time (the warm-up: its 8 steps) (a callback stops it,
 with a checkpoint). Each result is evaluated on the same held-out, balanced instances with
 greedy decoding in five settings (:data:`SETTINGS`): referencegame as Instruction Follower
 with the programmatic giver and in self-play, taboo as Guesser with the programmatic
@@ -252,7 +252,8 @@ def train(name: str, method: Method, args, work: Path, init_adapter: Path | None
     learner = load_model_by_name(args.learner, gen_args=gen_args, role="learner")
     teacher = load_model_by_name(method.teacher, gen_args=gen_args, role="teacher") if method.teacher else None
     trainer = cls(learner, teacher, config=config, output_dir=work / "records" / name, seed=args.seed)
-    trainer.add_callback(stop_after(args.minutes * 60))
+    if name != "sft":  # the shared warm-up trains its steps; every other method has --minutes
+        trainer.add_callback(stop_after(args.minutes * 60))
     started = time.time()
     trainer.learn(None)
     seconds = time.time() - started
