@@ -25,10 +25,11 @@ from playpen.training import BasePlayPen, LoraOptions, RunConfig, report_to
 from playpen.training import run as lifecycle
 from playpen.training import anticollapse
 from playpen.training.grpo import GRPOOptions, grpo_parts
+from playpen.training.grpo_steps import GRPOStepOptions, grpo_trainer_class, step_args
 
 
 @dataclass
-class GRPOTeacherConfig(GRPOOptions, LoraOptions, RunConfig):
+class GRPOTeacherConfig(GRPOOptions, GRPOStepOptions, LoraOptions, RunConfig):
     """The options of self-play; ``--roles`` picks the learner's roles."""
 
 
@@ -43,7 +44,7 @@ class GRPOTeacherTrainer(BasePlayPen):
         anticollapse.check(config, learner, teacher)
 
     def learn(self, game_registry) -> None:
-        from trl import GRPOConfig, GRPOTrainer
+        from trl import GRPOConfig
 
         if self.teacher is None:
             raise PlaypenError("this trainer needs a teacher: pass -t/--teacher MODEL "
@@ -63,13 +64,14 @@ class GRPOTeacherTrainer(BasePlayPen):
         #    with --init-adapter a frozen copy of that adapter (a second LoRA adapter, no model copy)
         args = GRPOConfig(
             output_dir=str(run.run_dir), max_steps=cfg.max_steps, learning_rate=cfg.learning_rate, beta=cfg.beta,
-            num_generations=cfg.num_generations, per_device_train_batch_size=parts.batch_size,
-            gradient_accumulation_steps=1, shuffle_dataset=False, temperature=parts.temperature,
+            num_generations=cfg.num_generations, shuffle_dataset=False, temperature=parts.temperature,
             logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
             save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to), seed=self.seed,
-            gradient_checkpointing=False, disable_tqdm=True, log_completions=False,
+            disable_tqdm=True, log_completions=False,
+            # micro-batches (and gradient checkpointing): flat memory; rows used once: no old-logprob pass
+            **step_args(parts.batch_size, cfg.micro_batch_size, cfg.gradient_checkpointing),
             reward_weights=parts.reward_weights, dataloader_num_workers=0, **lifecycle.precision_kwargs())
-        trainer = GRPOTrainer(
+        trainer = grpo_trainer_class()(  # TRL's GRPOTrainer logging each step's time split
             model=parts.model, reward_funcs=parts.reward_funcs, args=args, train_dataset=parts.dataset,
             processing_class=parts.tokenizer, peft_config=parts.peft_config, rollout_func=parts.rollout_func,
             callbacks=[run.trainer_callback(extra_metrics=parts.extra_metrics)])

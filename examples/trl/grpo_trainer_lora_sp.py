@@ -33,10 +33,11 @@ from playpen.training import BasePlayPen, LoraOptions, RunConfig, report_to
 from playpen.training import run as lifecycle
 from playpen.training import anticollapse
 from playpen.training.grpo import GRPOOptions, grpo_parts
+from playpen.training.grpo_steps import GRPOStepOptions, grpo_trainer_class, step_args
 
 
 @dataclass
-class GRPOSelfPlayConfig(GRPOOptions, LoraOptions, RunConfig):
+class GRPOSelfPlayConfig(GRPOOptions, GRPOStepOptions, LoraOptions, RunConfig):
     """Every option is shared: the run (RunConfig), LoRA and GRPO over games."""
 
 
@@ -51,7 +52,7 @@ class GRPOSelfPlayTrainer(BasePlayPen):
         anticollapse.check(config, learner, teacher)
 
     def learn(self, game_registry) -> None:
-        from trl import GRPOConfig, GRPOTrainer
+        from trl import GRPOConfig
 
         cfg = self.config
         run_name = f"grpo+lora/{lifecycle.safe_name(self.learner.name)}/selfplay"
@@ -67,13 +68,14 @@ class GRPOSelfPlayTrainer(BasePlayPen):
         #    with --init-adapter a frozen copy of that adapter (a second LoRA adapter, no model copy)
         args = GRPOConfig(
             output_dir=str(run.run_dir), max_steps=cfg.max_steps, learning_rate=cfg.learning_rate, beta=cfg.beta,
-            num_generations=cfg.num_generations, per_device_train_batch_size=parts.batch_size,
-            gradient_accumulation_steps=1, shuffle_dataset=False, temperature=parts.temperature,
+            num_generations=cfg.num_generations, shuffle_dataset=False, temperature=parts.temperature,
             logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
             save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to), seed=self.seed,
-            gradient_checkpointing=False, disable_tqdm=True, log_completions=False,
+            disable_tqdm=True, log_completions=False,
+            # micro-batches (and gradient checkpointing): flat memory; rows used once: no old-logprob pass
+            **step_args(parts.batch_size, cfg.micro_batch_size, cfg.gradient_checkpointing),
             reward_weights=parts.reward_weights, dataloader_num_workers=0, **lifecycle.precision_kwargs())
-        trainer = GRPOTrainer(
+        trainer = grpo_trainer_class()(  # TRL's GRPOTrainer logging each step's time split
             model=parts.model, reward_funcs=parts.reward_funcs, args=args, train_dataset=parts.dataset,
             processing_class=parts.tokenizer, peft_config=parts.peft_config, rollout_func=parts.rollout_func,
             callbacks=[run.trainer_callback(extra_metrics=parts.extra_metrics)])

@@ -65,7 +65,7 @@ class SFTLoraTrainer(BasePlayPen):
             lr_scheduler_type="constant_with_warmup", warmup_steps=0, max_length=cfg.max_length,
             logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
             save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to), seed=self.seed,
-            gradient_checkpointing=False, dataloader_num_workers=0, disable_tqdm=True,
+            activation_checkpointing=True, dataloader_num_workers=0, disable_tqdm=True,
             **lifecycle.precision_kwargs())
         model, peft_config = lifecycle.model_of(learner), cfg.lora_config()
         if cfg.init_adapter:  # continue that adapter (e.g. in a stage pipeline)

@@ -19,13 +19,13 @@
   disabled; when a round starts from an adapter (``--init-adapter``, or the previous
   round's), TRL keeps a frozen copy of that adapter (``ref``) beside the trained one.
 
-Each logged step carries the process's peak and current resident memory
-(``memory/peak_rss_mb``, ``memory/rss_mb``) and the round's pair counts.
+Each logged step carries the step's peak and the current resident memory
+(``memory/peak_rss_mb``, ``memory/rss_mb``: :mod:`playpen.training.memory`) and the round's
+pair counts.
 """
 from __future__ import annotations
 
 import functools
-import resource
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -33,6 +33,7 @@ from typing import Any, Callable, Optional, Sequence
 from playpen.errors import DatasetError, TrainingSetupError
 from playpen.pairs import PreferencePair, read_pairs, write_pairs
 from playpen.training.config import option
+from playpen.training.memory import memory_metrics  # noqa: F401 (spag_run imports it from here)
 
 
 @dataclass
@@ -77,16 +78,6 @@ def round_bounds(max_steps: int, rounds: int) -> list[int]:
     return [round(r * max_steps / rounds) for r in range(rounds + 1)]
 
 
-def memory_metrics() -> dict[str, float]:
-    """Peak resident memory of this process so far (``ru_maxrss``, KiB on Linux) and now."""
-    metrics = {"memory/peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                metrics["memory/rss_mb"] = int(line.split()[1]) / 1024
-    except OSError:  # not Linux
-        pass
-    return metrics
 
 
 # ----------------------------------------------------------------------------- token ids
@@ -219,7 +210,7 @@ class PreferenceRun:
         return PeftModel.from_pretrained(self.base, str(source), is_trainable=True)
 
     def _metrics(self) -> dict[str, float]:
-        return {**self.round_metrics, **memory_metrics()}
+        return dict(self.round_metrics)  # the step's memory: run.make_trainer_callback
 
     def train(self, make_pairs: PairsFn, make_trainer: Callable[[Any, Any, "RoundPlan"], Any],
               collection_metrics: Optional[Callable[[], dict]] = None) -> Optional[Path]:

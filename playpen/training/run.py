@@ -20,6 +20,7 @@ from playpen.errors import Interrupted, PlaypenError, ResumeError, RunLockedErro
 from playpen.files import FolderLock, write_json
 from playpen.training.checkpoints import (checkpoint_step, checkpoints, latest_checkpoint,  # noqa: F401
                                           remove_partial, resume_checkpoint, rotate_checkpoints)
+from playpen.training.memory import memory_metrics, prepare_for_training, release_memory, reset_peak
 from playpen.training.plotting import CURVE_FILE, LOG_FILE, plot_run
 
 
@@ -162,8 +163,11 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
                           interrupt: Optional[GracefulInterrupt] = None,
                           extra_metrics: Optional[callable] = None):
     """A transformers ``TrainerCallback`` that forwards every logged step to playpen's
-    callbacks and to ``<run_dir>/playpen-log.jsonl``, adds ``train/tokens_per_s``, stops
-    when a callback returns False, and saves + stops after a Ctrl-C."""
+    callbacks and to ``<run_dir>/playpen-log.jsonl``, adds ``train/tokens_per_s`` and the
+    step's memory (``memory/peak_rss_mb``: the highest resident memory since the step
+    began; :func:`playpen.training.memory.memory_metrics`), stops when a callback returns
+    False, and saves + stops after a Ctrl-C. Each step begins with the memory the previous
+    one freed handed back to the system (:func:`~playpen.training.memory.release_memory`)."""
     from transformers import TrainerCallback
 
     log = JsonlLogCallback(Path(run_dir) / LOG_FILE)
@@ -176,6 +180,7 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
             self._keep = None
 
         def on_train_begin(self, args, state, control, **kwargs):
+            prepare_for_training()  # allocator and log-prob tiles: benchmarks/memory.py
             self._last_time = time.time()
             self._last_tokens = getattr(state, "num_input_tokens_seen", 0) or 0
             # playpen rotates (on_save, safely); transformers' rotation is turned off
@@ -186,6 +191,10 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
                 print(f"[playpen] --resume: saving every {args.save_steps:g} steps as asked "
                       f"(the checkpoint saved every {state.save_steps:g})", flush=True)
                 state.save_steps = args.save_steps
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            release_memory()
+            reset_peak()
 
         def on_save(self, args, state, control, **kwargs):
             rotate_checkpoints(args.output_dir, self._keep)
@@ -201,6 +210,7 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
             self._last_time, self._last_tokens = now, tokens
             if extra_metrics is not None:
                 metrics.update(extra_metrics())
+            metrics.update(memory_metrics())
             step = int(state.global_step)
             keep_going = callbacks.on_train_step(step, metrics)
             log.on_train_step(step, metrics)

@@ -1,0 +1,241 @@
+"""Resident memory (and GRPO's time) per training step of every trainer on smol-135m.
+
+    python benchmarks/memory.py                                  # SFT, SPIN, DPO, GRPO: a few steps each
+    python benchmarks/memory.py --trainers grpo --steps 20       # GRPO: peak per step and growth over 20 steps
+    python benchmarks/memory.py --trainers grpo --steps 4 --compare   # + step time vs rollout + one fwd/bwd
+
+Each trainer runs as a user runs it (``playpen run examples/trl/<trainer>.py -l smol-135m
+...``) in a child process of its own (its peak is its own) inside a temporary workspace,
+on referencegame, with options that give the shapes of issue 11: GRPO as Instruction
+Follower with the programmatic giver, 8 episodes × 2 groups = 16 trajectories per step of
+up to ``--max-length`` tokens (``-L`` sets the turn's budget so that prompt + turn fill it);
+SFT at its default batch (8 conversations); SPIN and DPO at their default batch (4 pairs;
+DPO trains on the pairs SPIN wrote). Everything else is the trainer's default unless given
+with ``--extra TRAINER=OPTIONS``.
+
+Per step the run's ``playpen-log.jsonl`` has ``memory/peak_rss_mb`` (the step's own peak
+resident memory: VmHWM reset as the step begins) and, for GRPO, ``time/*_s``. Growth over
+the run = the highest peak of its second half / the highest peak of its first half − 1
+(a constant cost is 0 %; trajectory lengths vary from step to step).
+
+``--compare`` (GRPO): after each logged step, the same process runs ONE forward and
+backward pass, without gradient checkpointing, over exactly that step's tokens (its rows,
+in the step's micro-batches; gradients discarded), and reports the step's time against its
+rollout time + that pass: the cost of everything GRPO adds (target ≤ 1.3×).
+
+Results: ``benchmarks/results/memory-<trainers>-<date>.json`` and a table on stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+TRAINERS = REPO_ROOT / "examples" / "trl"
+COMPARE_FILE = "compare.jsonl"
+
+# trainer -> (example file, options of the run; {L} = turn budget, {steps}, {pairs} = SPIN's pairs)
+RUNS = {
+    "sft": ("sft_trainer_lora.py", "--demo-max-instances 4"),
+    "spin": ("spin_trainer_lora.py", "-L {L} --rounds 1 --pairs-per-round 16 --demo-max-instances 4"),
+    "dpo": ("dpo_trainer_lora.py", "--source pairs --pairs-file {pairs}"),
+    "grpo": ("grpo_trainer_lora_mp.py", "-t programmatic --roles 'Instruction Follower' -T 1.0 -L {L} "
+                                        "--num-generations 8 --groups-per-step 2 --beta 0 --learning-rate 2e-4"),
+}
+RUN_FOLDERS = {"sft": "sft+lora/smol-135m", "spin": "spin+lora/smol-135m", "dpo": "dpo+lora/smol-135m/pairs",
+               "grpo": "grpo+lora/smol-135m/programmatic"}
+
+
+def workspace(root: Path, learner: str) -> Path:
+    """A working directory whose registries name playpen's games and the learner (its
+    folder made absolute)."""
+    entries = json.loads((REPO_ROOT / "model_registry.json").read_text())
+    for entry in entries:
+        hf_id = entry.get("huggingface_id", "")
+        if hf_id and not Path(hf_id).is_absolute() and (REPO_ROOT / hf_id).exists():
+            entry["huggingface_id"] = str(REPO_ROOT / hf_id)
+    if not any(e["model_name"] == learner for e in entries):
+        raise SystemExit(f"memory.py: no model '{learner}' in {REPO_ROOT / 'model_registry.json'}")
+    (root / "model_registry.json").write_text(json.dumps(entries))
+    (root / "game_registry.json").write_text(json.dumps([{"benchmark_path": str(REPO_ROOT / "playpen" / "games")}]))
+    return root
+
+
+def run_trainer(name: str, args, root: Path) -> dict:
+    """One trainer's run in a child process; its per-step numbers from the run's log."""
+    file, options = RUNS[name]
+    options = options.format(L=args.turn_tokens, pairs=root / "models" / RUN_FOLDERS["spin"] / "pairs-round-1.jsonl")
+    steps = args.steps if name == "grpo" else args.other_steps
+    command = (f"playpen run {TRAINERS / file} -l {args.learner} --games referencegame --max-steps {steps} "
+               f"--save-steps {steps} --no-evaluate --overwrite {options} {args.extra.get(name, '')}")
+    if name == "grpo" and args.compare:
+        command = f"{sys.executable} {Path(__file__).resolve()} --child-compare -- " + command.split(" ", 1)[1]
+    print(f"[memory] {name}: {command}", flush=True)
+    started = time.time()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    done = subprocess.run(command, shell=True, cwd=root, env=env, capture_output=True, text=True)
+    seconds = time.time() - started
+    run_dir = root / "models" / RUN_FOLDERS[name]
+    if done.returncode != 0:
+        print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
+        return {"trainer": name, "command": command, "error": done.returncode, "seconds": round(seconds, 1)}
+    from playpen.training.plotting import read_log
+    steps_log = read_log(run_dir)
+    result = {"trainer": name, "command": command, "seconds": round(seconds, 1), "steps": [
+        {k: v for k, v in s.items() if k == "step" or k.startswith(("memory/", "time/", "train/num_tokens"))}
+        for s in steps_log]}
+    compare = run_dir / COMPARE_FILE
+    if compare.exists():
+        result["compare"] = [json.loads(line) for line in compare.read_text().splitlines() if line.strip()]
+    return summarise(result)
+
+
+def summarise(result: dict) -> dict:
+    peaks = [s["memory/peak_rss_mb"] for s in result["steps"] if "memory/peak_rss_mb" in s]
+    if peaks:
+        half = max(1, len(peaks) // 2)
+        first, second = max(peaks[:half]), max(peaks[half:] or peaks[:half])
+        result.update(num_steps=len(peaks), peak_rss_mb=max(peaks), first_step_peak_mb=peaks[0],
+                      last_step_peak_mb=peaks[-1], growth_percent=round(100 * (second / first - 1), 1))
+    if result.get("compare"):
+        ratios = [c["ratio"] for c in result["compare"]]
+        result["step_over_rollout_plus_fwd_bwd"] = round(sorted(ratios)[len(ratios) // 2], 2)
+    return result
+
+
+def table(results: list[dict]) -> str:
+    lines = [f"{'trainer':<6} {'steps':>5} {'peak RSS MB':>11} {'step 1':>8} {'last':>8} {'growth':>7} "
+             f"{'s/step':>7} {'step/(rollout+fwd+bwd)':>22}"]
+    for r in results:
+        if "error" in r:
+            lines.append(f"{r['trainer']:<6} failed (exit {r['error']})")
+            continue
+        times = [s.get("time/step_s") for s in r["steps"] if s.get("time/step_s")]
+        per_step = f"{sum(times) / len(times):.1f}" if times else "-"
+        ratio = r.get("step_over_rollout_plus_fwd_bwd", "-")
+        lines.append(f"{r['trainer']:<6} {r['num_steps']:>5} {r['peak_rss_mb']:>11.0f} {r['first_step_peak_mb']:>8.0f} "
+                     f"{r['last_step_peak_mb']:>8.0f} {r['growth_percent']:>6.1f}% {per_step:>7} {ratio:>22}")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- --compare (in the child)
+
+def reference_pass(trainer, batch: dict) -> float:
+    """Seconds of one plain forward + backward (no gradient checkpointing) over ``batch``
+    (a step's rows as TRL prepared them), in the step's micro-batches; gradients discarded."""
+    import torch
+    from trl.models.utils import disable_gradient_checkpointing
+    model, micro = trainer.model, trainer.args.per_device_train_batch_size
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+    mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+    keep = batch["completion_ids"].size(1)
+    began = time.perf_counter()
+    with disable_gradient_checkpointing(model, trainer.args.gradient_checkpointing_kwargs):
+        for start in range(0, ids.size(0), micro):
+            labels = ids[start:start + micro].masked_fill(mask[start:start + micro] == 0, -100)
+            labels[:, :-keep] = -100
+            out = model(input_ids=ids[start:start + micro], attention_mask=mask[start:start + micro],
+                        labels=labels, fused_lm_head=True)
+            out.log_probs.sum().backward()
+    seconds = time.perf_counter() - began
+    model.zero_grad(set_to_none=True)
+    return seconds
+
+
+def child_compare(argv: list[str]) -> int:
+    """``playpen run ...`` in this process, with GRPO's trainer measuring :func:`reference_pass`
+    after every logged step into ``<run>/compare.jsonl``."""
+    from playpen.training import grpo_steps
+    base = grpo_steps.grpo_trainer_class()
+
+    class Comparing(base):
+        def _generate_and_score_completions(self, inputs):
+            out = super()._generate_and_score_completions(inputs)
+            self._step_batch = out
+            return out
+
+        def log(self, logs, *args, **kwargs):
+            step = self.clock.metrics() if "loss" in logs else None
+            super().log(logs, *args, **kwargs)
+            if step is None or getattr(self, "_step_batch", None) is None:
+                return
+            fwd_bwd = reference_pass(self, self._step_batch)
+            rollout = step.get("time/rollout_s", 0.0)
+            record = {"step": int(self.state.global_step), "step_s": step["time/step_s"], "rollout_s": rollout,
+                      "fwd_bwd_s": round(fwd_bwd, 3), "ratio": round(step["time/step_s"] / (rollout + fwd_bwd), 3),
+                      "rows": int(self._step_batch["completion_ids"].size(0)),
+                      "tokens": int(self._step_batch["prompt_ids"].size(1) + self._step_batch["completion_ids"].size(1))}
+            with open(Path(self.args.output_dir) / COMPARE_FILE, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+            self._step_batch = None
+
+    grpo_steps.grpo_trainer_class = lambda: Comparing
+    from playpen.cli import main
+    return main(argv)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--child-compare"]:
+        return child_compare(argv[2:] if argv[1:2] == ["--"] else argv[1:]) or 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trainers", default="sft,spin,dpo,grpo", help="comma-separated: " + ", ".join(RUNS))
+    parser.add_argument("-l", "--learner", default="smol-135m")
+    parser.add_argument("--steps", type=int, default=6, help="GRPO steps (20 for the growth check)")
+    parser.add_argument("--other-steps", type=int, default=4, help="steps of SFT, SPIN and DPO")
+    parser.add_argument("--turn-tokens", type=int, default=160,
+                        help="-L: tokens per generated turn (referencegame's follower prompt is ~350 tokens: "
+                             "160 gives trajectories of up to ~512)")
+    parser.add_argument("--compare", action="store_true", help="GRPO: step time vs rollout + one fwd/bwd")
+    parser.add_argument("--extra", action="append", default=[], metavar="TRAINER=OPTIONS",
+                        help="more options for one trainer, e.g. grpo='--micro-batch-size 2'")
+    parser.add_argument("--keep", help="run in this folder (kept) instead of a temporary one")
+    parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"))
+    args = parser.parse_args(argv)
+    names = [n for n in args.trainers.split(",") if n]
+    unknown = [n for n in names if n not in RUNS]
+    if unknown:
+        print(f"memory.py: unknown trainer '{unknown[0]}'; choose from {', '.join(RUNS)}", file=sys.stderr)
+        return 2
+    extra = {}
+    for item in args.extra:
+        name, _, options = item.partition("=")
+        if name not in RUNS:
+            print(f"memory.py: --extra {item!r}: expected TRAINER=OPTIONS with TRAINER in {', '.join(RUNS)}",
+                  file=sys.stderr)
+            return 2
+        extra[name] = f"{extra.get(name, '')} {options}".strip()
+    args.extra = extra
+    if "dpo" in names and "spin" not in names and not args.keep:
+        names.insert(names.index("dpo"), "spin")  # DPO trains on the pairs SPIN writes
+    with tempfile.TemporaryDirectory(prefix="playpen-memory-") as tmp:
+        root = Path(args.keep) if args.keep else Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        workspace(root, args.learner)
+        results = [run_trainer(name, args, root) for name in names]
+    from playpen.files import write_json
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out) / f"memory-{'-'.join(names)}-{stamp}.json"
+    write_json(out, {"date": stamp, "args": {k: v for k, v in vars(args).items()}, "machine": machine(),
+                     "results": results}, indent=1)
+    print(table(results))
+    print(f"[memory] results: {out}")
+    return 0
+
+
+def machine() -> dict:
+    import platform
+    import torch
+    return {"cpus": os.cpu_count(), "torch": torch.__version__, "python": platform.python_version(),
+            "threads": torch.get_num_threads(), "load_average": os.getloadavg()}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

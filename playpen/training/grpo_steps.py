@@ -1,0 +1,142 @@
+"""GRPO steps in flat memory and without waste: the TRL settings of a step and playpen's
+``GRPOTrainer`` subclass that times each phase of it.
+
+Where the memory of a GRPO step goes (smol-135m, fp32, LoRA r16 on every linear layer,
+16 trajectories of up to 512 tokens; ``benchmarks/memory.py`` measures it) is the
+activations kept for the backward pass: about 1.4 MB per token over the model's 30
+layers, 11 GB for 16 × 512 tokens in one pass. A step therefore runs its rows in
+micro-batches (``--micro-batch-size`` rows per forward and backward; gradients are
+accumulated, so the optimizer step and the advantages are those of the whole step) and,
+with ``--gradient-checkpointing``, keeps only each layer's input and recomputes the rest
+during the backward pass (one more forward: slower, much less memory).
+
+No forward pass is wasted: the rows of a step are generated once and used once
+(``num_iterations=1`` and ``steps_per_generation`` = the micro-batches of one step), so
+TRL takes the old policy's log-probs from the training forward itself (the policy that
+sampled is the policy being trained) instead of running a pass for them; the only
+no-grad pass left is the reference pass of the KL term (``--beta`` > 0).
+
+:func:`grpo_trainer_class` is TRL's ``GRPOTrainer`` that logs each step's time split
+(``time/rollout_s``, ``time/logprob_s``: no-grad log-prob passes, ``time/forward_s``,
+``time/backward_s``, ``time/optimizer_s``, ``time/other_s``: rewards, padding,
+bookkeeping; ``time/step_s``) through a :class:`~playpen.training.memory.StepClock`.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from playpen.training.config import option
+from playpen.training.memory import StepClock, release_memory
+
+
+def micro_batch(rows: int, wanted: int) -> int:
+    """The largest divisor of ``rows`` that is at most ``wanted`` (TRL splits a step's
+    rows into equal micro-batches)."""
+    wanted = max(1, min(wanted, rows))
+    return next(m for m in range(wanted, 0, -1) if rows % m == 0)
+
+
+def step_args(rows: int, micro_batch_size: int, gradient_checkpointing: bool) -> dict:
+    """``GRPOConfig`` keywords for steps of ``rows`` trajectories generated once, used once,
+    trained in micro-batches of at most ``micro_batch_size`` rows."""
+    micro = micro_batch(rows, micro_batch_size)
+    return dict(per_device_train_batch_size=micro, gradient_accumulation_steps=rows // micro,
+                steps_per_generation=rows // micro, num_iterations=1,
+                activation_checkpointing=gradient_checkpointing)  # transformers 5's name of gradient checkpointing
+
+
+@functools.lru_cache(maxsize=1)
+def grpo_trainer_class():
+    """TRL's ``GRPOTrainer`` that logs a per-step time split (``time/*_s``, kept in
+    ``self.clock``, a :class:`~playpen.training.memory.StepClock`) and hands the memory of
+    each step's rollout back to the system before the backward passes."""
+    import torch
+    from transformers import TrainerCallback
+    from trl import GRPOTrainer
+
+    class _ClockCallback(TrainerCallback):
+        def __init__(self, trainer):
+            self.trainer = trainer
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.trainer.clock.start()
+
+        def on_optimizer_step(self, args, state, control, **kwargs):
+            # gradient clipping, the optimizer and zeroing the gradients
+            ended = self.trainer._backward_ended
+            if ended is not None:
+                self.trainer.clock.add("optimizer", time.perf_counter() - ended)
+
+    class PlaypenGRPOTrainer(GRPOTrainer):
+        """GRPOTrainer timing the phases of every step into ``self.clock``."""
+
+        def __init__(self, *args, clock: Optional[StepClock] = None, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.clock = clock or StepClock()
+            self._backward_ended: Optional[float] = None
+            self._inside = 0.0
+            self.add_callback(_ClockCallback(self))
+            if self.rollout_func is not None:
+                rollout_func = self.rollout_func
+
+                def timed_rollout(prompts, trainer):
+                    with self.clock.phase("rollout"):
+                        return rollout_func(prompts, trainer)
+                self.rollout_func = timed_rollout
+
+        def log(self, logs, *args, **kwargs):
+            if self.model.training and "loss" in logs:  # a training step's line, not the summary
+                logs = {**logs, **self.clock.metrics()}
+            return super().log(logs, *args, **kwargs)
+
+        def _generate_and_score_completions(self, inputs):
+            out = super()._generate_and_score_completions(inputs)
+            # the rollout's generation caches and the game threads' buffers are garbage now
+            release_memory()
+            return out
+
+        def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+            if torch.is_grad_enabled():  # the training forward: timed by compute_loss
+                return super()._get_per_token_logps_and_entropies(*args, **kwargs)
+            with self.clock.phase("logprob"):
+                return super()._get_per_token_logps_and_entropies(*args, **kwargs)
+
+        def _prepare_inputs(self, generation_batch):
+            began = time.perf_counter()
+            try:
+                return super()._prepare_inputs(generation_batch)
+            finally:
+                self._inside += time.perf_counter() - began
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            began = time.perf_counter()
+            try:
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            finally:
+                elapsed = time.perf_counter() - began
+                self.clock.add("forward", elapsed)
+                self._inside += elapsed
+
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            began, self._inside = time.perf_counter(), 0.0
+            out = super().training_step(model, inputs, num_items_in_batch)
+            self._backward_ended = time.perf_counter()
+            # what the step spent outside input preparation and the loss forward: the backward pass
+            self.clock.add("backward", max(0.0, self._backward_ended - began - self._inside))
+            return out
+
+    return PlaypenGRPOTrainer
+
+
+@dataclass
+class GRPOStepOptions:
+    """How a GRPO step runs its trajectories (memory against time; the step's result is the same)."""
+
+    micro_batch_size: int = option(1, "trajectories per forward and backward pass (gradients are accumulated over "
+                                      "the step's micro-batches; more = more memory, hardly faster on a CPU)")
+    gradient_checkpointing: bool = option(False, "keep only each layer's input for the backward pass and recompute "
+                                                 "the rest: less memory for longer trajectories (~0.4 instead of "
+                                                 "~1.7 GB per 512-token row on smol-135m), ~1.35x the backward time")

@@ -1,0 +1,134 @@
+"""Memory and time of training steps (issue 11): the step's own peak RSS in every log
+line, GRPO's time split, no old-policy pass when rows are used once, micro-batches, and
+memory that does not grow from step to step (tiny model, a few seconds)."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from playpen.cli import cli
+from playpen.training import grpo_steps, memory
+
+from test_grpo import SP_TRAINER
+
+PHASES = ("time/rollout_s", "time/forward_s", "time/backward_s", "time/optimizer_s", "time/other_s")
+
+
+def read_steps(run_dir):
+    lines = [json.loads(line) for line in (run_dir / "playpen-log.jsonl").read_text().splitlines()]
+    return [line for line in lines if line["event"] == "train_step"]
+
+
+# ----------------------------------------------------------------------------- the parts
+
+def test_peak_is_the_peak_since_the_reset():
+    if not memory.reset_peak():
+        pytest.skip("this kernel does not reset VmHWM")
+    block = bytearray(300 * 2**20)  # 300 MB, touched: resident
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    with_block = memory.peak_rss_mb()
+    del block
+    memory.release_memory()
+    assert memory.reset_peak()
+    after = memory.peak_rss_mb()
+    assert with_block - after > 250, (with_block, after)
+    metrics = memory.memory_metrics()
+    assert metrics["memory/peak_rss_mb"] >= metrics["memory/rss_mb"] > 0
+    assert metrics["memory/process_peak_rss_mb"] >= with_block - 1
+
+
+def test_step_clock_splits_a_step():
+    import time
+    clock = memory.StepClock()
+    clock.start()
+    with clock.phase("rollout"):
+        time.sleep(0.05)
+    clock.add("backward", 0.004)
+    clock.add("backward", 0.006)
+    time.sleep(0.03)
+    split = clock.metrics()
+    assert split["time/rollout_s"] >= 0.05 and split["time/backward_s"] == pytest.approx(0.01)
+    assert split["time/step_s"] >= 0.08
+    assert split["time/other_s"] == pytest.approx(split["time/step_s"] - split["time/rollout_s"] - 0.01, abs=2e-3)
+
+
+@pytest.mark.parametrize("rows, wanted, micro", [(16, 4, 4), (16, 3, 2), (6, 4, 3), (4, 8, 4), (7, 2, 1)])
+def test_micro_batches_divide_the_step(rows, wanted, micro):
+    args = grpo_steps.step_args(rows, wanted, True)
+    assert args["per_device_train_batch_size"] == micro
+    # generated once, used once: one optimizer step per generation batch, no old-policy pass
+    assert args["gradient_accumulation_steps"] == args["steps_per_generation"] == rows // micro
+    assert args["num_iterations"] == 1 and args["activation_checkpointing"] is True
+
+
+# ----------------------------------------------------------------------------- a GRPO run
+
+def run_grpo(workspace, *options):
+    result = CliRunner().invoke(cli, ["run", str(SP_TRAINER), "-l", "tiny-random", "-T", "1.0", "-L", "3",
+                                      "--games", "sayword", "--train-instances", "instances", "--no-evaluate",
+                                      "--num-generations", "4", "--groups-per-step", "2", *options])
+    assert result.exit_code == 0, result.output
+    return workspace / "models" / "grpo+lora" / "tiny-random" / "selfplay"
+
+
+def test_grpo_log_has_the_step_peak_and_its_time_split(toy_workspace):
+    run_dir = run_grpo(toy_workspace, "--max-steps", "2", "--micro-batch-size", "2", "--beta", "0")
+    steps = read_steps(run_dir)
+    assert [s["step"] for s in steps] == [1, 2]  # 8 rows in 4 micro-batches are still one step
+    for step in steps:
+        assert 50 < step["memory/peak_rss_mb"] <= step["memory/process_peak_rss_mb"] + 1
+        assert step["memory/rss_mb"] > 50
+        for key in PHASES:
+            assert step[key] >= 0, key
+        assert step["time/rollout_s"] > 0 and step["time/backward_s"] > 0
+        parts = sum(step[k] for k in PHASES)
+        assert parts == pytest.approx(step["time/step_s"], abs=0.01)
+        # beta 0 and rows used once: no log-prob pass besides the training forward
+        assert "time/logprob_s" not in step
+
+
+def test_grpo_memory_stays_flat_from_step_to_step(toy_workspace, monkeypatch):
+    """Tensors alive after each step (counted by storage, so views count once) and the
+    resident memory a step leaves behind: neither grows over 6 steps once the first step
+    has allocated what stays (the optimizer's state)."""
+    import gc
+
+    import torch
+    from playpen.callbacks import BaseCallback
+    from playpen.training import run as training
+
+    alive, resident = [], []
+
+    def tensor_bytes() -> int:
+        seen, total = set(), 0
+        for obj in gc.get_objects():
+            try:
+                if isinstance(obj, torch.Tensor) and not obj.is_meta:
+                    storage = obj.untyped_storage()
+                    if storage.data_ptr() not in seen:
+                        seen.add(storage.data_ptr())
+                        total += storage.nbytes()
+            except (RuntimeError, ReferenceError):
+                continue
+        return total
+
+    class Measure(BaseCallback):
+        def _on_train_step(self, step, metrics):
+            assert metrics["time/logprob_s"] > 0  # with a KL term: the reference pass, the one no-grad pass
+            memory.release_memory()
+            alive.append(tensor_bytes())
+            resident.append(memory.rss_mb())  # what the step left behind
+            return True
+
+    original = training.make_trainer_callback
+
+    def with_measure(callbacks, *args, **kwargs):
+        from playpen.callbacks import CallbackList
+        return original(CallbackList([callbacks, Measure()]), *args, **kwargs)
+    monkeypatch.setattr(training, "make_trainer_callback", with_measure)
+    run_grpo(toy_workspace, "--max-steps", "6", "--micro-batch-size", "4", "--beta", "0.02")
+    assert len(alive) == 6
+    # after step 1 (the optimizer's state exists from then on) nothing accumulates
+    assert max(alive[1:]) <= alive[1] + 64 * 1024, alive
+    assert max(resident[2:]) <= resident[1] * 1.03, resident
