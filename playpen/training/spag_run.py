@@ -25,7 +25,7 @@ from playpen.files import FolderLock, write_json
 from playpen.training import spag
 from playpen.training.checkpoints import STATE_FILE, is_complete, remove_checkpoint
 from playpen.training.plotting import CURVE_FILE, LOG_FILE, plot_run
-from playpen.training.preference import memory_metrics
+from playpen.training.memory import memory_metrics, prepare_for_training, release_memory, reset_peak
 from playpen.training.run import GracefulInterrupt, model_of, safe_name, set_lora_dropout, tokenizer_of
 
 IMITATION = "imitation"
@@ -64,6 +64,7 @@ class SpagRun:
         self.log = JsonlLogCallback(self.run_dir / LOG_FILE)
         self.interrupt = GracefulInterrupt()
         self.started = time.time()
+        prepare_for_training()  # a fixed mmap threshold: freed tensors leave the process (benchmarks/memory.py)
         self.model = None  # the PeftModel being trained (set by the trainer)
         self.stopped = False  # a signal or a callback asked to stop
         self.summary: dict[str, Any] = {"phases": {}}
@@ -165,6 +166,12 @@ class SpagRun:
 
     # ------------------------------------------------------------------ steps
 
+    @staticmethod
+    def _begin_step() -> None:
+        """What a step frees goes back to the system; ``memory/peak_rss_mb`` is then the step's own."""
+        release_memory()
+        reset_peak()
+
     def _step(self, phase: int, metrics: dict) -> bool:
         """Log one optimizer step; False when the run must stop (signal or callback)."""
         self.step += 1
@@ -182,6 +189,7 @@ class SpagRun:
         order: list[int] = []
         model.train()
         for k in range(self.resumed(IMITATION, optimizer), steps):
+            self._begin_step()
             batch = _next_batch(order, len(rows), cfg.batch_size * cfg.gradient_accumulation_steps, rng)
             optimizer.zero_grad()
             nll = kl = 0.0
@@ -239,6 +247,7 @@ class SpagRun:
         sft_order: list[int] = []
         model.train()
         for k in range(self.resumed(f"SPAG-{epoch}", optimizer), cfg.max_steps):
+            self._begin_step()
             batch = _next_batch(order, len(samples), cfg.batch_size * cfg.gradient_accumulation_steps, rng)
             optimizer.zero_grad()
             sums = {"loss": 0.0, "kl": 0.0, "advantage": 0.0, "clipped": 0.0, "sft": 0.0}
