@@ -123,7 +123,7 @@ METHODS = {
                             description="GRPO self-play with the anti-collapse options (running baseline, "
                                         "KL to the SFT adapter, a taboo share, shuffled grids)"),
     "spag": Method("spag_trainer_lora.py", dict(games="adversarial_taboo"), teacher="programmatic",
-                   trains=("adversarial_taboo",), code=("playpen/training/spag.py",),
+                   trains=("adversarial_taboo",), code=("playpen/training/spag.py", "playpen/training/spag_run.py"),
                    description="SPAG-1 on adversarial_taboo (imitation + one self-play epoch)"),
 }
 # what every result depends on besides its own trainer; deliberately narrow (a change of a
@@ -166,9 +166,16 @@ def run_dir_of(models_dir: Path) -> Path | None:
 
 
 def final_adapter(run_dir: Path | None) -> Path | None:
+    """The adapter a run ended with: its ``playpen-run.json``'s checkpoint (every trainer
+    writes one, SPAG's ``SPAG-N`` folders included), else its newest ``checkpoint-N``."""
     from playpen.training.checkpoints import latest_checkpoint
     if run_dir is None:
         return None
+    summary = run_dir / "playpen-run.json"
+    if summary.exists():
+        checkpoint = json.loads(summary.read_text()).get("checkpoint")
+        if checkpoint and (Path(checkpoint) / "adapter_config.json").exists():
+            return Path(checkpoint)
     found = [latest_checkpoint(d) for d in [run_dir, *run_dir.rglob("*")] if d.is_dir()]
     found = [f for f in found if f is not None]
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
