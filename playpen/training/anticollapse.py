@@ -33,8 +33,6 @@ def validate_options(cfg) -> None:
         parse_weights(cfg.partners, "partners")
     if cfg.game_shares:
         parse_weights(cfg.game_shares, "game-shares")
-    if cfg.past_every < 1:
-        raise TrainingSetupError(f"option --past-every: {cfg.past_every} is not valid; expected an integer >= 1")
 
 
 def check(config, learner: str, teacher: Optional[str] = None) -> None:

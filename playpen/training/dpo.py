@@ -53,15 +53,6 @@ class PairSourceOptions:
         if self.source == "pairs" and not (self.pairs_file and Path(self.pairs_file).is_file()):
             raise TrainingSetupError(f"--source pairs needs --pairs-file FILE, a JSON-lines file of pairs"
                                      f"{f'; {self.pairs_file!r} does not exist' if self.pairs_file else ''}")
-        if any(not t.isdigit() for t in split_list(self.fork_turns)) or not split_list(self.fork_turns):
-            raise TrainingSetupError(f"option --fork-turns: {self.fork_turns!r} is not valid; expected learner "
-                                     f"turn numbers >= 0, comma-separated (0 = the first move)")
-        if self.branches < 2:
-            raise TrainingSetupError(f"option --branches: {self.branches} is not valid; expected an integer >= 2 "
-                                     f"(a fork needs two branches to compare)")
-        if self.pair_instances < 0:
-            raise TrainingSetupError(f"option --pair-instances: {self.pair_instances} is not valid; expected "
-                                     f"an integer >= 0 (0 = all)")
 
     @property
     def turns(self) -> list[int]:

@@ -66,10 +66,6 @@ class JudgeOptions:
 
     def validate(self) -> None:
         super().validate()
-        for name in ("judge_max_tokens", "judge_batch_size"):
-            if getattr(self, name) < 1:
-                raise JudgeError(f"option --{name.replace('_', '-')}: {getattr(self, name)} is not valid; "
-                                 f"expected an integer >= 1")
         if not self.score_min < self.score_max:
             raise JudgeError(f"--score-min {self.score_min:g} must be below --score-max {self.score_max:g}")
         if not self.judge:

@@ -54,8 +54,6 @@ class PreferenceOptions:
 
     def validate(self) -> None:
         super().validate()
-        if self.rounds < 1:
-            raise TrainingSetupError(f"option --rounds: {self.rounds} is not valid; expected an integer >= 1")
         if self.max_steps < self.rounds:
             raise TrainingSetupError(f"--max-steps {self.max_steps} is fewer than --rounds {self.rounds}: "
                                      f"every round needs at least one step")

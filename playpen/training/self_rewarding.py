@@ -57,15 +57,6 @@ class SelfRewardingOptions:
             from playpen.registry import close_matches
             raise TrainingSetupError(f"unknown reward '{self.reward}'.{close_matches(self.reward, list(REWARDS))}"
                                      f" Choose from: {', '.join(REWARDS)}")
-        if self.candidates < 2:
-            raise TrainingSetupError(f"option --candidates: {self.candidates} is not valid; expected an integer "
-                                     f">= 2 (best vs worst needs two)")
-        if not split_list(self.fork_turns) or any(not t.isdigit() for t in split_list(self.fork_turns)):
-            raise TrainingSetupError(f"option --fork-turns: {self.fork_turns!r} is not valid; expected learner "
-                                     f"turn numbers >= 0, comma-separated (0 = the first move)")
-        if self.pair_instances < 0:
-            raise TrainingSetupError(f"option --pair-instances: {self.pair_instances} is not valid; expected "
-                                     f"an integer >= 0 (0 = all)")
 
     @property
     def branches(self) -> int:  # the name BranchCollector reads

@@ -68,20 +68,6 @@ class SPAGOptions:
 
     def validate(self) -> None:
         super().validate()
-        for name in ("epochs", "episodes_per_epoch"):
-            if getattr(self, name) < 1:
-                raise TrainingSetupError(f"option --{name.replace('_', '-')}: {getattr(self, name)} is not valid; "
-                                         f"expected an integer >= 1")
-        for name in ("imitation_steps",):
-            if getattr(self, name) < 0:
-                raise TrainingSetupError(f"option --{name.replace('_', '-')}: {getattr(self, name)} is not valid; "
-                                         f"expected an integer >= 0")
-        for name in ("imitation_kl", "sft_coef"):
-            if not getattr(self, name) >= 0:
-                raise TrainingSetupError(f"option --{name.replace('_', '-')}: {getattr(self, name)} is not valid; "
-                                         f"expected a number >= 0")
-        if not 0 < self.clip < 1:
-            raise TrainingSetupError(f"option --clip: {self.clip} is not valid; expected a number in (0, 1)")
         if self.spag_reference not in REFERENCES:
             raise TrainingSetupError(f"option --spag-reference: {self.spag_reference!r} is not valid; expected "
                                      f"{' or '.join(REFERENCES)}")

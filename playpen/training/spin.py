@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from playpen.errors import DatasetError, TrainingSetupError
+from playpen.errors import DatasetError
 from playpen.pairs import PreferencePair
 from playpen.training.config import option
 
@@ -33,13 +33,6 @@ class SPINOptions:
     pairs_per_round: int = option(32, "demonstration turns per round (chosen: the demonstration; rejected: the "
                                       "learner's own answer in the same context)")
     generation_batch_size: int = option(16, "contexts answered in one generate call")
-
-    def validate(self) -> None:
-        super().validate()
-        for name in ("pairs_per_round", "generation_batch_size"):
-            if getattr(self, name) < 1:
-                raise TrainingSetupError(f"option --{name.replace('_', '-')}: {getattr(self, name)} is not "
-                                         f"valid; expected an integer >= 1")
 
 
 @dataclass(frozen=True)
