@@ -73,7 +73,8 @@ def run_trainer(name: str, args, root: Path) -> dict:
     file, options = RUNS[name]
     options = options.format(L=args.turn_tokens, pairs=root / "models" / RUN_FOLDERS["spin"] / "pairs-round-1.jsonl")
     steps = args.steps if name == "grpo" else args.other_steps
-    command = (f"playpen run {TRAINERS / file} -l {args.learner} --games referencegame --max-steps {steps} "
+    playpen = Path(sys.executable).parent / "playpen"  # the CLI of this interpreter's environment
+    command = (f"{playpen if playpen.exists() else 'playpen'} run {TRAINERS / file} -l {args.learner} --games referencegame --max-steps {steps} "
                f"--save-steps {steps} --no-evaluate --overwrite {options} {args.extra.get(name, '')}")
     if name == "grpo" and args.compare:
         command = f"{sys.executable} {Path(__file__).resolve()} --child-compare -- " + command.split(" ", 1)[1]
@@ -227,7 +228,7 @@ def main(argv=None) -> int:
                      "results": results}, indent=1)
     print(table(results))
     print(f"[memory] results: {out}")
-    return 0
+    return 1 if any("error" in r for r in results) else 0
 
 
 def machine() -> dict:

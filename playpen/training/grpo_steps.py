@@ -2,13 +2,15 @@
 ``GRPOTrainer`` subclass that times each phase of it.
 
 Where the memory of a GRPO step goes (smol-135m, fp32, LoRA r16 on every linear layer,
-16 trajectories of up to 512 tokens; ``benchmarks/memory.py`` measures it) is the
-activations kept for the backward pass: about 1.4 MB per token over the model's 30
-layers, 11 GB for 16 × 512 tokens in one pass. A step therefore runs its rows in
-micro-batches (``--micro-batch-size`` rows per forward and backward; gradients are
-accumulated, so the optimizer step and the advantages are those of the whole step) and,
-with ``--gradient-checkpointing``, keeps only each layer's input and recomputes the rest
-during the backward pass (one more forward: slower, much less memory).
+16 trajectories of up to 512 tokens; ``benchmarks/memory.py`` measures it): the
+activations kept for the backward pass, about 3.3 MB per token over the model's 30 layers
+(+1.7 GB at the backward's peak per 512-token row: 27 GB for 16 such rows in one pass, as
+TRL's defaults run them), and TRL's log-prob tiles (see :mod:`playpen.training.memory`).
+A step therefore runs its rows in micro-batches (``--micro-batch-size`` rows per forward
+and backward; gradients are accumulated, so the optimizer step and the advantages are
+those of the whole step); ``--gradient-checkpointing`` keeps only each layer's input and
+recomputes the rest during the backward pass (~0.4 GB per 512-token row, ~1.35x the
+backward time) for longer trajectories.
 
 No forward pass is wasted: the rows of a step are generated once and used once
 (``num_iterations=1`` and ``steps_per_generation`` = the micro-batches of one step), so
