@@ -90,7 +90,7 @@ class SelfRewardingTrainer(BasePlayPen):
                 gradient_accumulation_steps=cfg.gradient_accumulation_steps, max_length=cfg.max_length,
                 lr_scheduler_type="constant", logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
                 save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to), seed=self.seed,
-                gradient_checkpointing=False, dataloader_num_workers=0, disable_tqdm=True,
+                activation_checkpointing=True, dataloader_num_workers=0, disable_tqdm=True,
                 ignore_data_skip=plan.ignore_data_skip, **lifecycle.precision_kwargs())
             return preference.dpo_trainer_class()(
                 model=policy, ref_model=None, args=args, train_dataset=dataset, processing_class=run.tokenizer,
