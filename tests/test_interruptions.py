@@ -39,7 +39,16 @@ def demos(tmp_path_factory):
 def start_playpen(workspace, *args):
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     return subprocess.Popen([sys.executable, "-m", "playpen", *map(str, args)], cwd=workspace, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_foreground)
+
+
+def _foreground():
+    """The child starts as a shell's foreground job does: SIGINT and SIGTERM at their default.
+    An ignored signal is inherited across exec, and Python installs no Ctrl-C handler when
+    SIGINT is ignored at start: once something in the suite had left SIGINT ignored in the
+    pytest process, the child slept through its Ctrl-C and exited 0."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def wait_for(condition, process, timeout=240, what="the condition"):
