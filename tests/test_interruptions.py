@@ -45,8 +45,9 @@ def start_playpen(workspace, *args):
 def _foreground():
     """The child starts as a shell's foreground job does: SIGINT and SIGTERM at their default.
     An ignored signal is inherited across exec, and Python installs no Ctrl-C handler when
-    SIGINT is ignored at start: once something in the suite had left SIGINT ignored in the
-    pytest process, the child slept through its Ctrl-C and exited 0."""
+    SIGINT is ignored at start: a suite started as a background job (`make test &`; a
+    non-interactive shell starts those with SIGINT ignored) gave the child an ignored SIGINT,
+    and it slept through its Ctrl-C and exited 0."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
