@@ -126,3 +126,16 @@ def tiny_pair(tiny_model_dir):
     """(model, tokenizer) of the tiny random Llama, loaded once."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     return AutoModelForCausalLM.from_pretrained(tiny_model_dir), AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture
+def foreign_adapter():
+    """Makes an adapter folder trained on another base model (its weights are never read:
+    the trainers check the base model first)."""
+    def make(path: Path) -> Path:
+        path.mkdir()
+        (path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "SomeOrg/other-model-7b",
+                                                              "peft_type": "LORA"}))
+        (path / "adapter_model.safetensors").write_bytes(b"")
+        return path
+    return make

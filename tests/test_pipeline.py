@@ -77,14 +77,6 @@ def test_pipeline_resumes_at_the_stage_where_it_stopped(tiny_workspace):
     assert json.loads((run_dir / "playpen-run.json").read_text())["checkpoint"] == str(dpo_adapter)
 
 
-def _foreign_adapter(path: Path) -> Path:
-    path.mkdir()
-    (path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "SomeOrg/other-model-7b",
-                                                          "peft_type": "LORA"}))
-    (path / "adapter_model.safetensors").write_bytes(b"")
-    return path
-
-
 @pytest.mark.parametrize("args, expected", [
     (["--stages", "sft,dpoo"], "unknown stage 'dpoo'. Did you mean: dpo"),
     (["--stages", "sft,dpo", "--stage-options", "dpo: --bta 0.2"], "unknown option '--bta' for this trainer"),
@@ -93,8 +85,8 @@ def _foreign_adapter(path: Path) -> Path:
     (["--stages", "dpo", "--init-adapter", "foreign"], "was trained on base model 'SomeOrg/other-model-7b'"),
     (["--stages", "sft", "--resume"], "no pipeline state"),
 ])
-def test_pipeline_user_errors_one_line_nothing_written(tiny_workspace, monkeypatch, args, expected):
-    _foreign_adapter(tiny_workspace / "foreign")
+def test_pipeline_user_errors_one_line_nothing_written(foreign_adapter, tiny_workspace, monkeypatch, args, expected):
+    foreign_adapter(tiny_workspace / "foreign")
     import playpen.models
     monkeypatch.setattr(playpen.models, "load_model_by_name",
                         lambda *a, **k: pytest.fail("a model was loaded before the options were checked"))

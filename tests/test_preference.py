@@ -301,14 +301,6 @@ def test_spin_rounds_start_from_the_previous_adapter_and_resume(relay_workspace)
 
 # ----------------------------------------------------------------------------- bad input
 
-def _foreign_adapter(path: Path) -> Path:
-    path.mkdir()
-    (path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "SomeOrg/other-model-7b",
-                                                          "peft_type": "LORA"}))
-    (path / "adapter_model.safetensors").write_bytes(b"")  # never read: the base model is checked first
-    return path
-
-
 @pytest.mark.parametrize("trainer, args, expected", [
     (DPO_TRAINER, ["--source", "bracnhing"], "unknown pair source 'bracnhing'. Did you mean: branching?"),
     (DPO_TRAINER, ["--source", "pairs", "--pairs-file", "EMPTY"], "holds no preference pairs"),
@@ -321,9 +313,9 @@ def _foreign_adapter(path: Path) -> Path:
     (SPIN_TRAINER, ["--init-adapter", "FOREIGN"], "was trained on base model 'SomeOrg/other-model-7b'"),
     (SPIN_TRAINER, ["--beta", "0"], "option --beta: 0.0 is not valid; expected a number > 0"),
 ])
-def test_user_errors_one_line_nothing_written(relay_workspace, monkeypatch, trainer, args, expected):
+def test_user_errors_one_line_nothing_written(foreign_adapter, relay_workspace, monkeypatch, trainer, args, expected):
     (relay_workspace / "empty.jsonl").write_text("\n")
-    _foreign_adapter(relay_workspace / "foreign")
+    foreign_adapter(relay_workspace / "foreign")
     names = {"EMPTY": "empty.jsonl", "MISSING": "missing.jsonl", "FOREIGN": "foreign"}
     args = [names.get(a, a) for a in args]
     import playpen.models

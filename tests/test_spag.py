@@ -194,14 +194,6 @@ def test_spag_winning_demonstrations_are_the_winners_turns(tiny_workspace):
         assert interactions[f"{record['meta']['game_role']} Win"] == 1
 
 
-def _foreign_adapter(path: Path) -> Path:
-    path.mkdir()
-    (path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "SomeOrg/other-model-7b",
-                                                          "peft_type": "LORA"}))
-    (path / "adapter_model.safetensors").write_bytes(b"")
-    return path
-
-
 @pytest.mark.parametrize("args, expected", [
     (["--init-adapter", "foreign"], "was trained on base model 'SomeOrg/other-model-7b'"),
     (["--clip", "1.5"], "option --clip: 1.5 is not valid"),
@@ -209,8 +201,8 @@ def _foreign_adapter(path: Path) -> Path:
     (["--win-reward", "-2"], "rewards must order lose < tie < win"),
     (["--epochs", "0"], "option --epochs: 0 is not valid"),
 ])
-def test_spag_user_errors_one_line_nothing_written(tiny_workspace, monkeypatch, args, expected):
-    _foreign_adapter(tiny_workspace / "foreign")
+def test_spag_user_errors_one_line_nothing_written(foreign_adapter, tiny_workspace, monkeypatch, args, expected):
+    foreign_adapter(tiny_workspace / "foreign")
     import playpen.models
     monkeypatch.setattr(playpen.models, "load_model_by_name",
                         lambda *a, **k: pytest.fail("a model was loaded before the options were checked"))
