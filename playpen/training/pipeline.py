@@ -21,9 +21,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from playpen.errors import ResumeError, RunLockedError, TrainingSetupError
-from playpen.files import FolderLock, write_json
+from playpen.errors import ResumeError, TrainingSetupError
+from playpen.files import write_json
 from playpen.training.config import option, split_list
+from playpen.training.run import lock_run_folder
 
 STATE_FILE = "pipeline-state.json"
 # options of the pipeline handed to every stage that has them (None: the stage's own default)
@@ -214,11 +215,7 @@ class PipelineRun:
         self.playpen, self.cfg, self.stages, self.run_dir = playpen, playpen.config, stages, Path(run_dir)
         self.load_learner = load_learner
         self.eval_name = f"{playpen.learner.name}+pipeline-{'-'.join(self.cfg.stage_list)}"
-        self.lock = FolderLock(self.run_dir)
-        if not self.lock.acquire(take_over=True):
-            holder = self.lock.holder()
-            raise RunLockedError(f"{self.run_dir} is in use by another run (PID {holder.get('pid', '?')}: "
-                                 f"{holder.get('command', '?')}): wait for it to end or pass --models-dir DIR")
+        self.lock = lock_run_folder(self.run_dir)
         try:
             self.done = starting_state(self.run_dir, self.cfg)
             if self.cfg.evaluate and not (self.cfg.resume or self.cfg.overwrite):

@@ -26,6 +26,19 @@ from playpen.training.plotting import CURVE_FILE, LOG_FILE, plot_run
 
 # ----------------------------------------------------------------------------- precision, threads
 
+def lock_run_folder(run_dir: Path) -> FolderLock:
+    """The run folder's lock, or RunLockedError naming the run that holds it (take over:
+    this process's earlier run that raised)."""
+    lock = FolderLock(run_dir)
+    if not lock.acquire(take_over=True):
+        holder = lock.holder()
+        raise RunLockedError(
+            f"{run_dir} is in use by another run (PID {holder.get('pid', '?')}: "
+            f"{holder.get('command', '?')}, since {holder.get('started', '?')}): wait for it to end, stop "
+            f"it (kill {holder.get('pid', 'PID')}: it saves a checkpoint first), or pass --models-dir DIR")
+    return lock
+
+
 def precision_kwargs() -> dict:
     """TRL configs default to bf16, which on CPU means slow autocast: fp32 on CPU, bf16
     where a GPU supports it."""
@@ -277,14 +290,7 @@ class TrainingRun:
     def _lock(self) -> FolderLock:
         missing = [d for d in (self.run_dir, *self.run_dir.parents) if not d.exists()]
         self._created = missing[-1] if missing else None  # removed again when the run refuses
-        lock = FolderLock(self.run_dir)
-        if not lock.acquire(take_over=True):  # take over: this process's earlier run that raised
-            holder = lock.holder()
-            raise RunLockedError(
-                f"{self.run_dir} is in use by another run (PID {holder.get('pid', '?')}: "
-                f"{holder.get('command', '?')}, since {holder.get('started', '?')}): wait for it to end, stop "
-                f"it (kill {holder.get('pid', 'PID')}: it saves a checkpoint first), or pass --models-dir DIR")
-        return lock
+        return lock_run_folder(self.run_dir)
 
     def _unlock(self) -> None:
         """Release the lock; folders this run created and left empty go too."""

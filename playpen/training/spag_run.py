@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 from playpen.callbacks import JsonlLogCallback
-from playpen.errors import ResumeError, RunLockedError
-from playpen.files import FolderLock, write_json
+from playpen.errors import ResumeError
+from playpen.files import write_json
 from playpen.training import spag
 from playpen.training.checkpoints import STATE_FILE, is_complete, remove_checkpoint
 from playpen.training.plotting import CURVE_FILE, LOG_FILE, plot_run
 from playpen.training.memory import memory_metrics, prepare_for_training, release_memory, reset_peak
-from playpen.training.run import GracefulInterrupt, model_of, safe_name, set_lora_dropout, tokenizer_of
+from playpen.training.run import GracefulInterrupt, lock_run_folder, model_of, safe_name, set_lora_dropout, tokenizer_of
 
 IMITATION = "imitation"
 PARTIAL = "partial"
@@ -47,11 +47,7 @@ class SpagRun:
         self.run_dir = Path(cfg.models_dir) / self.kind / safe_name(playpen.learner.name)
         self.phases = ([IMITATION] if cfg.imitation_steps else []) + [f"SPAG-{k}" for k in range(1, cfg.epochs + 1)]
         self.eval_name = f"{playpen.learner.name}+{self.kind}-{self.phases[-1]}"
-        self.lock = FolderLock(self.run_dir)
-        if not self.lock.acquire(take_over=True):
-            holder = self.lock.holder()
-            raise RunLockedError(f"{self.run_dir} is in use by another run (PID {holder.get('pid', '?')}: "
-                                 f"{holder.get('command', '?')}): wait for it to end or pass --models-dir DIR")
+        self.lock = lock_run_folder(self.run_dir)
         self.step = 0
         self.partial: Optional[dict] = None  # the state of partial/ when --resume continues it
         try:
