@@ -66,7 +66,7 @@ class Episode:
                 out.append(Trajectory(
                     episode_id=self.episode_id, game=self.plan.name, experiment=self.experiment,
                     game_id=self.game_id, repeat=self.repeat, player_name=player_name, role=role,
-                    model=learner_name, prompt_ids=prompt, completion_ids=completion, env_mask=mask,
+                    model=self._model_name(player_name, learner_name), prompt_ids=prompt, completion_ids=completion, env_mask=mask,
                     logprobs=logprobs, num_turns=num_turns, outcome=result.outcome,
                     main_score=result.main_score, reward=result.rewards.get(player_name, math.nan),
                     group_id=self.group_id, parent_id=self.parent_id, branch_path=self.branch_path,
@@ -83,6 +83,11 @@ class Episode:
                 parent_id=self.parent_id, branch_path=self.branch_path, messages=tuple(strip_system(seen)),
                 side_call=index))
         return tuple(out)
+
+    def _model_name(self, player_name: str, learner_name: str) -> str:
+        """The name of who generated a buffered player's turns: the learner or an adapter player."""
+        responder = self.plan.responders.get(player_name, LEARNER)
+        return learner_name if responder is LEARNER else getattr(responder, "name", learner_name)
 
     def copy_side_calls(self) -> tuple[list, list]:
         """The side calls so far, for a branch forked from this episode."""

@@ -97,7 +97,8 @@ MIN_SAVED_POSITIONS = 16
 
 
 def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
-             sampling: SamplingConfig, share_prefix: bool = True) -> list[Generation]:
+             sampling: SamplingConfig, share_prefix: bool = True,
+             adapter_names: Optional[Sequence[str]] = None) -> list[Generation]:
     """Generate one continuation per prompt (token ids), in chunks of ``max_batch_size``.
 
     With ``share_prefix``, rows that start alike (a GRPO group's identical prompts, a
@@ -105,19 +106,26 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
     common prefix is run through the model once and its KV cache shared by the group's
     rows, which then prefill only the rest of their prompt. Prefill is what dominates on
     a CPU; the tokens and logprobs are those of the unshared computation.
+
+    ``adapter_names`` (one per prompt) answers each row with its own LoRA adapter of a
+    peft model (``"__base__"``: the adapter-free base), all in one ``generate`` (peft's
+    mixed-batch inference); a shared prefix is only shared by rows of one adapter.
     """
     out: list[Generation] = []
     step = max(1, sampling.max_batch_size)
     for start in range(0, len(prompts), step):
-        out.extend(_generate_chunk(model, tokenizer, prompts[start:start + step], sampling, share_prefix))
+        names = None if adapter_names is None else list(adapter_names[start:start + step])
+        out.extend(_generate_chunk(model, tokenizer, prompts[start:start + step], sampling, share_prefix, names))
     return out
 
 
 def generate_within(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
-                    sampling: SamplingConfig) -> tuple[list[Optional[Generation]], int]:
+                    sampling: SamplingConfig,
+                    adapter_names: Optional[Sequence[str]] = None) -> tuple[list[Optional[Generation]], int]:
     """:func:`generate` within the context window: a prompt leaving less room than
     ``max_new_tokens`` is generated with the room left (cut, as at ``max_new_tokens``); one
-    that fills the window gets None. Returns the generations and the number of calls."""
+    that fills the window gets None. Returns the generations and the number of calls.
+    ``adapter_names``: one peft adapter per prompt (see :func:`generate`)."""
     limit = context_limit(model, tokenizer)
     wanted = sampling.max_new_tokens
     budgets: dict[int, list[int]] = {}
@@ -128,7 +136,8 @@ def generate_within(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]]
     out: list[Optional[Generation]] = [None] * len(prompts)
     for room, rows in sorted(budgets.items(), reverse=True):
         cut = sampling if room == wanted else replace(sampling, max_new_tokens=room)
-        for i, gen in zip(rows, generate(model, tokenizer, [prompts[i] for i in rows], cut)):
+        names = None if adapter_names is None else [adapter_names[i] for i in rows]
+        for i, gen in zip(rows, generate(model, tokenizer, [prompts[i] for i in rows], cut, adapter_names=names)):
             out[i] = gen
     return out, len(budgets)
 
@@ -154,13 +163,15 @@ class PrefixPlan:
         return self.groups[self.group_of(row)][0]
 
 
-def plan_prefixes(prompts: Sequence[Sequence[int]]) -> PrefixPlan:
+def plan_prefixes(prompts: Sequence[Sequence[int]], keys: Optional[Sequence[str]] = None) -> PrefixPlan:
     """Contiguous groups (in sorted order) minimising prefilled tokens: a group's prefix
     is prefilled once, the rest of each of its prompts once per row. Every row keeps at
-    least its last token for the generate call."""
-    order = sorted(range(len(prompts)), key=lambda i: list(prompts[i]))
+    least its last token for the generate call. Rows with different ``keys`` (their
+    adapters: a KV cache belongs to one adapter) share no prefix."""
+    keys = list(keys) if keys is not None else [""] * len(prompts)
+    order = sorted(range(len(prompts)), key=lambda i: (keys[i], list(prompts[i])))
     lengths = [len(prompts[i]) for i in order]
-    adjacent = [_common(prompts[a], prompts[b]) for a, b in zip(order, order[1:])]
+    adjacent = [_common(prompts[a], prompts[b]) if keys[a] == keys[b] else 0 for a, b in zip(order, order[1:])]
     best = [0.0] + [math.inf] * len(order)
     choice = [(0, 0)] * (len(order) + 1)
     for j in range(1, len(order) + 1):
@@ -192,7 +203,8 @@ def _worth_sharing(plan: PrefixPlan, prompts) -> bool:
     return plain - shared >= MIN_SAVED_POSITIONS
 
 
-def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig, share_prefix: bool) -> list[Generation]:
+def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig, share_prefix: bool,
+                    adapter_names: Optional[list[str]] = None) -> list[Generation]:
     import torch
     from transformers import LogitsProcessorList
 
@@ -203,7 +215,7 @@ def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig, share_p
     eos_ids = eos_token_ids(model, tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
     device = _device_of(model)
-    plan = plan_prefixes(prompts) if share_prefix and len(prompts) > 1 else None
+    plan = plan_prefixes(prompts, adapter_names) if share_prefix and len(prompts) > 1 else None
     if plan is not None and not _worth_sharing(plan, prompts):
         plan = None
     # rows: [group prefix, left-padded][padding][rest of the prompt]; padding is masked
@@ -228,6 +240,8 @@ def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig, share_p
                   eos_token_id=eos_ids, pad_token_id=pad_id,
                   logits_processor=LogitsProcessorList([recorder]),
                   return_dict_in_generate=True)
+    if adapter_names is not None:
+        kwargs["adapter_names"] = list(adapter_names)
     if do_sample:
         kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p or 1.0,
                       top_k=sampling.top_k or 0)
@@ -239,7 +253,7 @@ def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig, share_p
         with torch.no_grad():
             if plan is not None:
                 kwargs["past_key_values"] = _prefix_cache(model, plan, input_ids[:, :head].to(device),
-                                                          attention[:, :head].to(device))
+                                                          attention[:, :head].to(device), adapter_names)
             result = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device),
                                     **kwargs)
     finally:
@@ -264,9 +278,9 @@ def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig, share_p
     return generations
 
 
-def _prefix_cache(model, plan: PrefixPlan, head_ids, head_mask):
-    """Prefill each group's prefix once (one batched forward) and give every row the
-    KV cache of its group."""
+def _prefix_cache(model, plan: PrefixPlan, head_ids, head_mask, adapter_names=None):
+    """Prefill each group's prefix once (one batched forward; each group with its rows'
+    adapter) and give every row the KV cache of its group."""
     import torch
     from transformers import DynamicCache
     firsts = [rows[0] for _, rows in plan.groups]
@@ -275,6 +289,8 @@ def _prefix_cache(model, plan: PrefixPlan, head_ids, head_mask):
     cache = DynamicCache(config=model.config)
     inputs = dict(input_ids=head_ids[firsts], attention_mask=mask, position_ids=positions,
                   past_key_values=cache, use_cache=True)
+    if adapter_names is not None:
+        inputs["adapter_names"] = [adapter_names[i] for i in firsts]
     try:  # only the cache is wanted, not vocabulary-wide logits for every prefix position
         model(**inputs, logits_to_keep=1)
     except TypeError:  # a model without logits_to_keep

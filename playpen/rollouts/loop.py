@@ -293,10 +293,12 @@ class _Loop:
 
     # ------------------------------------------------------------------ answering
     def _answer(self, turns: list[_Turn]) -> None:
-        learner_turns = [t for t in turns if t.responder is LEARNER]
+        # the learner and the adapter players (partners with a peft adapter) generate token-exact;
+        # those on one model object share one generate (per-row adapter names)
+        learner_turns = [t for t in turns if t.responder is LEARNER or _adapter_player(t.responder)]
         groups: dict[int, tuple[Any, list[_Turn]]] = {}
         for turn in turns:
-            if turn.responder is not LEARNER:
+            if turn.responder is not LEARNER and not _adapter_player(turn.responder):
                 groups.setdefault(id(turn.responder), (turn.responder, []))[1].append(turn)
         answers: dict[int, Any] = {}
         background = {}
@@ -306,8 +308,12 @@ class _Loop:
                     self._pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="partners")
                 requests = [TurnRequest(t.player, t.context, tuple(t.messages)) for t in group]
                 background[key] = (time.perf_counter(), self._pool.submit(partner.respond, requests))
-        if learner_turns:
-            self._generate_learner(learner_turns, answers)
+        batches: dict[tuple, list[_Turn]] = {}
+        for turn in learner_turns:
+            player = self._player(turn.responder)
+            batches.setdefault((id(player.model), player.sampling, player.adapter is None), []).append(turn)
+        for batch in batches.values():
+            self._generate_learner(batch, answers)
         for key, (partner, group) in groups.items():
             if key in background:
                 continue
@@ -326,34 +332,45 @@ class _Loop:
                 answers[id(turn)] = response
         self._step(turns, answers)
 
+    def _player(self, responder) -> Learner:
+        """Who generates for ``responder``: the learner, or an adapter player (an HFTeacher)."""
+        return self.learner if responder is LEARNER else responder.as_learner()
+
     def _generate_learner(self, turns: list[_Turn], answers: dict) -> None:
-        learner = self.learner
+        """One generate for ``turns``: the learner's, or those of players on one model and
+        sampling (each row with its player's adapter)."""
+        players = [self._player(t.responder) for t in turns]
+        learner = players[0]
         prompts = []
-        for turn in turns:
+        for turn, player in zip(turns, players):
             buffer = turn.episode.buffers.setdefault(turn.player.name, TokenBuffer())
-            prompts.append(buffer.prepare(learner.tokenizer, turn.messages, self.template_kwargs))
+            kwargs = self.template_kwargs if turn.responder is LEARNER else dict(player.template_kwargs)
+            prompts.append(buffer.prepare(player.tokenizer, turn.messages, kwargs))
+        adapters = None if learner.adapter is None else [p.adapter for p in players]
         started, call_start = time.perf_counter(), datetime.now()
         # the context window: a prompt that fills it fails its episode; one that leaves less
         # room than max_new_tokens is generated with the room left (cut, as at max_new_tokens)
-        generations, calls = generation.generate_within(learner.model, learner.tokenizer, prompts, learner.sampling)
+        generations, calls = generation.generate_within(learner.model, learner.tokenizer, prompts, learner.sampling,
+                                                        adapter_names=adapters)
         self.clock.generate += time.perf_counter() - started
         self.clock.calls += calls
         duration = str(datetime.now() - call_start)
-        for turn, prompt, gen in zip(turns, prompts, generations):
+        for turn, player, prompt, gen in zip(turns, players, prompts, generations):
             if gen is None:
                 answers[id(turn)] = None  # never applied: the episode has failed
                 limit = generation.context_limit(learner.model, learner.tokenizer)
                 self._fail(turn.episode, ContextOverflowError(
                     f"the prompt of {turn.player.name} ({turn.player.game_role}) has {len(prompt)} tokens; "
-                    f"{learner.name}'s context window holds {limit}: the episode cannot go on (use a model "
+                    f"{player.name}'s context window holds {limit}: the episode cannot go on (use a model "
                     f"with a longer context, or fewer/shorter turns)"))
                 continue
-            self.clock.learner_turns += 1
+            if turn.responder is LEARNER:
+                self.clock.learner_turns += 1
             self.clock.tokens += len(gen.token_ids)
             buffer = turn.episode.buffers[turn.player.name]
             buffer.add_generation(gen.token_ids, gen.logprobs, gen.text)
             turn.episode.learner_turns[turn.player.name] = turn.episode.learner_turns.get(turn.player.name, 0) + 1
-            answers[id(turn)] = generated_response(learner.tokenizer, prompt, gen, learner.sampling, learner.name,
+            answers[id(turn)] = generated_response(player.tokenizer, prompt, gen, player.sampling, player.name,
                                                    call_start, duration)
 
     def _step(self, turns: list[_Turn], answers: dict) -> None:
@@ -398,3 +415,8 @@ class _Loop:
         self.finished.append(((episode.order, episode.branch_path), result))
         if self.callbacks is not None:
             self.callbacks.on_episode_end(result.summary())
+
+
+def _adapter_player(responder) -> bool:
+    """A partner that is an adapter player: generated token-exact, batched per model object."""
+    return getattr(responder, "adapter", None) is not None and hasattr(responder, "as_learner")

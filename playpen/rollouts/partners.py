@@ -141,21 +141,31 @@ GAME_PLAYERS = ProgrammaticPartner("game")
 
 
 class HFTeacher(Partner):
-    """A frozen local HF causal LM, answering all its turns of a step in one generate."""
+    """A frozen local HF causal LM, answering all its turns of a step in one generate.
+
+    With ``adapter`` (a peft adapter of ``model``, or ``"__base__"``) it is an adapter
+    player: the rollout loop answers its turns in the same generate as every other adapter
+    player on the same model object, token-exact, and gives it trajectories."""
 
     generates = True
 
     def __init__(self, model: Any, tokenizer: Any, name: str, sampling: SamplingConfig = SamplingConfig(),
-                 template_kwargs: Optional[dict] = None):
+                 template_kwargs: Optional[dict] = None, adapter: Optional[str] = None):
         super().__init__(name)
         self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
         self.template_kwargs = dict(template_kwargs or {})
+        self.adapter = adapter
         self.num_generated_tokens = 0
+
+    def as_learner(self) -> Learner:
+        """This player as the rollout loop generates for it."""
+        return Learner(self.model, self.tokenizer, self.name, self.sampling, self.template_kwargs, self.adapter)
 
     def respond(self, requests):
         prompts = [chat.prompt_ids(self.tokenizer, r.messages, self.template_kwargs) for r in requests]
         started = datetime.now()
-        generations = generation.generate(self.model, self.tokenizer, prompts, self.sampling)
+        names = None if self.adapter is None else [self.adapter] * len(prompts)
+        generations = generation.generate(self.model, self.tokenizer, prompts, self.sampling, adapter_names=names)
         duration = str(datetime.now() - started)
         self.num_generated_tokens += sum(len(gen.token_ids) for gen in generations)
         return [generated_response(self.tokenizer, prompt, gen, self.sampling, self.name, started, duration)
@@ -234,7 +244,8 @@ def as_partner(value: Any, *, sampling: SamplingConfig = SamplingConfig(), max_i
                                                         max_tokens=sampling.max_new_tokens), role="partner")
         return as_partner(model, sampling=sampling, max_in_flight=max_in_flight)
     if isinstance(value, Learner):
-        return HFTeacher(value.model, value.tokenizer, value.name, value.sampling)
+        return HFTeacher(value.model, value.tokenizer, value.name, value.sampling,
+                         dict(value.template_kwargs or {}) if value.adapter is not None else None, value.adapter)
     from playpen.clem import clemcore
     backends = clemcore().backends
     if isinstance(value, backends.CustomResponseModel):

@@ -53,6 +53,12 @@ class Learner:
     """The model being trained: any causal LM (PreTrainedModel or PeftModel) and its tokenizer.
 
     ``name`` is the model name written to records (``interactions.json``, run folder).
+    ``adapter`` names the peft LoRA adapter that answers its turns (``"__base__"``: the
+    adapter-free base); None answers with the model as it is (its active adapter). Players
+    with adapters on ONE model object — this learner and partners given as Learners with
+    adapters — are answered together in one batched ``generate`` per step (per-row
+    ``adapter_names``), and every one of them gets trajectories (``Trajectory.model`` =
+    its name).
     """
 
     model: Any = field(repr=False)
@@ -61,6 +67,7 @@ class Learner:
     sampling: SamplingConfig = SamplingConfig()
     template_kwargs: Mapping[str, Any] = field(default_factory=dict)
     """Extra ``apply_chat_template`` arguments (clemcore's ``chat_template_kwargs``)."""
+    adapter: Optional[str] = None
 
     @classmethod
     def from_clem(cls, clem_model: Any, sampling: Optional[SamplingConfig] = None) -> "Learner":
