@@ -205,6 +205,15 @@ class Trajectory:
     """None for the player's turns; for a side call (the game master called the player's
     model inside a step, e.g. a probing question it does not keep in the dialogue), the
     index of that call in :attr:`EpisodeResult.side_calls`: one prompt, one completion."""
+    level: int = 0
+    """Depth in an episode hierarchy (docs/hierarchical.md): 0 for a top-level episode, 1 for
+    an episode it started, ..."""
+    episode_type: str = ""
+    """What kind of episode in a hierarchy (its game name unless the task names it)."""
+    trainable: bool = True
+    """False when the task marks this level as played but not trained (e.g. frozen solvers)."""
+    policy_version: int = 0
+    """The optimizer step of the policy that produced it (see :mod:`playpen.training.offpolicy`)."""
 
     @property
     def num_model_tokens(self) -> int:

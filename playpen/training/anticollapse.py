@@ -29,6 +29,10 @@ def validate_options(cfg) -> None:
     if cfg.baseline not in BASELINES:
         raise TrainingSetupError(f"option --baseline: '{cfg.baseline}' is not valid; expected one of "
                                  f"{', '.join(BASELINES)}")
+    for role, name in role_baselines(cfg).items():
+        if name not in BASELINES:
+            raise TrainingSetupError(f"option --role-baselines: '{name}' (for {role}) is not valid; expected one of "
+                                     f"{', '.join(BASELINES)}")
     if cfg.partners:
         parse_weights(cfg.partners, "partners")
     if cfg.game_shares:
@@ -50,7 +54,10 @@ def check(config, learner: str, teacher: Optional[str] = None) -> None:
         default = next(f.default for f in fields(config) if f.name == "games")
         games = check_game_shares(parse_weights(config.game_shares, "game-shares"),
                                   [g.strip() for g in config.games.split(",") if g.strip()], default)
-    if config.baseline == "chance":
+    named = role_baselines(config)
+    if named:
+        check_roles(named, games, config.train_instances, "--role-baselines")
+    if "chance" in (config.baseline, *named.values()):
         lacking = [g for g in games if chance_level(g) is None]
         if lacking:
             raise TrainingSetupError(f"--baseline chance: {', '.join(lacking)} declares no chance level "
@@ -94,10 +101,39 @@ def partner_mix(playpen, teacher: Any, tokenizer: Any, sampling: Any) -> Partner
 def advantages(cfg, game_roles: dict[str, list[str]], reward_fn) -> Advantages:
     """The advantage computation of ``--baseline`` for groups of ``--num-generations``."""
     chance = None
-    if cfg.baseline == "chance":
+    if "chance" in (cfg.baseline, *role_baselines(cfg).values()):
         chance = chance_rewards(game_roles, reward_fn, {game: chance_level(game) for game in game_roles})
     hint = NO_SIGNAL_HINT
     if cfg.init_adapter:
         hint = ("Mix in a competent partner (--partners programmatic:0.5,self:0.5) or raise the sampling "
                 "temperature (-T) so that the episodes of a group differ.")
-    return Advantages(cfg.baseline, cfg.num_generations, chance=chance, hint=hint)
+    return Advantages(cfg.baseline, cfg.num_generations, chance=chance, hint=hint, momentum=cfg.baseline_decay,
+                      credit=cfg.credit, constant=cfg.baseline_constant, role_baselines=role_baselines(cfg))
+
+
+def role_baselines(cfg) -> dict[str, str]:
+    """``--role-baselines ROLE:BASELINE,...`` as a dict (a malformed item: TrainingSetupError)."""
+    out = {}
+    for item in [v.strip() for v in cfg.role_baselines.split(",") if v.strip()]:
+        role, sep, name = item.rpartition(":")
+        if not sep or not role.strip() or not name.strip():
+            raise TrainingSetupError(f"option --role-baselines: '{item}' is not ROLE:BASELINE (e.g. Proposer:running)")
+        out[role.strip()] = name.strip()
+    return out
+
+
+def check_roles(named, games, instances: str, option_name: str) -> None:
+    """TrainingSetupError when an option names a role none of ``games`` has (close matches named)."""
+    from playpen.registry import close_matches
+    from playpen.training.grpo import game_roles
+    known = sorted({role for game in games for role in game_roles(game, instances)[0]})
+    for role in named:
+        if role not in known:
+            raise TrainingSetupError(f"option {option_name}: unknown role '{role}'.{close_matches(role, known)} "
+                                     f"Roles of {', '.join(games)}: {', '.join(known)}")
+
+
+def guard(cfg):
+    """The off-policy guard of ``--max-policy-lag`` and ``--off-policy``."""
+    from playpen.training.offpolicy import PolicyLagGuard
+    return PolicyLagGuard(cfg.max_policy_lag, cfg.off_policy)

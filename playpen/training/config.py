@@ -72,6 +72,11 @@ _RULES = {
     "pairs_per_round": (lambda v: v >= 1, "an integer >= 1"),
     "generation_batch_size": (lambda v: v >= 1, "an integer >= 1"),
     "past_every": (lambda v: v >= 1, "an integer >= 1"),
+    "credit": (lambda v: v in ("flat", "hierarchical"), "flat (TRL's groups) or hierarchical (groups by level, "
+                                                      "episode type, role and group)"),
+    "baseline_decay": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1) (the old value's weight per update)"),
+    "max_policy_lag": (lambda v: v >= 0, "an integer >= 0 (optimizer steps)"),
+    "off_policy": (lambda v: v in ("drop", "clip"), "drop or clip"),
     "judge_max_tokens": (lambda v: v >= 1, "an integer >= 1"),
     "judge_batch_size": (lambda v: v >= 1, "an integer >= 1"),
     "epochs": (lambda v: v >= 1, "an integer >= 1"),

@@ -201,7 +201,8 @@ class GameRollout:
         episodes = self._play(learner, slots, names, step, trainer.model)
         self.num_calls += 1
         out = self._rows(slots, names, episodes)
-        self.last_rows = {key: out[key] for key in ("reward", "role", "game")}
+        self.last_rows = {key: out[key] for key in ("reward", "role", "game", "logprobs")}
+        self.last_rows["policy_version"] = [step] * len(out["reward"])
         for name in self.mix.weights:
             self.last_metrics[f"partners/{name}"] = names.count(name) / len(names)
         return out
@@ -319,6 +320,14 @@ class GRPOOptions:
                                   "training instance of --games alike")
     augment: bool = option(True, "apply the rollout augmentations a game declares (referencegame: the grid "
                                  "order shuffled per episode)")
+    credit: str = option("flat", "credit assignment: flat (TRL's groups of --num-generations) or hierarchical "
+                                 "(groups by level, episode type, role and group; docs/hierarchical.md)")
+    baseline_decay: float = option(0.9, "decay of the running and episodic baselines (the old value's weight)")
+    baseline_constant: float = option(0.0, "the reward subtracted by --baseline constant")
+    role_baselines: str = option("", "ROLE:BASELINE,... overriding --baseline for single roles")
+    max_policy_lag: int = option(0, "rows produced more than N optimizer steps ago are stale (see --off-policy)")
+    off_policy: str = option("drop", "stale rows: drop (advantage 0) or clip (PPO-clipped ratio to the policy "
+                                     "that produced them)")
 
     def validate(self) -> None:
         super().validate()  # the run's and LoRA's options (the classes after this one)
@@ -347,15 +356,21 @@ class GRPOParts:
     temperature: float
     batch_size: int
     advantages: Any = None
+    guard: Any = None
 
     def attach(self, trainer) -> None:
         """Give ``trainer`` (TRL's GRPOTrainer built from these parts) the run's baseline."""
         from playpen.training.advantages import install
-        install(trainer, self.advantages, lambda: self.rollout_func.last_rows)
+        install(trainer, self.advantages, lambda: self.rollout_func.last_rows, self.guard)
 
     def extra_metrics(self) -> dict:
         """Per step, next to TRL's: rollout statistics, partner shares, dropped groups, baselines."""
-        return {**self.rollout_func.last_metrics, **(self.advantages.metrics if self.advantages else {})}
+        out = {**self.rollout_func.last_metrics}
+        if self.advantages is not None:
+            out.update({**self.advantages.metrics, **self.advantages.advantage_metrics})
+        if self.guard is not None:
+            out.update(self.guard.metrics)
+        return out
 
 
 def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
@@ -397,4 +412,5 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
         lifecycle.set_lora_dropout(model, cfg.lora_dropout)
         peft_config = None
     return GRPOParts(dataset, reward_funcs, reward_weights, rollout_func, model, peft_config, tokenizer,
-                     sampling.temperature, cfg.num_generations * cfg.groups_per_step, advantages)
+                     sampling.temperature, cfg.num_generations * cfg.groups_per_step, advantages,
+                     anticollapse.guard(cfg))
