@@ -12,9 +12,16 @@ from playpen.ratings.matches import (ELO_PER_LOGIT, Match, RatingError, _check_m
 def _fit_logits(a, b, s, w, num_players: int, virtual_draws: float):
     """Penalised maximum likelihood of Bradley–Terry strengths θ (natural log-odds):
     ``Σ w (s log σ(θa − θb) + (1 − s) log σ(θb − θa))`` plus, per player, ``virtual_draws``
-    draws against a reference player of strength 0. Damped Newton steps; the objective is
-    strictly concave, so the maximum is unique."""
+    draws against a reference player of strength 0. Damped Newton steps; with virtual draws
+    the objective is strictly concave, so the maximum is unique. Without them the strengths
+    are defined up to a constant (the steps keep their sum at 0) and finite only under
+    Ford's condition (:func:`_beats_everyone_indirectly`): otherwise RatingError."""
     import numpy as np
+
+    if virtual_draws == 0 and not _beats_everyone_indirectly(a, b, s, w, num_players):
+        raise RatingError("Bradley–Terry without virtual draws has no finite ratings here: some "
+                          "player never lost or never won against a group of others; use "
+                          "virtual_draws > 0")
 
     def objective(theta):
         d = theta[a] - theta[b]
@@ -39,6 +46,10 @@ def _fit_logits(a, b, s, w, num_players: int, virtual_draws: float):
         np.add.at(hess, (a, b), -curv)
         np.add.at(hess, (b, a), -curv)
         hess[np.diag_indices(num_players)] += virtual_draws * q * (1 - q)
+        if virtual_draws == 0:
+            # the likelihood is flat along θ + const (hess·1 = 0, grad ⟂ 1): adding 1·1ᵀ makes
+            # hess invertible and gives the step with sum 0
+            hess += 1.0
         step = np.linalg.solve(hess, grad)  # hess is the negative Hessian: positive definite
         scale = 1.0
         while True:
@@ -51,6 +62,33 @@ def _fit_logits(a, b, s, w, num_players: int, virtual_draws: float):
         if np.max(np.abs(scale * step)) < 1e-10:
             break
     return theta
+
+
+def _beats_everyone_indirectly(a, b, s, w, num_players: int) -> bool:
+    """Ford's (1957) condition for finite maximum-likelihood strengths: in the graph with an
+    edge x → y whenever x scored against y (a win or a draw, in a match of weight > 0),
+    every player reaches every other."""
+    edges: list[set[int]] = [set() for _ in range(num_players)]
+    back: list[set[int]] = [set() for _ in range(num_players)]
+    for x, y, score, weight in zip(a.tolist(), b.tolist(), s.tolist(), w.tolist()):
+        if weight <= 0:
+            continue
+        if score > 0:
+            edges[x].add(y)
+            back[y].add(x)
+        if score < 1:
+            edges[y].add(x)
+            back[x].add(y)
+
+    def reach(graph) -> int:
+        seen, todo = {0}, [0]
+        while todo:
+            for nxt in graph[todo.pop()] - seen:
+                seen.add(nxt)
+                todo.append(nxt)
+        return len(seen)
+
+    return reach(edges) == num_players and reach(back) == num_players
 
 
 def fit_bradley_terry(matches: Iterable[Match], initial: float = 1000.0,
