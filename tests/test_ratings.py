@@ -321,6 +321,10 @@ def test_ratings_table():
     rows = ratings_table(matches, boot).splitlines()[2:]
     assert rows[0].startswith("| b | 1010 | 950 – 1050 |")
     assert rows[2].startswith("| a | 990 | 900 – 1101 |")
+    bt = ratings_table(matches, {**boot, "a": (990.0, math.nan, math.nan)}, rating_name="Bradley–Terry")
+    assert bt.startswith("| player | Bradley–Terry | 95 % CI |")
+    assert "| a | 990 | n/a |" in bt
+    assert "| x\\|y | 1000 |" in ratings_table([Match("x|y", "z", 0.5, "g", "0")])
     with pytest.raises(RatingError, match="no rating for c"):
         ratings_table(matches, {"a": boot["a"], "b": boot["b"]})
 

@@ -9,7 +9,6 @@ from playpen.ratings.elo import Elo
 from playpen.ratings.matches import RatingError
 from playpen.ratings.openskill import OpenSkill
 
-
 HISTORY_FORMAT = "playpen-ratings"
 HISTORY_VERSION = 1
 
@@ -102,8 +101,9 @@ def plot_ratings(history: RatingHistory, path_png: str | Path, title: Optional[s
     ax_skill.set_xlabel("epoch")
     for ax in (ax_elo, ax_skill):
         ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8)
+    # one legend: the colours are the same in both panels
+    legend_ax = ax_elo if ax_elo.get_legend_handles_labels()[0] else ax_skill
+    legend_ax.legend(fontsize=8, ncol=2 if len(history.players()) > 6 else 1)
     fig.suptitle(title or "ratings over epochs")
     fig.tight_layout()
     path_png.parent.mkdir(parents=True, exist_ok=True)

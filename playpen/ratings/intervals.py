@@ -1,6 +1,7 @@
 """95 % bootstrap intervals of Elo and Bradley–Terry ratings."""
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 from playpen.ratings.bradley_terry import _fit_logits, fit_bradley_terry
@@ -10,10 +11,16 @@ from playpen.ratings.matches import (ELO_PER_LOGIT, ELO_SCALE, Match, RatingErro
 
 
 def _summarise(samples, present, names, points=None) -> dict[str, tuple[float, float, float]]:
+    """(point, 2.5 %, 97.5 %) per player over the resamples it appears in (the median as
+    the point unless ``points`` are given; NaN where a player is in no resample at all,
+    which takes very few resamples)."""
     import numpy as np
     result = {}
     for j, name in enumerate(names):
         values = samples[present[:, j], j]
+        if values.size == 0:
+            result[name] = (math.nan,) * 3 if points is None else (points[name], math.nan, math.nan)
+            continue
         lo, median, hi = np.quantile(values, [0.025, 0.5, 0.975])
         point = median if points is None else points[name]
         result[name] = (float(point), float(lo), float(hi))

@@ -1,6 +1,7 @@
 """A markdown table of players' ratings and results."""
 from __future__ import annotations
 
+import math
 from typing import Iterable, Mapping, Optional
 
 from playpen.ratings.elo import elo_from_matches
@@ -11,12 +12,13 @@ from playpen.ratings.openskill import OpenSkill, openskill_from_matches
 def ratings_table(matches: Iterable[Match],
                   bootstrap: Optional[Mapping[str, tuple[float, float, float]]] = None,
                   openskill: Optional[OpenSkill] = None, initial: float = 1000.0,
-                  k: float = 32.0) -> str:
+                  k: float = 32.0, rating_name: str = "Elo") -> str:
     """A markdown table, one row per player, best first: Elo (with its 95 % interval when
     ``bootstrap`` results are given — from :func:`bootstrap_elo` or
     :func:`bootstrap_bradley_terry` — else Elo replayed in match order), OpenSkill mu, sigma
     and ordinal (``openskill`` or, without it, replayed from the matches), wins, draws,
-    losses and matches (a score above 0.5 counts as a win)."""
+    losses and matches (a score above 0.5 counts as a win). ``rating_name`` heads the rating
+    column (say "Bradley–Terry" for :func:`bootstrap_bradley_terry` results)."""
     matches = _check_matches(matches)
     names = _players(matches)
     if bootstrap is None:
@@ -40,13 +42,14 @@ def ratings_table(matches: Iterable[Match],
         else:
             ca[1] += 1
             cb[1] += 1
-    lines = ["| player | Elo | 95 % CI | mu | sigma | ordinal | wins | draws | losses | matches |",
+    lines = [f"| player | {rating_name} | 95 % CI | mu | sigma | ordinal | wins | draws | losses | matches |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name in sorted(names, key=lambda n: (-rating[n][0], n)):
         point, lo, hi = rating[name]
-        ci = "n/a" if lo is None else f"{lo:.0f} – {hi:.0f}"
+        ci = "n/a" if lo is None or math.isnan(lo) else f"{lo:.0f} – {hi:.0f}"
         mu, sigma = skill.rating(name)
         wins, draws, losses = counts[name]
-        lines.append(f"| {name} | {point:.0f} | {ci} | {mu:.2f} | {sigma:.2f} | "
+        shown = name.replace("|", "\\|")  # a '|' in a name would end the cell
+        lines.append(f"| {shown} | {point:.0f} | {ci} | {mu:.2f} | {sigma:.2f} | "
                      f"{skill.ordinal(name):.2f} | {wins} | {draws} | {losses} | {wins + draws + losses} |")
     return "\n".join(lines) + "\n"
