@@ -366,3 +366,16 @@ def test_a_failed_update_changes_nothing():
     with pytest.raises(RatingError):
         model.update([["a"], ["b"], ["a"]], [0, 1, 2])
     assert model.ratings == before
+
+
+def test_the_docs_example_runs(capsys):
+    import re
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "populations.md").read_text(encoding="utf-8")
+    section = doc.split("\n## Ratings\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    exec(compile(block, "docs/populations.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("| player | Bradley–Terry | 95 % CI |")
+    assert printed[2].startswith("| learner |") and printed[2].endswith("| 2 | 1 | 0 | 3 |")
+    assert float(printed[-1]) > 25 - 3 * 25 / 3  # the winner's ordinal rose above the prior's (0)
