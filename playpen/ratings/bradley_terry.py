@@ -18,6 +18,7 @@ def _fit_logits(a, b, s, w, num_players: int, virtual_draws: float):
     Ford's condition (:func:`_beats_everyone_indirectly`): otherwise RatingError."""
     import numpy as np
 
+    a, b, s, w = _by_pair(a, b, s, w)
     if virtual_draws == 0 and not _beats_everyone_indirectly(a, b, s, w, num_players):
         raise RatingError("Bradley–Terry without virtual draws has no finite ratings here: some "
                           "player never lost or never won against a group of others; use "
@@ -62,6 +63,19 @@ def _fit_logits(a, b, s, w, num_players: int, virtual_draws: float):
         if np.max(np.abs(scale * step)) < 1e-10:
             break
     return theta
+
+
+def _by_pair(a, b, s, w):
+    """The likelihood is linear in each match's weight, so the matches of one ordered pair
+    of players add up: one row per pair, with the summed weight and the weighted mean score
+    (a tournament of thousands of matches among a few players fits in a few rows)."""
+    import numpy as np
+    n = int(max(a.max(), b.max())) + 1
+    pairs, inverse = np.unique(a * n + b, return_inverse=True)
+    weight = np.bincount(inverse, w, len(pairs))
+    total = np.bincount(inverse, w * s, len(pairs))
+    keep = weight > 0
+    return pairs[keep] // n, pairs[keep] % n, total[keep] / weight[keep], weight[keep]
 
 
 def _beats_everyone_indirectly(a, b, s, w, num_players: int) -> bool:
