@@ -14,12 +14,13 @@ class OpenSkill:
     use: any number of teams per game, ties, a belief ``(mu, sigma)`` per player.
 
     Defaults follow TrueSkill's conventions (which OpenSkill shares): ``mu = 25``,
-    ``sigma = mu / 3`` (a new player is anywhere in 0..50 at three sigma), ``beta = sigma / 2``
+    ``sigma = 25/3`` (a new player is anywhere in 0..50 at three sigma), ``beta = 25/6``
     (the spread of one performance around the skill: the skill gap that wins about 76 % of
     two-player games), ``kappa = 1e-4`` (the smallest factor a variance may shrink by in
-    one update, which keeps it positive) and ``tau = mu / 300`` (dynamics: ``tau²`` is
-    added to every variance before a game, so sigma never freezes and a player that keeps
-    improving — a learner — is followed). ``tau=0`` gives the static model.
+    one update, which keeps it positive) and ``tau = 25/300``, a hundredth of the prior
+    sigma (dynamics: ``tau²`` is added to every variance before a game, so sigma never
+    freezes and a player that keeps improving — a learner — is followed). ``tau=0`` gives
+    the static model. Change ``sigma``, ``beta`` and ``tau`` with ``mu`` to use another scale.
 
     One game, teams ``i`` with ranks ``r_i`` (lower is better): team skill
     ``mu_i = Σ mu_ij``, ``sigma_i² = Σ sigma_ij²``, ``c² = Σ_i (sigma_i² + beta²)``,
