@@ -153,11 +153,14 @@ class ProgressCallback(BaseCallback):
 
 
 class JsonlLogCallback(BaseCallback):
-    """Appends every training step's metrics and every episode to a JSON-lines log."""
+    """Appends every training step's metrics and every episode to a JSON-lines log. In a
+    data-parallel run rank R > 0 writes its own lines (its episodes) to
+    ``<stem>.rank<R>.jsonl`` beside it: no two processes append to one file."""
 
     def __init__(self, path: Path):
         super().__init__()
-        self.path = Path(path)
+        from playpen.distributed import rank_file
+        self.path = rank_file(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def _write(self, record: dict) -> None:

@@ -117,8 +117,33 @@ def playing_threads(models) -> int | None:
     return None
 
 
-def load_model(spec, gen_args: dict | None = None):
-    """Load a clemcore Model for a unified ModelSpec, keeping torch's thread count."""
+@contextlib.contextmanager
+def hf_device_map(device_map: dict | None):
+    """clemcore's huggingface_local backend loads every model with ``device_map="auto"``
+    (spread over all visible GPUs); a data-parallel rank needs its model whole on its own
+    device. Inside, that backend loads with `device_map` instead (None: unchanged)."""
+    if device_map is None:
+        yield
+        return
+    clemcore()
+    from clemcore.backends import huggingface_local_api as backend_module
+    original = backend_module.AutoModelForCausalLM
+
+    class _OnDevice:
+        @staticmethod
+        def from_pretrained(*args, **kwargs):
+            return original.from_pretrained(*args, **{**kwargs, "device_map": device_map})
+
+    backend_module.AutoModelForCausalLM = _OnDevice
+    try:
+        yield
+    finally:
+        backend_module.AutoModelForCausalLM = original
+
+
+def load_model(spec, gen_args: dict | None = None, device_map: dict | None = None):
+    """Load a clemcore Model for a unified ModelSpec, keeping torch's thread count; a local
+    HF model goes to `device_map` when given (see :func:`hf_device_map`)."""
     backends = clemcore().backends
     gen_args = gen_args or dict(temperature=0.0, max_tokens=300)
     registry = backends.BackendRegistry.from_packaged_and_cwd_files()
@@ -126,7 +151,7 @@ def load_model(spec, gen_args: dict | None = None):
         return backends.CustomResponseModel(spec)
     if spec.is_human():
         return backends.HumanModel(spec)
-    with preserved_torch_threads(), preserved_logging():
+    with preserved_torch_threads(), preserved_logging(), hf_device_map(device_map):
         backend = registry.get_backend_for(spec.backend)
         model = backend.get_model_for(spec)
     model.set_gen_args(**gen_args)

@@ -203,4 +203,7 @@ def load_model_by_name(name: str, *, gen_args: Optional[dict] = None, role: str 
         spec["model_name"] = run_name
     ensure_local_model(entry)
     model_spec = clemcore().backends.ModelSpec.from_dict(spec)
-    return load_model(model_spec, dict(gen_args or dict(temperature=0.0, max_tokens=300)))
+    # a data-parallel rank loads its own copy onto its own device (GPU LOCAL_RANK, or the CPU)
+    from playpen.distributed import device_map
+    return load_model(model_spec, dict(gen_args or dict(temperature=0.0, max_tokens=300)),
+                      device_map=device_map() if entry.backend == "huggingface_local" else None)

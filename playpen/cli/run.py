@@ -167,11 +167,17 @@ def parse_config(config_class, extra_args: list[str]):
 @click.option("-o", "--output-dir", type=click.Path(), default="playpen-records",
               show_default=True, help="Root folder for records and run outputs.")
 @remote_options
+@click.option("--num-processes", type=int, default=None,
+              help="Data-parallel training on N processes of this machine (accelerate launch: one per GPU, "
+                   "or CPU processes; default 1); docs/distributed.md.")
+@click.option("--accelerate-config", default=None,
+              help="Launch with this `accelerate config` file (DeepSpeed ZeRO-3, several machines, ...; "
+                   "examples/accelerate/).")
 @click.option("-h", "--help", "show_help", is_flag=True,
               help="Show this help; with FILE, also the trainer's own options.")
 @click.pass_context
 def run_command(ctx, file, learner, teacher, temperature, max_tokens, seed, output_dir, connect_timeout,
-                read_timeout, retries, retry_budget, show_help):
+                read_timeout, retries, retry_budget, num_processes, accelerate_config, show_help):
     """Run the BasePlayPen trainer defined in FILE with LEARNER (and TEACHER).
 
     Options after the known ones (e.g. --max-steps 10) set fields of the trainer's
@@ -192,20 +198,45 @@ def run_command(ctx, file, learner, teacher, temperature, max_tokens, seed, outp
     check_generation_options(temperature, max_tokens)
     check_output_folder(output_dir, "-o/--output-dir")
     set_remote_limits(connect_timeout, read_timeout, retries, retry_budget)
+    from playpen.launch import check_num_processes
+    check_num_processes(num_processes, accelerate_config)
+    if (num_processes or 1) > 1 or accelerate_config:
+        # every option checked here first (one line, before N processes start), then each rank runs it
+        prepare(file, learner=learner, teacher=teacher, extra_args=ctx.args, num_processes=num_processes or 1)
+        from playpen.launch import launch
+        args = ["run", file, "-l", learner, *(["-t", teacher] if teacher else []), "-T", repr(temperature),
+                "-L", str(max_tokens), "--seed", str(seed), "-o", str(output_dir),
+                "--connect-timeout", repr(connect_timeout), "--read-timeout", repr(read_timeout),
+                "--retries", str(retries), "--retry-budget", repr(retry_budget), *ctx.args]
+        debug = (ctx.find_root().obj or {}).get("debug")
+        code = launch(["--debug", *args] if debug else args, num_processes, accelerate_config)
+        if code:
+            ctx.exit(code)
+        return
     run(file, learner=learner, teacher=teacher, temperature=temperature, max_tokens=max_tokens, seed=seed,
         output_dir=Path(output_dir), extra_args=ctx.args)
 
 
-def run(file, *, learner: str, teacher: str | None, temperature: float, max_tokens: int,
-        seed: int, output_dir: Path, extra_args: list[str]):
+def prepare(file, *, learner: str, teacher: str | None, extra_args: list[str], num_processes: int = 1):
+    """The trainer class and its config, every name and option checked (no model loads)."""
     cls = load_trainer_class(file)
     config = parse_config(cls.config_class, extra_args)
-    from playpen.models import check_model_name, load_model_by_name
+    from playpen.models import check_model_name
     # check both names before loading anything: a typo in -t must not cost a model load
     check_model_name(learner, "learner")
     if teacher:
         check_model_name(teacher, "teacher")
     cls.check(config, learner, teacher)
+    if num_processes > 1 and hasattr(config, "groups_per_step"):  # GRPO: whole groups on every rank
+        from playpen.distributed import check_groups
+        check_groups(config.groups_per_step, num_processes)
+    return cls, config
+
+
+def run(file, *, learner: str, teacher: str | None, temperature: float, max_tokens: int,
+        seed: int, output_dir: Path, extra_args: list[str]):
+    cls, config = prepare(file, learner=learner, teacher=teacher, extra_args=extra_args)
+    from playpen.models import load_model_by_name
     game_registry = registry.clem_game_registry()
     gen_args = dict(temperature=temperature, max_tokens=max_tokens)
     from playpen.seeding import seed_everything

@@ -30,7 +30,10 @@ from playpen.files import finite, write_json
 
 
 def default_run_name() -> str:
-    return f"rollout-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    """``rollout-<time>-<id>``; ``...-rank<R>`` in a data-parallel run: every rank plays its own
+    share of the episodes into run folders of its own."""
+    from playpen.distributed import rank_suffix
+    return f"rollout-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}{rank_suffix()}"
 
 
 def episode_dir_name(game_id: int, repeat: int = 0, branch_path: tuple[int, ...] = ()) -> str:

@@ -224,22 +224,28 @@ def chance_rewards(game_roles: dict[str, list[str]], reward_fn, levels: dict[str
 
 
 def install(trainer, advantages: Advantages, rows: Callable[[], dict], guard=None) -> None:
-    """Make ``trainer`` (a TRL GRPOTrainer, one process) train on ``advantages``: after TRL
+    """Make ``trainer`` (a TRL GRPOTrainer, on any number of processes) train on ``advantages``: after TRL
     scored a generation batch, its advantages are replaced by ``advantages.compute`` over
     ``rows()`` (``reward``, ``role``, ``game`` and, where given, ``level``, ``group_id``,
     ``policy_version``, ``logprobs`` of the batch's rows, as the rollout function returned
     them). ``guard``: a :class:`playpen.training.offpolicy.PolicyLagGuard` for rows that an
     older policy produced."""
     import torch
-    if getattr(getattr(trainer, "accelerator", None), "num_processes", 1) != 1:
-        raise NotImplementedError("playpen's GRPO baselines run in one process")
+
+    from playpen import distributed
     original = trainer._generate_and_score_completions
+    if not distributed.is_main():
+        advantages.echo = lambda line: None  # rank 0 says it (every rank computes the same)
 
     def generate_and_score(inputs):
         output = original(inputs)
         batch = rows()
-        values = advantages.compute(batch["reward"], batch["role"], batch["game"], levels=batch.get("level"),
-                                    group_ids=batch.get("group_id"))
+        # a data-parallel run: the baselines see every rank's rows (the same state on every
+        # rank); this rank keeps its own rows' advantages
+        keys = [k for k in ("reward", "role", "game", "level", "group_id") if batch.get(k) is not None]
+        every, mine = distributed.gather_columns({k: batch[k] for k in keys})
+        values = advantages.compute(every["reward"], every["role"], every["game"], levels=every.get("level"),
+                                    group_ids=every.get("group_id"))[mine]
         old = output["advantages"]
         if old.shape[0] != len(values):
             raise RuntimeError(f"GRPO batch of {old.shape[0]} rows, rollout rows {len(values)}")

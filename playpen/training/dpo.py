@@ -122,6 +122,9 @@ class BranchCollector:
         self.callbacks = CallbackList([self.callbacks, JsonlLogCallback(Path(run_dir) / LOG_FILE)])
 
     def __call__(self, round_: int, policy: Any) -> list[PreferencePair]:
+        """The round's pairs. In a data-parallel run every rank plays its share of the sampled
+        instances and gets every rank's pairs back (in rank order: the same list on every rank)."""
+        from playpen import distributed
         from playpen.rollouts import Branching, InstanceRef, Learner, rollout
         cfg = self.cfg
         learner = Learner(policy, self.tokenizer, self.learner_name, self.sampling, self.template_kwargs)
@@ -130,6 +133,7 @@ class BranchCollector:
             instances = list(dict.fromkeys(s.instance for s in self.slots if s.role == role))
             if cfg.pair_instances and len(instances) > cfg.pair_instances:
                 instances = self.rng.sample(instances, cfg.pair_instances)
+            instances = distributed.shard(instances)  # every rank draws the same sample (seeded)
             for turn in cfg.turns:
                 branching = Branching(factor=cfg.branches, condition=_fork_at(role, turn), max_depth=1)
                 for game in dict.fromkeys(i[0] for i in instances):
@@ -143,12 +147,14 @@ class BranchCollector:
                         callbacks=self.callbacks, seed=self.seed * 100003 + round_ * 101 + turn)
                     episodes += result.episodes
                     stats.append(result.stats)
-        pairs = branch_pairs(episodes)
-        self.last_metrics = _metrics(episodes, stats, len(pairs))
+        pairs = [p for part in distributed.gather_objects(branch_pairs(episodes)) for p in part]
+        summary = _summary(distributed.gather_objects(_episode_summary(episodes, stats)))
+        self.last_metrics = _metrics(summary, len(pairs))
         if not pairs:
-            outcomes = Counter(e.outcome for e in episodes)
+            outcomes = Counter(summary["outcomes"])
             raise DatasetError(f"round {round_}: no preference pairs: the branches of every fork tied "
-                               f"({len(episodes)} episodes: {', '.join(f'{n} {o}' for o, n in outcomes.items())}); "
+                               f"({len(summary['outcomes'])} episodes: "
+                               f"{', '.join(f'{n} {o}' for o, n in outcomes.items())}); "
                                f"start from an adapter that plays the game sometimes (--init-adapter), or raise "
                                f"--branches / --pair-instances")
         return pairs
@@ -160,13 +166,24 @@ def _fork_at(role: str, turn: int):
     return condition
 
 
-def _metrics(episodes: list, stats: list, num_pairs: int) -> dict[str, float]:
-    rewards = [t.reward for e in episodes for t in e.trajectories if not math.isnan(t.reward)]
-    forks = {e.group_id for e in episodes if "@" in e.group_id}
-    seconds = sum(s.seconds_total for s in stats)
-    return {"rollout/episodes": len(episodes),
-            "rollout/percent_played": 100.0 * sum(e.outcome in ("success", "failure") for e in episodes)
-            / max(1, len(episodes)),
+def _episode_summary(episodes: list, stats: list) -> dict:
+    """What the round's metrics need of one rank's episodes (small: gathered over ranks)."""
+    return {"outcomes": [e.outcome for e in episodes],
+            "rewards": [t.reward for e in episodes for t in e.trajectories if not math.isnan(t.reward)],
+            "forks": sorted({e.group_id for e in episodes if "@" in e.group_id}),
+            "seconds": sum(s.seconds_total for s in stats)}
+
+
+def _summary(parts: list[dict]) -> dict:
+    return {"outcomes": [o for p in parts for o in p["outcomes"]], "rewards": [r for p in parts for r in p["rewards"]],
+            "forks": sorted({f for p in parts for f in p["forks"]}), "seconds": sum(p["seconds"] for p in parts)}
+
+
+def _metrics(summary: dict, num_pairs: int) -> dict[str, float]:
+    outcomes, rewards, forks, seconds = (summary[k] for k in ("outcomes", "rewards", "forks", "seconds"))
+    return {"rollout/episodes": len(outcomes),
+            "rollout/percent_played": 100.0 * sum(o in ("success", "failure") for o in outcomes)
+            / max(1, len(outcomes)),
             "rollout/reward_mean": sum(rewards) / len(rewards) if rewards else math.nan,
             "rollout/seconds": seconds, "pairs/forks": len(forks),
             "pairs/per_fork": num_pairs / len(forks) if forks else 0.0}

@@ -386,6 +386,8 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
     cfg = playpen.config
     if cfg.reward not in ("outcome", "binary"):
         raise GRPOSetupError(f"--reward must be outcome or binary, got '{cfg.reward}'")
+    from playpen.distributed import check_groups
+    check_groups(cfg.groups_per_step)  # a data-parallel run: whole groups on every rank
     per_instance, roles_of_games = training_slots(cfg.game_list, split_list(cfg.roles), cfg.train_instances)
     dataset = anticollapse.dataset(cfg, per_instance, playpen.seed) if cfg.game_shares else \
         slot_dataset(per_instance, cfg.groups_per_step * cfg.max_steps, playpen.seed)

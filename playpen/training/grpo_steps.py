@@ -43,7 +43,13 @@ def micro_batch(rows: int, wanted: int) -> int:
 
 def step_args(rows: int, micro_batch_size: int, gradient_checkpointing: bool) -> dict:
     """``GRPOConfig`` keywords for steps of ``rows`` trajectories generated once, used once,
-    trained in micro-batches of at most ``micro_batch_size`` rows."""
+    trained in micro-batches of at most ``micro_batch_size`` rows. In a data-parallel run of
+    N processes each plays and trains ``rows / N`` of them (whole groups: the step's
+    groups must be a multiple of N), so a step is the same global batch on any N."""
+    from playpen.distributed import world_size
+    if rows % world_size():  # grpo_parts refuses such a --groups-per-step first, in one line
+        raise ValueError(f"{rows} trajectories per step cannot be shared by {world_size()} processes")
+    rows //= world_size()
     micro = micro_batch(rows, micro_batch_size)
     return dict(per_device_train_batch_size=micro, gradient_accumulation_steps=rows // micro,
                 steps_per_generation=rows // micro, num_iterations=1,

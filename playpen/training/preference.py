@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from playpen import distributed
 from playpen.errors import DatasetError, TrainingSetupError
 from playpen.pairs import PreferencePair, read_pairs, write_pairs
 from playpen.training.config import option
@@ -237,8 +238,11 @@ class PreferenceRun:
             if inside and pairs_file.exists():
                 pairs = read_pairs(pairs_file)
             else:
-                pairs = make_pairs(round_, policy)
-                write_pairs(pairs, pairs_file)
+                # a data-parallel run trains rank 0's pairs on every rank (branching gathers every
+                # rank's share of the pairs first, so they are the same list everywhere)
+                pairs = distributed.from_main(make_pairs(round_, policy))
+                if distributed.is_main():
+                    write_pairs(pairs, pairs_file)
                 collected = dict(collection_metrics() if collection_metrics else {})
             self.num_pairs.append(len(pairs))
             print(f"[playpen] round {round_}/{self.cfg.rounds}: {len(pairs)} preference pairs ({pairs_file})",
@@ -247,7 +251,7 @@ class PreferenceRun:
                                    template_kwargs=self.template_kwargs, seed=self.playpen.seed + round_)
             self.round_metrics = {**collected, "pairs/round": round_, "pairs/num": len(dataset)}
             fresh_adapter = policy is self.base
-            if not fresh_adapter and not inside and round_ > 1:
+            if not fresh_adapter and not inside and round_ > 1 and distributed.is_main():
                 # the reference of this round, for a --resume inside it
                 policy.save_pretrained(str(self.run_dir / f"reference-round-{round_}"),
                                        selected_adapters=["default"])

@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Optional
 
+from playpen import distributed
 from playpen.callbacks import BaseCallback, JsonlLogCallback
 from playpen.errors import Interrupted, PlaypenError, ResumeError, RunLockedError
 from playpen.files import FolderLock, write_json
@@ -28,8 +29,11 @@ from playpen.training.plotting import CURVE_FILE, LOG_FILE, plot_run
 
 def lock_run_folder(run_dir: Path) -> FolderLock:
     """The run folder's lock, or RunLockedError naming the run that holds it (take over:
-    this process's earlier run that raised)."""
+    this process's earlier run that raised). In a data-parallel run rank 0 holds it for all
+    ranks: the others get a lock object that holds nothing (its ``release`` does nothing)."""
     lock = FolderLock(run_dir)
+    if not distributed.is_main():
+        return lock
     if not lock.acquire(take_over=True):
         holder = lock.holder()
         raise RunLockedError(
@@ -210,10 +214,14 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
             reset_peak()
 
         def on_save(self, args, state, control, **kwargs):
-            rotate_checkpoints(args.output_dir, self._keep)
+            if distributed.is_main():  # the rank that saved (transformers saves from rank 0)
+                rotate_checkpoints(args.output_dir, self._keep)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "train_runtime" in logs:  # the end-of-training summary is no step
+                return
+            if not distributed.is_main():  # rank 0 logs the step (TRL's metrics are gathered over ranks)
+                self.on_step_end(args, state, control)
                 return
             metrics = rename_metrics(logs)
             now = time.time()
@@ -233,7 +241,10 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
             self.on_step_end(args, state, control)
 
         def on_step_end(self, args, state, control, **kwargs):
-            if (interrupt is not None and interrupt.requested) or self._stop:
+            stop = (interrupt is not None and interrupt.requested) or self._stop
+            # every rank saves and stops at the same step, whichever rank got the signal or the
+            # callback's stop (a rank that went on alone would wait for the others forever)
+            if distributed.any_rank(stop):
                 control.should_save = True
                 control.should_training_stop = True
 
@@ -266,7 +277,7 @@ class TrainingRun:
         self.playpen, self.run_dir, self.games, self.eval_prefix = playpen, Path(run_dir), games, eval_prefix
         self.lock = self._lock()
         try:
-            removed = remove_partial(self.run_dir)
+            removed = remove_partial(self.run_dir) if distributed.is_main() else []
             if removed:
                 print(f"[playpen] removed what an interrupted save left in {self.run_dir}: "
                       f"{', '.join(removed)}", flush=True)
@@ -289,8 +300,11 @@ class TrainingRun:
 
     def _lock(self) -> FolderLock:
         missing = [d for d in (self.run_dir, *self.run_dir.parents) if not d.exists()]
-        self._created = missing[-1] if missing else None  # removed again when the run refuses
-        return lock_run_folder(self.run_dir)
+        # removed again when the run refuses (by rank 0, which created them)
+        self._created = missing[-1] if missing and distributed.is_main() else None
+        lock = lock_run_folder(self.run_dir)
+        distributed.record_run_dir(self.run_dir)
+        return lock
 
     def _unlock(self) -> None:
         """Release the lock; folders this run created and left empty go too."""
@@ -341,6 +355,10 @@ class TrainingRun:
 
     def _finish(self, players, partner, saved, details) -> dict:
         playpen, cfg = self.playpen, self.playpen.config
+        if not distributed.is_main():  # rank 0 evaluates and writes the summary and the curve
+            if self.interrupt.requested:
+                playpen.interrupted_by = self.interrupt.signum
+            return {"trainer": playpen.name, "checkpoint": str(self.checkpoint), "rank": distributed.rank()}
         summary = {"trainer": playpen.name, "learner": playpen.learner.name}
         if partner is not None:
             summary["partner"] = partner

@@ -159,9 +159,11 @@ def supervised_records(config, output_dir: str | Path) -> list[dict]:
     elif config.records:
         records = read_results(config.records)
     else:
-        demos = play_demonstrations(games, Path(output_dir) / "demonstrations", model=config.demo_model,
-                                    instances=config.train_instances,
-                                    max_instances=config.demo_max_instances or None)
+        from playpen.distributed import main_first
+        with main_first():  # a data-parallel run: rank 0 plays them, the others then find them complete
+            demos = play_demonstrations(games, Path(output_dir) / "demonstrations", model=config.demo_model,
+                                        instances=config.train_instances,
+                                        max_instances=config.demo_max_instances or None)
         records = read_results(demos)
     keep = DatasetFilter(games=tuple(games), roles=tuple(split_list(config.roles)),
                          outcomes=tuple(split_list(config.outcomes)))
