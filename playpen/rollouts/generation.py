@@ -98,7 +98,9 @@ MIN_SAVED_POSITIONS = 16
 
 def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
              sampling: SamplingConfig, share_prefix: bool = True,
-             adapter_names: Optional[Sequence[str]] = None) -> list[Generation]:
+             adapter_names: Optional[Sequence[str]] = None, *, cache: Any = None,
+             conversations: Optional[Sequence[Any]] = None, budgets: Optional[Sequence[int]] = None,
+             counts: Any = None) -> list[Generation]:
     """Generate one continuation per prompt (token ids), in chunks of ``max_batch_size``.
 
     With ``share_prefix``, rows that start alike (a GRPO group's identical prompts, a
@@ -110,22 +112,47 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
     ``adapter_names`` (one per prompt) answers each row with its own LoRA adapter of a
     peft model (``"__base__"``: the adapter-free base), all in one ``generate`` (peft's
     mixed-batch inference); a shared prefix is only shared by rows of one adapter.
+
+    With ``cache`` (a :class:`playpen.rollouts.kvcache.KVCacheStore`) and
+    ``conversations`` (one key per prompt), each row continues its conversation's kept KV
+    cache (kept per adapter) and leaves its cache there for the next turn; rows leave the
+    decode batch as they end (:func:`playpen.rollouts.kvcache.generate_cached`; a model
+    whose cache is not plain per-layer keys and values takes the path above). ``budgets``
+    (cached path only) gives each row its own ``max_new_tokens``; ``counts`` (a
+    :class:`playpen.rollouts.kvcache.PrefillCounts`) adds up the prompt positions prefilled.
     """
     out: list[Generation] = []
     step = max(1, sampling.max_batch_size)
+    cached = cache is not None and _kv_reuse(model)
+    if budgets is not None and not cached:
+        raise ValueError("per-row budgets need the cached path (cache= and a model with a plain KV cache)")
     for start in range(0, len(prompts), step):
-        names = None if adapter_names is None else list(adapter_names[start:start + step])
-        out.extend(_generate_chunk(model, tokenizer, prompts[start:start + step], sampling, share_prefix, names))
+        rows = slice(start, start + step)
+        names = None if adapter_names is None else list(adapter_names[rows])
+        if cached:
+            from playpen.rollouts.kvcache import generate_cached
+            out.extend(generate_cached(model, tokenizer, prompts[rows], sampling, cache, conversations[rows],
+                                       None if budgets is None else budgets[rows], names, counts))
+        else:
+            out.extend(_generate_chunk(model, tokenizer, prompts[rows], sampling, share_prefix, names, counts))
     return out
+
+
+def _kv_reuse(model) -> bool:
+    from playpen.rollouts.kvcache import supports_kv_reuse
+    return supports_kv_reuse(model)
 
 
 def generate_within(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
                     sampling: SamplingConfig,
-                    adapter_names: Optional[Sequence[str]] = None) -> tuple[list[Optional[Generation]], int]:
+                    adapter_names: Optional[Sequence[str]] = None, *, cache: Any = None,
+                    conversations: Optional[Sequence[Any]] = None,
+                    counts: Any = None) -> tuple[list[Optional[Generation]], int]:
     """:func:`generate` within the context window: a prompt leaving less room than
     ``max_new_tokens`` is generated with the room left (cut, as at ``max_new_tokens``); one
     that fills the window gets None. Returns the generations and the number of calls.
-    ``adapter_names``: one peft adapter per prompt (see :func:`generate`)."""
+    ``adapter_names``: one peft adapter per prompt (see :func:`generate`). With ``cache``
+    (see :func:`generate`): one call, each row with its own room."""
     limit = context_limit(model, tokenizer)
     wanted = sampling.max_new_tokens
     budgets: dict[int, list[int]] = {}
@@ -134,10 +161,21 @@ def generate_within(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]]
         if room >= 1:
             budgets.setdefault(room, []).append(i)
     out: list[Optional[Generation]] = [None] * len(prompts)
+    if cache is not None and _kv_reuse(model):
+        rows = sorted(i for group in budgets.values() for i in group)
+        room_of = {i: room for room, group in budgets.items() for i in group}
+        pick = lambda values: None if values is None else [values[i] for i in rows]  # noqa: E731
+        for i, gen in zip(rows, generate(model, tokenizer, [prompts[i] for i in rows], sampling,
+                                         adapter_names=pick(adapter_names), cache=cache,
+                                         conversations=pick(conversations), budgets=[room_of[i] for i in rows],
+                                         counts=counts)):
+            out[i] = gen
+        return out, int(bool(rows))
     for room, rows in sorted(budgets.items(), reverse=True):
         cut = sampling if room == wanted else replace(sampling, max_new_tokens=room)
         names = None if adapter_names is None else [adapter_names[i] for i in rows]
-        for i, gen in zip(rows, generate(model, tokenizer, [prompts[i] for i in rows], cut, adapter_names=names)):
+        for i, gen in zip(rows, generate(model, tokenizer, [prompts[i] for i in rows], cut, adapter_names=names,
+                                         counts=counts)):
             out[i] = gen
     return out, len(budgets)
 
@@ -204,7 +242,7 @@ def _worth_sharing(plan: PrefixPlan, prompts) -> bool:
 
 
 def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig, share_prefix: bool,
-                    adapter_names: Optional[list[str]] = None) -> list[Generation]:
+                    adapter_names: Optional[list[str]] = None, counts: Any = None) -> list[Generation]:
     import torch
     from transformers import LogitsProcessorList
 
@@ -234,6 +272,12 @@ def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig, share_p
         rest = ids[shared:]
         input_ids[row, width - len(rest):] = torch.tensor(rest, dtype=torch.long)
         attention[row, width - len(rest):] = 1
+    if counts is not None:  # a group's prefix is run once, then the rest of each row
+        counts.computed += len(prompts) * tail + (len(plan.groups) * head if plan else 0)
+        shared = sum(prefix for prefix, _ in plan.groups) if plan else 0
+        reused = sum(plan.prefix_of(r) for r in range(len(prompts))) - shared if plan else 0
+        counts.reused += reused
+        counts.prefilled += sum(map(len, prompts)) - reused
     recorder = _LogprobRecorder(sampling.temperature)
     do_sample = sampling.temperature > 0
     kwargs = dict(max_new_tokens=sampling.max_new_tokens, do_sample=do_sample,

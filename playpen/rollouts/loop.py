@@ -26,6 +26,7 @@ from playpen.errors import ContextOverflowError, RolloutError
 from playpen.rollouts import chat, generation
 from playpen.rollouts.buffers import TokenBuffer
 from playpen.rollouts.episodes import Episode
+from playpen.rollouts.kvcache import KVCacheStore, PrefillCounts
 from playpen.rollouts.partners import (GAME_PLAYERS, TurnRequest, as_partner, generated_response,
                                        stand_in_model)
 from playpen.rollouts.plan import GamePlan, check_keys_used, pending_episodes, plan_game
@@ -49,7 +50,8 @@ def rollout(games: Union[str, Sequence[str]],
             run_name: Optional[str] = None,
             callbacks: Optional[BaseCallback] = None,
             seed: Optional[int] = None,
-            raise_game_errors: bool = False, augment: bool = False) -> RolloutResult:
+            raise_game_errors: bool = False, augment: bool = False,
+            kv_cache_mb: float = 1024.0) -> RolloutResult:
     """Play ``len(instances) * num_repeats`` episodes (plus branches) and return them.
 
     Args:
@@ -80,12 +82,18 @@ def rollout(games: Union[str, Sequence[str]],
         raise_game_errors: re-raise an exception from game code (default: record the
             episode as ``outcome="error"`` with ``error.json`` and go on).
         augment: play each episode's instance as the game's ``augment_instance`` rewrites it (seeded).
+        kv_cache_mb: most megabytes of KV cache kept between the learner's turns (each
+            running conversation continues its cache and prefills only its new tokens;
+            least recently used caches are evicted beyond this and re-prefilled when
+            needed); 0 turns the cache off (every turn prefills its whole prompt).
     """
     started = time.perf_counter()
     if num_repeats < 1:
         raise RolloutError(f"num_repeats must be >= 1, got {num_repeats}")
     if max_concurrent_episodes < 1:
         raise RolloutError(f"max_concurrent_episodes must be >= 1, got {max_concurrent_episodes}")
+    if not kv_cache_mb >= 0:
+        raise RolloutError(f"kv_cache_mb must be >= 0 (0: no cache kept between turns), got {kv_cache_mb}")
     if branching is not None and branching.factor < 1:
         raise RolloutError(f"branching factor must be >= 1, got {branching.factor}")
     game_names = [games] if isinstance(games, str) else list(games)
@@ -116,7 +124,7 @@ def rollout(games: Union[str, Sequence[str]],
             torch.manual_seed(seed)
         setup_seconds = time.perf_counter() - started
         loop = _Loop(learner, template_kwargs, branching, max_concurrent_episodes, reward_fn, writer,
-                     callbacks, raise_game_errors)
+                     callbacks, raise_game_errors, kv_cache_mb)
         if callbacks is not None:
             callbacks.on_rollout_start(len(pending))
         try:
@@ -144,7 +152,8 @@ def rollout(games: Union[str, Sequence[str]],
                          num_generate_calls=clock.calls, num_side_calls=loop.side_calls.num_calls,
                          seconds_total=total, seconds_setup=setup_seconds,
                          seconds_generate=clock.generate, seconds_partners=clock.partners,
-                         seconds_env=max(0.0, total - setup_seconds - clock.generate - clock.partners))
+                         seconds_env=max(0.0, total - setup_seconds - clock.generate - clock.partners),
+                         num_prefill_tokens=clock.prefill.prefilled, num_reused_tokens=clock.prefill.reused)
     return RolloutResult(results, stats, writer.run_dir if writer is not None else None)
 
 
@@ -178,6 +187,7 @@ class _Clock:
         self.tokens = 0
         self.calls = 0
         self.learner_turns = 0
+        self.prefill = PrefillCounts()  # the learner's turns
 
     def partner_answered(self, partner, elapsed: float, responses) -> None:
         """Count a partner's batch: generation time for a model, partner time for a program."""
@@ -191,7 +201,7 @@ class _Clock:
 
 class _Loop:
     def __init__(self, learner, template_kwargs, branching, max_concurrent, reward_fn, writer, callbacks,
-                 raise_game_errors):
+                 raise_game_errors, kv_cache_mb: float = 0.0):
         self.learner = learner
         self.template_kwargs = template_kwargs
         self.branching = branching
@@ -203,6 +213,8 @@ class _Loop:
         self.clock = _Clock()
         self.side_calls = SideCallServer(learner, template_kwargs, self.clock)
         self.finished: list[tuple[tuple, EpisodeResult]] = []
+        # conversations' KV caches between turns, valid while the weights stay as they are
+        self.kv_cache = KVCacheStore(int(kv_cache_mb * 2**20)) if kv_cache_mb > 0 else None
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
 
     def run(self, pending: list[tuple]) -> None:
@@ -220,6 +232,8 @@ class _Loop:
                 self._answer(turns)
                 active = [e for e in active if not (e.failed or e.env.done)]
         finally:
+            if self.kv_cache is not None:
+                self.kv_cache.clear()
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
 
@@ -350,8 +364,10 @@ class _Loop:
         started, call_start = time.perf_counter(), datetime.now()
         # the context window: a prompt that fills it fails its episode; one that leaves less
         # room than max_new_tokens is generated with the room left (cut, as at max_new_tokens)
-        generations, calls = generation.generate_within(learner.model, learner.tokenizer, prompts, learner.sampling,
-                                                        adapter_names=adapters)
+        generations, calls = generation.generate_within(
+            learner.model, learner.tokenizer, prompts, learner.sampling, adapter_names=adapters,
+            cache=self.kv_cache, conversations=[(id(t.episode), t.player.name) for t in turns],
+            counts=self.clock.prefill)
         self.clock.generate += time.perf_counter() - started
         self.clock.calls += calls
         duration = str(datetime.now() - call_start)
@@ -391,7 +407,14 @@ class _Loop:
                 self._finish(job.key)
 
     # ------------------------------------------------------------------ finishing
+    def _free(self, episode: Episode) -> None:
+        """Free the KV caches of an episode that has ended."""
+        if self.kv_cache is not None:
+            for name in episode.buffers:
+                self.kv_cache.drop((id(episode), name))
+
     def _finish(self, episode: Episode) -> None:
+        self._free(episode)
         result = episode.env.last_result
         path = episode.write(self.writer, self.learner.name, outcome=result.outcome,
                              main_score=result.main_score, rewards=result.rewards, error=None)
@@ -404,6 +427,7 @@ class _Loop:
         if self.raise_game_errors:
             raise error
         episode.failed = True
+        self._free(episode)
         message = f"{type(error).__name__}: {error}"
         logging.getLogger(__name__).warning("episode %s failed: %s", episode.episode_id, message)
         path = episode.write(self.writer, self.learner.name, outcome="error", main_score=math.nan,

@@ -276,6 +276,11 @@ class RolloutStats:
     seconds_partners: float = 0.0
     seconds_env: float = 0.0
     """Game masters, templating, bookkeeping, records: the loop's time outside the models."""
+    num_prefill_tokens: int = 0
+    """Prompt tokens of the learner's turns run through the model (padding excluded)."""
+    num_reused_tokens: int = 0
+    """Prompt tokens of the learner's turns whose KV cache was reused (kept from an earlier
+    turn, or a prefix shared within a batch) instead of prefilled."""
 
     @property
     def episodes_per_s(self) -> float:
@@ -296,7 +301,8 @@ class RolloutStats:
                 "rollout/episodes_per_s": self.episodes_per_s, "rollout/tokens_per_s": self.tokens_per_s,
                 "rollout/generated_tokens": self.num_generated_tokens,
                 "rollout/env_share": self.env_share, "rollout/seconds": self.seconds_total,
-                "rollout/seconds_setup": self.seconds_setup, "rollout/side_calls": self.num_side_calls}
+                "rollout/seconds_setup": self.seconds_setup, "rollout/side_calls": self.num_side_calls,
+                "rollout/prefill_tokens": self.num_prefill_tokens, "rollout/reused_tokens": self.num_reused_tokens}
 
 
 @dataclass(frozen=True)
