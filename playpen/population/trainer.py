@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from playpen.errors import PlaypenError
-from playpen.population.players import Population, PopulationError
+from playpen.population.players import POPULATION_FILE, Population, PopulationError
 from playpen.population.update import Experience, train_player
 from playpen.training.base import BasePlayPen
 from playpen.training.config import LoraOptions, option, split_list
@@ -118,8 +118,16 @@ class PopulationPlayPen(BasePlayPen):
         self.metrics: list[dict] = []
 
     @classmethod
+    def run_root(cls, config, learner_name: str) -> Path:
+        """The run folder: ``<models_dir>/<kind>+lora/<learner>``."""
+        from playpen.training.run import safe_name
+        return Path(config.models_dir) / f"{cls.kind}+lora" / safe_name(learner_name)
+
+    @classmethod
     def check(cls, config, learner, teacher=None):
-        """An init adapter trained on another base model: one line before anything loads."""
+        """Before anything loads: a finished run in the run folder (without --overwrite), an
+        init adapter trained on another base model."""
+        cls._check_run_root(cls.run_root(config, learner), config)
         if getattr(config, "init_adapter", ""):
             from playpen.models import check_adapter, check_model_name
             entry = check_model_name(learner, "learner")
@@ -184,12 +192,15 @@ class PopulationPlayPen(BasePlayPen):
         gen = dict(getattr(self.learner, "gen_args", None) or {})
         return SamplingConfig(temperature=self.temperature, max_new_tokens=int(gen.get("max_tokens", 300)))
 
-    def _new_run_dir(self) -> Path:
-        from playpen.training import run as lifecycle
-        root = Path(self.config.models_dir) / f"{self.kind}+lora" / lifecycle.safe_name(self.learner.name)
-        if (root / "population.json").exists() and not self.config.overwrite:
+    @staticmethod
+    def _check_run_root(root: Path, config) -> None:
+        if (root / "population" / POPULATION_FILE).exists() and not config.overwrite:
             raise PopulationError(f"{root} holds a population run already: pass --overwrite to start over "
                                   f"(its files are replaced), or set --models-dir")
+
+    def _new_run_dir(self) -> Path:
+        root = self.run_root(self.config, self.learner.name)
+        self._check_run_root(root, self.config)
         if root.exists() and self.config.overwrite:
             import shutil
             shutil.rmtree(root)

@@ -1,0 +1,136 @@
+"""Population trainers: matchmaking follows its weights, the league's entry rules, an epoch
+trains only its entrants, the default play() on a clemcore game, ratings and run files."""
+import json
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from playpen.errors import PlaypenError
+from playpen.population import (Experience, FictitiousSelfPlay, FSPOptions, League, LeagueOptions, MatchResult,
+                                deal, opponent_weights)
+from playpen.population.leagues import seated
+
+
+def tiny_learner(model_dir, temperature=1.0, max_tokens=4):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    return SimpleNamespace(model=model, tokenizer=AutoTokenizer.from_pretrained(model_dir), name="tiny-random",
+                           gen_args={"temperature": temperature, "max_tokens": max_tokens})
+
+
+class NumberDuel(League):
+    """The docs' toy game without clemcore: both players answer one prompt; the higher
+    first token id wins."""
+
+    def play(self, seatings, epoch):
+        from playpen.rollouts import chat
+        from playpen.rollouts.generation import generate
+        pop, out, repeats = self.population, [], 4
+        prompt = chat.prompt_ids(pop.tokenizer, [{"role": "user", "content": "Say a number."}])
+        for k, seating in enumerate(seatings):
+            adapters = [pop.adapter_of(p) for p in seating] * repeats
+            gens = generate(pop.model, pop.tokenizer, [prompt] * len(adapters), self.sampling(),
+                            adapter_names=adapters)
+            for i in range(0, len(gens), 2):
+                a, b = gens[i], gens[i + 1]
+                won = float(a.token_ids[0] > b.token_ids[0])
+                rewards = (won, 1.0 - won)
+                out.append(MatchResult(tuple(seating), rewards, tuple(
+                    Experience(p, tuple(prompt), g.token_ids, (1,) * len(g.token_ids), r, f"{k}/{seat}", g.logprobs)
+                    for seat, (p, g, r) in enumerate(zip(seating, (a, b), rewards)))))
+        return out
+
+
+def test_deal_follows_its_weights_and_its_seed():
+    names = deal({"x": 0.5, "y": 0.25, "z": 0.25}, 8, seed=3)
+    assert Counter(names) == {"x": 4, "y": 2, "z": 2}
+    assert names == deal({"x": 0.5, "y": 0.25, "z": 0.25}, 8, seed=3)
+    for n in range(1, 9):  # every prefix within one draw of its share
+        counts = Counter(names[:n])
+        assert all(abs(counts[k] - w * n) < 1 for k, w in {"x": 0.5, "y": 0.25, "z": 0.25}.items())
+    assert deal({"x": 1.0, "never": 0.0}, 3) == ["x"] * 3
+
+
+def test_opponent_weights_prioritise_who_beats_the_learner():
+    rates = {"weak": 0.9, "even": 0.5, "strong": 0.1}
+    hard = opponent_weights(rates, "hard")
+    assert hard["strong"] > hard["even"] > hard["weak"] and abs(sum(hard.values()) - 1) < 1e-9
+    assert hard["strong"] == pytest.approx(0.81 / (0.81 + 0.25 + 0.01))
+    even = opponent_weights(rates, "even")
+    assert even["even"] > even["weak"] == pytest.approx(even["strong"])
+    assert list(opponent_weights(rates).values()) == pytest.approx([1 / 3] * 3)
+    with pytest.raises(PlaypenError, match="not one of uniform, hard, even"):
+        opponent_weights(rates, "greedy")
+    assert seated("me", ["a", "b", "c"]) == [("me", "a"), ("b", "me"), ("me", "c")]
+
+
+def test_the_league_entry_rules():
+    league = League(SimpleNamespace(name="x"), config=LeagueOptions(), progress=False)
+    assert [(e.name, e.copy_of, e.info["role"]) for e in league.entry(0)] == [("main-0", None, "main")]
+    assert [(e.name, e.copy_of) for e in league.entry(1)] == [("main-1", "main-0"), ("mx-1", None)]
+    assert [(e.name, e.copy_of) for e in league.entry(2)] == [("main-2", "main-1"), ("mx-2", None), ("lx-2", None)]
+    kept = League(SimpleNamespace(name="x"), config=LeagueOptions(reset_exploiters=False), progress=False)
+    assert [(e.name, e.copy_of) for e in kept.entry(3)] == [("main-3", "main-2"), ("mx-3", "mx-2"),
+                                                              ("lx-3", "lx-2")]
+    with pytest.raises(PlaypenError, match="--main-weights"):
+        LeagueOptions(main_weights="self:0.5,rivals:0.5")
+    with pytest.raises(PlaypenError, match="--opponents"):
+        FSPOptions(opponents="greedy")
+
+
+def test_an_epoch_trains_only_its_entrants(tiny_model_dir, tmp_path):
+    cfg = LeagueOptions(epochs=2, matches_per_epoch=2, lora_r=4, lora_dropout=0.0, learning_rate=5e-3,
+                        models_dir=str(tmp_path / "models"))
+    trainer = NumberDuel(tiny_learner(tiny_model_dir), config=cfg, seed=1, progress=False)
+    trainer.learn()
+    pop, run = trainer.population, trainer.run_dir
+    assert pop.names() == ["main-0", "main-1", "mx-1"]
+    saved = json.loads((run / "population" / "population.json").read_text())
+    assert [p["info"] for p in saved["players"]] == [{"role": "main", "epoch": 0}, {"role": "main", "epoch": 1},
+                                                     {"role": "main_exploiter", "epoch": 1}]
+    from safetensors.torch import load_file
+
+    def on_disk(name):
+        return load_file(run / "population" / "adapters" / name / "adapter_model.safetensors")
+    # main-0 was saved when epoch 0 ended; epoch 1 left it as it was
+    main0 = pop.adapter_weights("main-0")
+    assert all(torch.equal(main0[k], v) for k, v in on_disk("main-0").items())
+    # main-1 started as a copy of main-0 and trained; mx-1 started fresh (B = 0) and trained
+    main1 = pop.adapter_weights("main-1")
+    assert any(not torch.equal(main0[k.replace("main-1", "main-0")], v) for k, v in main1.items())
+    assert any(v.abs().sum() > 0 for k, v in pop.adapter_weights("mx-1").items() if "lora_B" in k)
+    # every match updated the ratings; one snapshot per epoch, a plot, logs
+    history = json.loads((run / "ratings.json").read_text())
+    assert [s["epoch"] for s in history["snapshots"]] == [0, 1]
+    assert history["snapshots"][0]["elo"] == {}  # epoch 0: main-0 against itself, unrated
+    assert {"main-1", "mx-1"} <= set(history["snapshots"][1]["elo"]) <= {"main-0", "main-1", "mx-1"}
+    assert (run / "ratings.png").stat().st_size > 0
+    lines = (run / "matches.jsonl").read_text().splitlines()
+    assert len(lines) == len(trainer.results) and all(len(json.loads(x)["rewards"]) == 2 for x in lines)
+    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert metrics[1]["main-1/train/steps"] >= 1 and metrics[1]["mx-1/train/steps"] >= 1
+    # a second run into the same folder is refused, one line
+    with pytest.raises(PlaypenError, match="holds a population run already"):
+        NumberDuel.check(cfg, "tiny-random")
+
+
+def test_fictitious_self_play_on_a_clemcore_game(tiny_model_dir, toy_workspace):
+    cfg = FSPOptions(games="relay", train_instances="instances", epochs=2, matches_per_epoch=2, num_generations=2,
+                     lora_r=4, lora_dropout=0.0, models_dir=str(toy_workspace / "models"))
+    trainer = FictitiousSelfPlay(tiny_learner(tiny_model_dir, max_tokens=6), config=cfg, progress=False)
+    trainer.learn()
+    run = trainer.run_dir
+    assert run == toy_workspace / "models" / "fsp+lora" / "tiny-random"
+    assert trainer.population.names() == ["learner-0", "learner-1"]
+    # epoch 0: the learner plays itself; epoch 1: learner-1 against learner-0, both seatings
+    seatings = [r.players for r in trainer.results]
+    assert set(seatings[:4]) == {("learner-0", "learner-0")}
+    assert set(seatings[4:]) == {("learner-1", "learner-0"), ("learner-0", "learner-1")}
+    records = list((run / "records").glob("epoch-1/*/*/relay/*/instance_*/interactions.json"))
+    assert len(records) == 4
+    assert {"learner-1--learner-0", "learner-0--learner-1"} == \
+        {p.parent.parent.parent.parent.name for p in records}
+    history = json.loads((run / "ratings.json").read_text())
+    assert set(history["snapshots"][-1]["elo"]) == {"learner-0", "learner-1"}
