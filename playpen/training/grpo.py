@@ -22,6 +22,7 @@ that TRL logs each role's mean/std and each row is trained with its own role's r
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -194,11 +195,11 @@ class GameRollout:
                 raise ValueError("rollout_func: a group's prompts differ; TRL's sampler must repeat "
                                  "each prompt num_generations times consecutively")
         from playpen.rollouts.types import Learner
-        model = getattr(trainer, "model_wrapped", None) or trainer.model
-        learner = Learner(model, self.tokenizer, self.learner_name, self.sampling)
         step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
         names = self.mix.assign(step * len(slots), len(slots))
-        episodes = self._play(learner, slots, names, step, trainer.model)
+        with _generating(trainer) as model:
+            learner = Learner(model, self.tokenizer, self.learner_name, self.sampling)
+            episodes = self._play(learner, slots, names, step, trainer.model)
         self.num_calls += 1
         out = self._rows(slots, names, episodes)
         self.last_rows = {key: out[key] for key in ("reward", "role", "game", "logprobs")}
@@ -271,6 +272,20 @@ class GameRollout:
                 raise RuntimeError(f"slot {slot}: {len(played)} episodes for a group of "
                                    f"{self.num_generations}")
         return out
+
+
+@contextlib.contextmanager
+def _generating(trainer):
+    """The policy to generate with: the trainer's model out of its DDP wrapper (a
+    data-parallel run), with DeepSpeed ZeRO-3's partitioned weights gathered meanwhile (TRL's
+    ``unwrap_model_for_generation``); a trainer without an accelerator: its model."""
+    accelerator, wrapped = getattr(trainer, "accelerator", None), getattr(trainer, "model_wrapped", None)
+    if accelerator is None or wrapped is None:
+        yield wrapped or trainer.model
+        return
+    from trl.models.utils import unwrap_model_for_generation
+    with unwrap_model_for_generation(wrapped, accelerator) as model:
+        yield model
 
 
 def _pick(episode, role: str):
