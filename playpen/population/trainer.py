@@ -128,6 +128,8 @@ class PopulationPlayPen(BasePlayPen):
         """Before anything loads: a finished run in the run folder (without --overwrite), an
         init adapter trained on another base model."""
         cls._check_run_root(cls.run_root(config, learner), config)
+        if cls.play is PopulationPlayPen.play:  # the default play(): a two-player clemcore game
+            game_seats(split_list(config.games)[0], config.train_instances)
         if getattr(config, "init_adapter", ""):
             from playpen.models import check_adapter, check_model_name
             entry = check_model_name(learner, "learner")
