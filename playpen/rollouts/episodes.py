@@ -34,6 +34,8 @@ class Episode:
     side_buffers: list[tuple[int, str, TokenBuffer]] = field(default_factory=list)
     """The learner's side calls: (index in side_calls, player name, its token view)."""
     failed: bool = False
+    meta: dict = field(default_factory=dict)
+    """More entries for episode.json (a hierarchy's level and links: :mod:`playpen.rollouts.hierarchy`)."""
 
     @property
     def episode_id(self) -> str:
@@ -119,6 +121,7 @@ class Episode:
                     learner=learner_name, num_turns=len(self.turns),
                     learner_tokens={name: sum(b.env_mask) for name, b in self.buffers.items()},
                     side_calls=[asdict(call) for call in self.side_calls])
+        meta.update(self.meta)
         log = self.env.episode_log() if error is None else None
         return writer.write_episode(
             model_dir=plan.model_dir, game_name=plan.name, experiment=self.row["experiment"],
