@@ -6,6 +6,7 @@ input."""
 import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -212,3 +213,34 @@ def test_a_file_that_is_no_store_is_one_clear_error(tmp_path):
         InstanceStore.load(bad)
     with pytest.raises(TrainingSetupError, match="does not exist"):
         InstanceStore.load(tmp_path / "missing.json")
+
+
+# ----------------------------------------------------------------------------- the example trainer
+
+TRAINER = Path(__file__).resolve().parents[1] / "examples" / "trl" / "hierarchical_grpo_trainer_lora.py"
+
+
+def test_hierarchical_trainer_runs_logs_levels_and_saves_the_store(tiny_workspace):
+    from click.testing import CliRunner
+    from playpen.cli import cli
+    args = ["run", str(TRAINER), "-l", "tiny-random", "-L", "3", "--max-steps", "1", "--num-generations", "2",
+            "--no-evaluate", "--save-steps", "1", "--beta", "0"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    run_dir = tiny_workspace / "models" / "hierarchical-grpo+lora" / "tiny-random" / "self"
+    assert (run_dir / "checkpoint-1" / "adapter_model.safetensors").exists()
+    steps = [json.loads(line) for line in (run_dir / "playpen-log.jsonl").read_text().splitlines()]
+    step = next(s for s in steps if "train/loss" in s)
+    # 2 proposals (level 0) and their 2 x 2 solver episodes (level 1) in one step
+    assert step["advantage/0/Proposer/num"] == 2 and step["advantage/1/Solver/num"] == 4
+    assert "reward/0/Proposer/mean" in step and "reward/1/Solver/mean" in step
+    assert step["offpolicy/stale"] == 0 and step["store/size"] == 0
+    store = read(run_dir / "instance-store.json")
+    assert store["format"] == "playpen-instance-store" and store["items"] == []
+    # the records: proposers and solvers, linked, in one run folder per step
+    records = tiny_workspace / "playpen-records" / "hierarchical-grpo+lora" / "tiny-random" / "self"
+    metas = [read(p) for p in records.glob("*/*/*/*/instance_*/episode.json")]
+    assert sorted(m["hierarchy"]["level"] for m in metas) == [0, 0, 1, 1, 1, 1]
+    # a second fresh run refuses to replace the store (and the checkpoint)
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 2 and "instance store of an earlier run" in again.output

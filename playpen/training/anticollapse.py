@@ -26,6 +26,15 @@ NO_SIGNAL_HINT = ("Start from a supervised adapter (examples/trl/sft_trainer_lor
 def validate_options(cfg) -> None:
     """TrainingSetupError for a baseline that does not exist, a malformed or not-summing
     ``--partners`` / ``--game-shares``, ``--past-every`` below 1."""
+    validate_credit(cfg)
+    if cfg.partners:
+        parse_weights(cfg.partners, "partners")
+    if cfg.game_shares:
+        parse_weights(cfg.game_shares, "game-shares")
+
+
+def validate_credit(cfg) -> None:
+    """TrainingSetupError for a ``--baseline`` or a ``--role-baselines`` value that does not exist."""
     if cfg.baseline not in BASELINES:
         raise TrainingSetupError(f"option --baseline: '{cfg.baseline}' is not valid; expected one of "
                                  f"{', '.join(BASELINES)}")
@@ -33,10 +42,6 @@ def validate_options(cfg) -> None:
         if name not in BASELINES:
             raise TrainingSetupError(f"option --role-baselines: '{name}' (for {role}) is not valid; expected one of "
                                      f"{', '.join(BASELINES)}")
-    if cfg.partners:
-        parse_weights(cfg.partners, "partners")
-    if cfg.game_shares:
-        parse_weights(cfg.game_shares, "game-shares")
 
 
 def check(config, learner: str, teacher: Optional[str] = None) -> None:
