@@ -96,7 +96,7 @@ def launch(playpen_args: Sequence[str], num_processes: Optional[int], accelerate
         launch_command(parsed)
         return 0
     except ChildFailedError as e:
-        return _report(e.failures, num_processes, info.name)
+        return _report(e, num_processes, info.name)
     except SignalException as e:
         run_dir = _run_dir(info.name)
         signum = int(e.sigval)
@@ -127,9 +127,13 @@ def _resume_hint(run_dir: Optional[Path]) -> str:
     return f"; last complete checkpoint: {last} (continue with --resume)"
 
 
-def _report(failures: dict, num_processes: Optional[int], info_file: str) -> int:
-    """One line on the first failed rank; its exit code (128 + signal when it was killed)."""
-    rank, failure = min(failures.items())
+def _report(error, num_processes: Optional[int], info_file: str) -> int:
+    """One line on the rank that failed first (`error`: torchrun's ChildFailedError; the
+    others fail after it, stopped by torchrun); its exit code (128 + signal when killed)."""
+    stopped = (-signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGINT)
+    # the first by time (whole seconds): on a tie, the one torchrun did not stop itself
+    rank, failure = min(error.failures.items(),
+                        key=lambda item: (item[1].timestamp, int(item[1].exitcode) in stopped, item[0]))
     code = int(failure.exitcode)
     if code == 2:  # a user error: the rank printed its one line already
         return 2

@@ -235,3 +235,81 @@ def test_grpo_on_two_processes_equals_one_process_on_the_same_rollouts(yes_works
     assert sum(r["event"] == "episode" for r in log0) == sum(r["event"] == "episode" for r in log1) == 8
     assert not [r for r in log1 if r["event"] == "train_step"]
     assert (run2 / "playpen-run.json").exists() and not (run2 / ".playpen.lock").exists()
+
+
+@pytest.mark.slow
+def test_dpo_on_two_processes_shares_collection_and_equals_one_process_on_its_pairs(yes_workspace):
+    """Branch pairs are collected by both ranks (each its share of the instances) and
+    trained on both; one process trained on the pairs file rank 0 wrote gets the same adapter."""
+    common = ["run", DPO_TRAINER, "-l", "tiny-yesno", "-T", "1.0", "-L", "3", "--games", "sayword",
+              "--max-steps", "2", "--save-steps", "1", "--learning-rate", "3e-3", "--lora-dropout", "0",
+              "--no-evaluate"]
+    two = playpen(yes_workspace, *common, "--pair-instances", "8", "--branches", "4", "--batch-size", "1",
+                  "--models-dir", "models-2", "--num-processes", "2")
+    assert two.returncode == 0, two.stderr[-4000:]
+    run2 = yes_workspace / "models-2" / "dpo+lora" / "tiny-yesno" / "branching-selfplay"
+    pairs = run2 / "pairs-round-1.jsonl"
+    one = playpen(yes_workspace, *common, "--source", "pairs", "--pairs-file", pairs, "--batch-size", "2",
+                  "--models-dir", "models-1")
+    assert one.returncode == 0, one.stderr[-4000:]
+    assert_same_training(run2, yes_workspace / "models-1" / "dpo+lora" / "tiny-yesno" / "pairs", 2)
+    # each rank played its 4 of the 8 instances (4 branches each) into run folders of its own
+    records = yes_workspace / "playpen-records" / "dpo+lora" / "tiny-yesno" / "branching-selfplay"
+    folders = sorted(p.name for p in records.iterdir() if p.name.startswith("rollout-"))
+    assert [f.endswith("-rank1") for f in folders].count(True) == 1 and len(folders) == 2, folders
+    games = {f: {e.parent.name.split("_")[1] for e in (records / f).rglob("interactions.json")} for f in folders}
+    assert all(len(ids) == 4 for ids in games.values()) and not set.intersection(*games.values()), games
+    assert two.stdout.count("preference pairs") == 1  # rank 0 reports the round
+
+
+def rank_processes(parent: int) -> dict[int, int]:
+    """rank -> pid of the processes `parent` (the launching `playpen run`) started."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) != parent:
+                continue
+            env = (stat.parent / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        ranks = [int(v.split(b"=", 1)[1]) for v in env if v.startswith(b"RANK=")]
+        if ranks:
+            found[ranks[0]] = int(stat.parent.name)
+    return found
+
+
+@pytest.mark.slow
+def test_a_rank_that_dies_stops_the_run_in_one_line_and_resume_continues(tiny_workspace):
+    import signal
+    import time
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    args = [sys.executable, "-m", "playpen", "run", str(SFT_TRAINER), "-l", "tiny-random", "--games",
+            "referencegame", "--demo-max-instances", "1", "--max-length", "300", "--batch-size", "1",
+            "--save-steps", "2", "--no-evaluate", "--num-processes", "2"]
+    run_dir = tiny_workspace / "models" / "sft+lora" / "tiny-random"
+    process = subprocess.Popen([*args, "--max-steps", "400"], cwd=tiny_workspace, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 600
+        while not training.checkpoints(run_dir) and time.time() < deadline and process.poll() is None:
+            time.sleep(0.5)
+        ranks = rank_processes(process.pid)
+        assert sorted(ranks) == [0, 1], ranks
+        os.kill(ranks[1], signal.SIGKILL)  # as the out-of-memory killer would
+        out, err = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 128 + signal.SIGKILL, err[-3000:]
+    last = training.latest_checkpoint(run_dir)
+    line = err.strip().splitlines()[-1]
+    assert line == (f"playpen: error: rank 1 of 2 was killed by SIGKILL (out of memory?), so the run stopped "
+                    f"(its output is above); last complete checkpoint: {last.resolve()} (continue with --resume)")
+    assert not (run_dir / ".playpen.lock").exists() or not training.FolderLock(run_dir).holder()
+    # the run goes on from that checkpoint, on 2 processes again, to 2 steps more
+    steps = training.checkpoint_step(last)
+    resumed = subprocess.run([*args, "--max-steps", str(steps + 2), "--resume"], cwd=tiny_workspace, env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert training.latest_checkpoint(run_dir).name == f"checkpoint-{steps + 2}"

@@ -245,8 +245,9 @@ class PreferenceRun:
                     write_pairs(pairs, pairs_file)
                 collected = dict(collection_metrics() if collection_metrics else {})
             self.num_pairs.append(len(pairs))
-            print(f"[playpen] round {round_}/{self.cfg.rounds}: {len(pairs)} preference pairs ({pairs_file})",
-                  flush=True)
+            if distributed.is_main():
+                print(f"[playpen] round {round_}/{self.cfg.rounds}: {len(pairs)} preference pairs ({pairs_file})",
+                      flush=True)
             dataset = pair_dataset(pairs, self.tokenizer, max_length=self.cfg.max_length,
                                    template_kwargs=self.template_kwargs, seed=self.playpen.seed + round_)
             self.round_metrics = {**collected, "pairs/round": round_, "pairs/num": len(dataset)}
