@@ -94,6 +94,11 @@ class JudgeError(PlaypenError):
     is missing or invalid, or none of its replies in a round gave a score."""
 
 
+class RubricError(PlaypenError):
+    """A rubric (playpen.training.rubrics) is unusable: a malformed rubric file, a term that
+    names a role its game does not have, a weight that is no number."""
+
+
 class PlotError(PlaypenError):
     """The run folder or log to plot is missing or empty."""
 

@@ -1,0 +1,573 @@
+"""Rubrics: per-player rewards composed from the game outcome, episode scores,
+programmatic checks and LLM judges.
+
+A :class:`Rubric` is a weighted list of terms for one game. Each term gives every player
+it applies to (all roles, or the roles it names) a number; a player's reward is the
+weighted sum of its terms::
+
+    rubric = Rubric("negotiation", [
+        Weighted(OutcomeTerm(), 0.2),                       # aborted -1 .. success 1
+        Weighted(ScoreTerm("{role} Points", scale=10), 1.0),  # the player's own share, 0..1
+        Weighted(JudgeTerm(judge), 0.3, roles=("Negotiator A",)),  # a model grades A's last move
+    ])
+    scored = rubric.score(result.episodes)      # RubricScores: per episode, per player
+    result = rubric.apply(result)               # the same RolloutResult, rewards replaced
+
+Terms:
+
+- :class:`OutcomeTerm` — any playpen reward function of the outcome
+  (:class:`playpen.rewards.OutcomeReward` by default);
+- :class:`ScoreTerm` — an episode score the game logs, ``{role}``/``{player}`` filled in
+  (``"{role} Wins"`` in debate, ``"Improvement"`` in refine), divided by ``scale``;
+- :class:`CheckTerm` — any programmatic check ``(episode, player_name, role) -> float``;
+  :class:`RegexCheck` and :class:`LengthCheck` ship;
+- :class:`JudgeTerm` — a judge of :mod:`playpen.training.judging` (any registered model,
+  a Jinja prompt, a regex that reads the verdict) grades the player's last turn or all of
+  its turns; the score is mapped to 0..1 over the judge's range.
+
+Judge calls of one :meth:`Rubric.score` call are collected over all episodes and sent per
+judge in one batch (a local model generates in batches, a remote one is called
+concurrently); a call that fails is retried (``retries``, with a pause), a reply without a
+verdict is asked again ``reask`` times, then counted as unparsable, logged (warning, and
+one JSON line in ``log_file`` when given) and the term gives ``missing``. Judge prompts and
+replies never become training data: a term returns a number, nothing else.
+
+A rubric file (JSON) describes the same for the trainers and is checked before anything
+loads (:func:`read_rubric`): an unknown kind or role, a judge model that is not
+registered, a bad template or regex — one line, :class:`~playpen.errors.RubricError`
+(or the registry's error), exit code 2. ``python -m playpen.training.rubrics FILE``
+checks a file. See docs/rubrics.md.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+from playpen.errors import JudgeError, PartnerError, PlaypenError, RubricError
+from playpen.outcomes import EpisodeOutcome
+from playpen.rewards import OutcomeReward, RewardFunction
+
+logger = logging.getLogger("playpen.rubrics")
+
+KINDS = ("outcome", "score", "check", "judge")
+SCOPES = ("last_turn", "all_turns")
+
+
+# ----------------------------------------------------------------------------- terms
+
+@dataclass(frozen=True)
+class OutcomeTerm:
+    """A reward function of the outcome, e.g. :class:`~playpen.rewards.OutcomeReward`."""
+
+    reward: RewardFunction = OutcomeReward()
+    name: str = "outcome"
+
+    def value(self, episode: Any, player_name: str, role: str) -> float:
+        return float(self.reward(outcome_of_episode(episode), player_name, role))
+
+
+@dataclass(frozen=True)
+class ScoreTerm:
+    """An episode score divided by `scale`; `key` may name ``{role}`` or ``{player}``.
+    A score the episode lacks, or NaN (an aborted episode), gives `missing`."""
+
+    key: str
+    scale: float = 1.0
+    missing: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return f"score:{self.key}"
+
+    def value(self, episode: Any, player_name: str, role: str) -> float:
+        raw = (episode.episode_scores or {}).get(self.key.format(role=role, player=player_name))
+        try:
+            number = float(raw)
+        except (TypeError, ValueError):
+            return self.missing
+        return self.missing if math.isnan(number) else number / self.scale
+
+
+@dataclass(frozen=True)
+class CheckTerm:
+    """Any programmatic check of a finished episode: ``fn(episode, player_name, role)``.
+    Exceptions are not caught: a broken check stops the run with its traceback."""
+
+    fn: Callable[[Any, str, str], float]
+    name: str = "check"
+
+    def value(self, episode: Any, player_name: str, role: str) -> float:
+        return float(self.fn(episode, player_name, role))
+
+
+@dataclass(frozen=True)
+class RegexCheck:
+    """The share of the player's turns that match `pattern` (re.search); `missing` when it
+    had no turn."""
+
+    pattern: str
+    missing: float = 0.0
+
+    def __call__(self, episode: Any, player_name: str, role: str) -> float:
+        replies = [t.response for t in player_turns(episode, player_name)]
+        if not replies:
+            return self.missing
+        compiled = re.compile(self.pattern)
+        return sum(compiled.search(r) is not None for r in replies) / len(replies)
+
+
+@dataclass(frozen=True)
+class LengthCheck:
+    """The share of the player's turns of at most `max_chars` characters."""
+
+    max_chars: int
+    missing: float = 0.0
+
+    def __call__(self, episode: Any, player_name: str, role: str) -> float:
+        replies = [t.response for t in player_turns(episode, player_name)]
+        return sum(len(r) <= self.max_chars for r in replies) / len(replies) if replies else self.missing
+
+
+@dataclass(frozen=True)
+class JudgeTerm:
+    """A judge grades the player's turns: ``last_turn`` (its last reply, with everything it
+    was shown before) or ``all_turns`` (all its replies as one candidate). The verdict is
+    mapped to 0..1 over the judge's score range; no turn or no verdict gives `missing`."""
+
+    judge: Any  # playpen.training.judging.Judge
+    scope: str = "last_turn"
+    missing: float = 0.0
+
+    def __post_init__(self):
+        if self.scope not in SCOPES:
+            raise RubricError(f"judge term: scope '{self.scope}' is not one of {', '.join(SCOPES)}")
+
+    @property
+    def name(self) -> str:
+        return f"judge:{self.judge.name}"
+
+    def request(self, episode: Any, player_name: str, role: str):
+        """The judge request for one player of one episode; None when it had no turn."""
+        from playpen.training.judging import JudgeRequest
+        turns = player_turns(episode, player_name)
+        if not turns:
+            return None
+        if self.scope == "all_turns":
+            candidate = "\n\n".join(t.response for t in turns)
+            return JudgeRequest(({"role": "user", "content": turns[0].context},), candidate, episode.game, role,
+                                len(turns) - 1)
+        conversation = []
+        for turn in turns[:-1]:
+            conversation += [{"role": "user", "content": turn.context}, {"role": "assistant", "content": turn.response}]
+        conversation.append({"role": "user", "content": turns[-1].context})
+        return JudgeRequest(tuple(conversation), turns[-1].response, episode.game, role, len(turns) - 1)
+
+    def normalise(self, score: Optional[float]) -> float:
+        if score is None:
+            return self.missing
+        low, high = self.judge.spec.low, self.judge.spec.high
+        return (score - low) / (high - low)
+
+
+Term = Union[OutcomeTerm, ScoreTerm, CheckTerm, JudgeTerm]
+
+
+@dataclass(frozen=True)
+class Weighted:
+    """A term with its weight and the roles it applies to (None: every role)."""
+
+    term: Term
+    weight: float = 1.0
+    roles: Optional[tuple[str, ...]] = None
+
+    def applies_to(self, role: str) -> bool:
+        return self.roles is None or role in self.roles
+
+
+def player_turns(episode: Any, player_name: str) -> list:
+    return [t for t in episode.turns if t.player_name == player_name]
+
+
+def outcome_of_episode(episode: Any) -> EpisodeOutcome:
+    outcome = episode.outcome if episode.outcome in ("success", "failure", "aborted") else "aborted"
+    return EpisodeOutcome(outcome, episode.main_score, dict(episode.episode_scores or {}), episode.num_turns)
+
+
+# ----------------------------------------------------------------------------- results
+
+@dataclass(frozen=True)
+class PlayerReward:
+    """One player's reward and what each term contributed (unweighted values)."""
+
+    player_name: str
+    role: str
+    reward: float
+    components: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RubricScores:
+    """Per episode (in the order given): player name -> :class:`PlayerReward`; and counts."""
+
+    rewards: tuple[Mapping[str, PlayerReward], ...]
+    judge_requests: int = 0
+    judge_unparsable: int = 0
+    judge_retries: int = 0
+
+    def metrics(self) -> dict[str, float]:
+        """``rubric/*`` metrics: judge counts and the mean reward per role."""
+        out = {"rubric/judge_requests": self.judge_requests, "rubric/judge_unparsable": self.judge_unparsable,
+               "rubric/judge_retries": self.judge_retries}
+        by_role: dict[str, list[float]] = {}
+        for episode in self.rewards:
+            for reward in episode.values():
+                by_role.setdefault(reward.role, []).append(reward.reward)
+        for role, values in by_role.items():
+            out[f"rubric/reward/{role}"] = sum(values) / len(values)
+        return out
+
+
+# ----------------------------------------------------------------------------- the rubric
+
+class Rubric:
+    """Weighted terms for one game's players (see the module docstring).
+
+    `roles`: the game's roles, to check that every term names real ones (default: read
+    from the game's clemgame.json through playpen's registry; pass them for a game that is
+    not registered). `retries`: attempts after a judge call fails; `reask`: times a reply
+    without a verdict is asked again; `log_file`: JSON lines of unparsable replies.
+    """
+
+    def __init__(self, game: str, terms: Sequence[Weighted], *, roles: Optional[Sequence[str]] = None,
+                 retries: int = 2, reask: int = 0, retry_pause_s: float = 2.0,
+                 log_file: Optional[Union[str, Path]] = None):
+        self.game = game
+        self.terms = [t if isinstance(t, Weighted) else Weighted(t) for t in terms]
+        self.roles = tuple(roles) if roles is not None else game_roles(game)
+        self.retries, self.reask, self.retry_pause_s = int(retries), int(reask), float(retry_pause_s)
+        self.log_file = Path(log_file) if log_file else None
+        if not self.terms:
+            raise RubricError(f"rubric for game '{game}': no terms")
+        for number, weighted in enumerate(self.terms, start=1):
+            if not isinstance(weighted.weight, (int, float)) or not math.isfinite(weighted.weight):
+                raise RubricError(f"rubric for game '{game}': term {number} ({weighted.term.name}): weight "
+                                  f"{weighted.weight!r} is not a finite number")
+            for role in weighted.roles or ():
+                if role not in self.roles:
+                    raise RubricError(f"rubric for game '{game}': term {number} ({weighted.term.name}) names role "
+                                      f"'{role}', which the game does not have (its roles: {', '.join(self.roles)})")
+
+    @property
+    def needs_turns(self) -> bool:
+        """Whether a term reads the turns (checks, judges): then only :meth:`score` /
+        :meth:`apply` work, not the reward-function form."""
+        return any(isinstance(w.term, (CheckTerm, JudgeTerm)) for w in self.terms)
+
+    def reward_function(self) -> RewardFunction:
+        """The rubric as a rollout ``reward_fn`` ``(outcome, player_name, role)`` — for
+        rubrics of outcome and score terms only (they need no turns and no judge)."""
+        if self.needs_turns:
+            raise RubricError(f"rubric for game '{self.game}' has check or judge terms, which need the whole "
+                              f"episode: score the rollout with Rubric.apply(result) instead")
+
+        def reward(outcome: EpisodeOutcome, player_name: str = "", role: str = "") -> float:
+            return sum(w.weight * w.term.value(outcome, player_name, role) for w in self.terms if w.applies_to(role))
+        return reward
+
+    def score(self, episodes: Sequence[Any], policy: Any = None) -> RubricScores:
+        """Every player's reward in every episode (:class:`~playpen.rollouts.types.EpisodeResult`
+        or anything with the same fields). `policy`: the learner's model when a judge is the
+        learner itself (``--judge learner``)."""
+        episodes = list(episodes)
+        values: dict[tuple[int, int, str], float] = {}  # (episode, term, player) -> value
+        pending: dict[int, list[tuple[tuple[int, int, str], Any]]] = {}  # id(judge) -> keyed requests
+        judges: dict[int, Any] = {}
+        for e, episode in enumerate(episodes):
+            if episode.game != self.game and episode.game.rpartition(":")[2] != self.game:
+                raise RubricError(f"rubric for game '{self.game}' cannot score an episode of '{episode.game}'")
+            for t, weighted in enumerate(self.terms):
+                for player, role in episode.roles.items():
+                    if not weighted.applies_to(role):
+                        continue
+                    if isinstance(weighted.term, JudgeTerm):
+                        request = weighted.term.request(episode, player, role)
+                        if request is None:
+                            values[(e, t, player)] = weighted.term.missing
+                        else:
+                            judges[id(weighted.term.judge)] = weighted.term.judge
+                            pending.setdefault(id(weighted.term.judge), []).append(((e, t, player), request))
+                    else:
+                        values[(e, t, player)] = weighted.term.value(episode, player, role)
+        asked = unparsable = retries = 0
+        for key, items in pending.items():
+            verdicts, used = self._ask(judges[key], [r for _, r in items], policy)
+            asked, retries = asked + len(items), retries + used
+            for ((e, t, player), request), verdict in zip(items, verdicts):
+                term = self.terms[t].term
+                values[(e, t, player)] = term.normalise(verdict.score)
+                if verdict.score is None:
+                    unparsable += 1
+                    self._log_unparsable(judges[key], episodes[e], player, request.role, verdict.reply)
+        if unparsable:
+            logger.warning("rubric for %s: %d of %d judge replies gave no verdict (counted as 'missing')%s",
+                           self.game, unparsable, asked, f"; logged in {self.log_file}" if self.log_file else "")
+        rewards = []
+        for e, episode in enumerate(episodes):
+            per_player = {}
+            for player, role in episode.roles.items():
+                components, total = {}, 0.0
+                for t, weighted in enumerate(self.terms):
+                    if (e, t, player) in values:
+                        name = weighted.term.name if weighted.term.name not in components else f"{weighted.term.name}#{t}"
+                        components[name] = values[(e, t, player)]
+                        total += weighted.weight * values[(e, t, player)]
+                per_player[player] = PlayerReward(player, role, total, components)
+            rewards.append(per_player)
+        return RubricScores(tuple(rewards), asked, unparsable, retries)
+
+    def apply(self, result: Any, policy: Any = None) -> Any:
+        """`result` (a :class:`~playpen.rollouts.types.RolloutResult`) with every episode's
+        and trajectory's reward replaced by the rubric's; episodes of other games keep theirs."""
+        mine = [e for e in result.episodes if e.game == self.game or e.game.rpartition(":")[2] == self.game]
+        scored = dict(zip((e.episode_id for e in mine), self.score(mine, policy).rewards))
+        episodes = []
+        for episode in result.episodes:
+            if episode.episode_id not in scored:
+                episodes.append(episode)
+                continue
+            rewards = {player: r.reward for player, r in scored[episode.episode_id].items()}
+            trajectories = tuple(replace(t, reward=rewards.get(t.player_name, t.reward)) for t in episode.trajectories)
+            episodes.append(replace(episode, rewards=rewards, trajectories=trajectories))
+        return replace(result, episodes=tuple(episodes))
+
+    def _ask(self, judge: Any, requests: list, policy: Any) -> tuple[list, int]:
+        """Verdicts for `requests` in one batch per attempt; returns (verdicts, retries used)."""
+        verdicts: list = [None] * len(requests)
+        todo, failures, reasks = list(range(len(requests))), 0, 0
+        while todo:
+            try:
+                got = judge.verdicts([requests[i] for i in todo], policy=policy)
+            except (JudgeError, PartnerError) as e:
+                failures += 1
+                if failures > self.retries:
+                    raise JudgeError(f"rubric for game '{self.game}': judge '{judge.name}' failed "
+                                     f"{failures} times; last: {e}") from e
+                logger.warning("rubric for %s: judge '%s' failed (%s); retrying in %.0f s", self.game, judge.name,
+                               e, self.retry_pause_s)
+                time.sleep(self.retry_pause_s)
+                continue
+            for i, verdict in zip(todo, got):
+                verdicts[i] = verdict
+            todo = [i for i in todo if verdicts[i].score is None]
+            if not todo or reasks >= self.reask:
+                break
+            reasks += 1
+        return verdicts, failures + reasks
+
+    def _log_unparsable(self, judge: Any, episode: Any, player: str, role: str, reply: str) -> None:
+        if self.log_file is None:
+            return
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"event": "judge_unparsable", "judge": judge.name, "game": episode.game,
+                                "episode_id": episode.episode_id, "player": player, "role": role,
+                                "reply": reply}) + "\n")
+
+
+def game_roles(game: str) -> tuple[str, ...]:
+    """The roles a game's clemgame.json declares (through playpen's game registry)."""
+    from playpen.registry import resolve_game
+    roles = resolve_game(game).spec.get("roles")
+    if not roles:
+        raise RubricError(f"game '{game}' declares no roles in its clemgame.json: pass roles= to the rubric")
+    return tuple(roles)
+
+
+# ----------------------------------------------------------------------------- rubric files
+
+@dataclass(frozen=True)
+class RubricSpec:
+    """A checked rubric file: nothing is loaded yet (:meth:`build` loads the judges)."""
+
+    path: str
+    game: str
+    roles: tuple[str, ...]
+    terms: tuple[dict, ...]
+    retries: int = 2
+    reask: int = 0
+
+    def build(self, learner: Any = None, log_file: Optional[Union[str, Path]] = None,
+              judges: Optional[Mapping[str, Any]] = None) -> Rubric:
+        """The rubric, its judges loaded by name (`judges` maps a judge name to a ready
+        :class:`~playpen.training.judging.Judge` instead; `learner`: for ``"model": "learner"``)."""
+        from playpen.training.judging import load_judge
+        loaded, terms = dict(judges or {}), []
+        for entry in self.terms:
+            kind = entry["kind"]
+            if kind == "outcome":
+                term: Term = OutcomeTerm()
+            elif kind == "score":
+                term = ScoreTerm(entry["key"], float(entry.get("scale", 1.0)), float(entry.get("missing", 0.0)))
+            elif kind == "check":
+                check = (RegexCheck(entry["pattern"]) if entry["check"] == "regex"
+                         else LengthCheck(int(entry["max_chars"])))
+                term = CheckTerm(check, f"check:{entry['check']}")
+            else:
+                options = judge_options(entry, self.path)
+                key = entry["model"]
+                if key not in loaded:
+                    loaded[key] = load_judge(options, learner)
+                term = JudgeTerm(loaded[key], entry.get("scope", "last_turn"), float(entry.get("missing", 0.0)))
+            roles = tuple(entry["roles"]) if entry.get("roles") else None
+            terms.append(Weighted(term, float(entry.get("weight", 1.0)), roles))
+        return Rubric(self.game, terms, roles=self.roles, retries=self.retries, reask=self.reask, log_file=log_file)
+
+
+def judge_options(entry: dict, path: str):
+    from playpen.training.judging import JudgeOptions
+    return JudgeOptions(judge=entry["model"], judge_template=entry.get("template", "additive"),
+                        score_regex=_relative(entry.get("regex", ""), path),
+                        score_min=float(entry.get("score_min", 0.0)), score_max=float(entry.get("score_max", 5.0)),
+                        judge_max_tokens=int(entry.get("max_tokens", 128)),
+                        judge_batch_size=int(entry.get("batch_size", 8)))
+
+
+def _relative(value: str, path: str) -> str:
+    """A template or regex file named in a rubric file is relative to that file."""
+    if not value:
+        return value
+    candidate = Path(path).parent / value
+    return str(candidate) if candidate.exists() and not Path(value).is_absolute() else value
+
+
+TERM_FIELDS = {"outcome": set(), "score": {"key", "scale", "missing"}, "check": {"check", "pattern", "max_chars"},
+               "judge": {"model", "template", "regex", "score_min", "score_max", "scope", "missing", "max_tokens",
+                         "batch_size"}}
+COMMON_FIELDS = {"kind", "weight", "roles"}
+
+
+def read_rubric(path: Union[str, Path]) -> RubricSpec:
+    """Read and check a rubric file without loading any model: the game and its roles,
+    every term's kind and fields, judge models (registered, able to judge), templates
+    and regexes. Any mistake: one line naming the file, the term and what is valid."""
+    from playpen.training.judging import check_judge, template_path
+    path = Path(path)
+    where = f"rubric {path}"
+    if not path.is_file():
+        raise RubricError(f"{where}: no such file")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise RubricError(f"{where}:{e.lineno}: malformed JSON: {e.msg}") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise RubricError(f"{where}: cannot read: {e}") from e
+    if not isinstance(data, dict) or not isinstance(data.get("game"), str) or not isinstance(data.get("terms"), list):
+        raise RubricError(f"{where}: expected an object with \"game\" (a game name) and \"terms\" (a list)")
+    unknown = set(data) - {"game", "terms", "retries", "reask"}
+    if unknown:
+        raise RubricError(f"{where}: unknown field(s) {', '.join(sorted(unknown))} (valid: game, terms, retries, reask)")
+    game = data["game"]
+    roles = game_roles(game)
+    if not data["terms"]:
+        raise RubricError(f"{where}: \"terms\" is empty")
+    for number, entry in enumerate(data["terms"], start=1):
+        term_where = f"{where}: term {number}"
+        if not isinstance(entry, dict) or entry.get("kind") not in KINDS:
+            kind = entry.get("kind") if isinstance(entry, dict) else entry
+            raise RubricError(f"{term_where}: kind {kind!r} is not one of {', '.join(KINDS)}")
+        kind = entry["kind"]
+        extra = set(entry) - COMMON_FIELDS - TERM_FIELDS[kind]
+        if extra:
+            raise RubricError(f"{term_where} ({kind}): unknown field(s) {', '.join(sorted(extra))} (valid: "
+                              f"{', '.join(sorted(COMMON_FIELDS | TERM_FIELDS[kind]))})")
+        weight = entry.get("weight", 1.0)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+            raise RubricError(f"{term_where} ({kind}): weight {weight!r} is not a finite number")
+        named = entry.get("roles")
+        if named is not None:
+            if not isinstance(named, list) or not named or not all(isinstance(r, str) for r in named):
+                raise RubricError(f"{term_where} ({kind}): \"roles\" must be a non-empty list of role names")
+            for role in named:
+                if role not in roles:
+                    raise RubricError(f"{term_where} ({kind}): unknown role '{role}' for game '{game}' "
+                                      f"(its roles: {', '.join(roles)})")
+        if kind == "score" and not isinstance(entry.get("key"), str):
+            raise RubricError(f"{term_where} (score): \"key\" (the episode score to read) is missing")
+        if kind == "score" and not _positive(entry.get("scale", 1.0)):
+            raise RubricError(f"{term_where} (score): \"scale\" must be a positive number")
+        if kind == "check":
+            if entry.get("check") == "regex":
+                try:
+                    re.compile(entry.get("pattern"))
+                except (re.error, TypeError) as e:
+                    raise RubricError(f"{term_where} (check regex): \"pattern\" is no valid regex: {e}") from e
+            elif entry.get("check") == "max_chars":
+                if not _positive(entry.get("max_chars")):
+                    raise RubricError(f"{term_where} (check max_chars): \"max_chars\" must be a positive number")
+            else:
+                raise RubricError(f"{term_where}: check {entry.get('check')!r} is not one of regex, max_chars")
+        for name in ("scale", "missing", "score_min", "score_max"):
+            if name in entry and (isinstance(entry[name], bool) or not isinstance(entry[name], (int, float))
+                                  or not math.isfinite(entry[name])):
+                raise RubricError(f"{term_where} ({kind}): \"{name}\" must be a number")
+        for name in ("max_tokens", "batch_size", "max_chars"):
+            if name in entry and (isinstance(entry[name], bool) or not isinstance(entry[name], int) or entry[name] < 1):
+                raise RubricError(f"{term_where} ({kind}): \"{name}\" must be a whole number >= 1")
+        if kind == "judge":
+            if not isinstance(entry.get("model"), str) or not entry["model"]:
+                raise RubricError(f"{term_where} (judge): \"model\" (a registered model name, or learner) is missing")
+            if entry.get("scope", "last_turn") not in SCOPES:
+                raise RubricError(f"{term_where} (judge): scope {entry.get('scope')!r} is not one of "
+                                  f"{', '.join(SCOPES)}")
+            template = entry.get("template", "additive")
+            if isinstance(template, str) and not template_path(template).is_file():
+                entry = {**entry, "template": str(Path(path).parent / template)}
+            options = judge_options(entry, str(path))
+            try:
+                if not options.score_min < options.score_max:
+                    raise RubricError(f"score_min {options.score_min:g} must be below score_max "
+                                      f"{options.score_max:g}")
+                options.judge_spec()  # the template renders, the regex compiles
+                check_judge(options)
+            except PlaypenError as e:
+                raise type(e)(f"{term_where} (judge): {e}") from e
+            data["terms"][number - 1] = entry
+    retries, reask = data.get("retries", 2), data.get("reask", 0)
+    for name, value in (("retries", retries), ("reask", reask)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise RubricError(f"{where}: \"{name}\" must be a whole number >= 0")
+    return RubricSpec(str(path), game, roles, tuple(data["terms"]), retries, reask)
+
+
+def _positive(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m playpen.training.rubrics FILE``: check a rubric file, print its terms."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1 or args[0] in ("-h", "--help"):
+        print("usage: python -m playpen.training.rubrics RUBRIC.json  (checks the file; loads no model)")
+        return 0 if args and args[0] in ("-h", "--help") else 2
+    try:
+        spec = read_rubric(args[0])
+    except PlaypenError as e:
+        print(f"playpen: error: {e}", file=sys.stderr)
+        return e.exit_code
+    print(f"rubric {spec.path}: game {spec.game} (roles: {', '.join(spec.roles)})")
+    for number, entry in enumerate(spec.terms, start=1):
+        detail = {k: v for k, v in entry.items() if k not in ("kind", "weight", "roles")}
+        print(f"  {number}. {entry['kind']:<8} weight {entry.get('weight', 1.0):g}  roles "
+              f"{', '.join(entry.get('roles') or ['all'])}  {json.dumps(detail) if detail else ''}".rstrip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
