@@ -45,6 +45,7 @@ class LazyGroup(click.Group):
         "dataset": ("playpen.cli.dataset", "dataset"),
         "plot": ("playpen.cli.plot", "plot"),
         "check": ("playpen.cli.check", "check_command"),
+        "tournament": ("playpen.cli.tournament", "tournament_command"),
     }
 
     def list_commands(self, ctx):
