@@ -57,8 +57,7 @@ def test_programmatic_levels_nest_and_link(tiny_workspace, tiny_pair, clem):
             assert kid_meta["hierarchy"]["level"] == 1 and kid_meta["hierarchy"]["episode_type"] == "arith_solver"
             assert read(kid.path / "instance.json")["problem"] == read(parent.path / "interactions.json")["Problem"]
     # every episode folder, parents and sub-episodes, is scored by clem's own scorer
-    for game in ("arith_proposer", "arith_solver"):
-        clem(["score", "-g", game, "-r", str(run)], cwd=tiny_workspace)
+    clem(["score", "-r", str(run)], cwd=tiny_workspace)
     scored = sorted(run.glob("*/*/*/instance_*/scores.json"))
     assert len(scored) == 8
     solver_scores = [read(p)["episode scores"]["Main Score"] for p in scored if "arith_solver" in str(p)]
@@ -241,6 +240,31 @@ def test_hierarchical_trainer_runs_logs_levels_and_saves_the_store(tiny_workspac
     records = tiny_workspace / "playpen-records" / "hierarchical-grpo+lora" / "tiny-random" / "self"
     metas = [read(p) for p in records.glob("*/*/*/*/instance_*/episode.json")]
     assert sorted(m["hierarchy"]["level"] for m in metas) == [0, 0, 1, 1, 1, 1]
-    # a second fresh run refuses to replace the store (and the checkpoint)
+    # a second fresh run refuses to replace the store, before any model loads
     again = CliRunner().invoke(cli, args)
     assert again.exit_code == 2 and "instance store of an earlier run" in again.output
+    assert len([line for line in again.output.splitlines() if line.strip()]) == 1
+
+
+@pytest.mark.slow
+def test_hierarchical_trainer_resumes_its_store_and_draws_from_it(tiny_workspace):
+    """--resume: the store comes back; a proposal without a valid problem (a random model's)
+    gives its solvers a problem drawn from it."""
+    from click.testing import CliRunner
+    from playpen.cli import cli
+    args = ["run", str(TRAINER), "-l", "tiny-random", "-L", "3", "--max-steps", "1", "--num-generations", "2",
+            "--no-evaluate", "--save-steps", "1", "--beta", "0"]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    run_dir = tiny_workspace / "models" / "hierarchical-grpo+lora" / "tiny-random" / "self"
+    records = tiny_workspace / "playpen-records" / "hierarchical-grpo+lora" / "tiny-random" / "self"
+    store = read(run_dir / "instance-store.json")
+    store["items"] = [{"instance": {"problem": "2 * (3 + 4)"}, "weight": 1.0, "added_step": 1, "seen": 1,
+                       "meta": {}}]
+    (run_dir / "instance-store.json").write_text(json.dumps(store), encoding="utf-8")
+    resumed = CliRunner().invoke(cli, [*args[:args.index("--max-steps")], "--max-steps", "2",
+                                       *args[args.index("--max-steps") + 2:], "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert (run_dir / "checkpoint-2").exists()
+    assert read(run_dir / "instance-store.json")["items"][0]["instance"] == {"problem": "2 * (3 + 4)"}
+    drawn = [read(p.parent / "instance.json") for p in records.glob("*/*/arith_solver/store/instance_*/episode.json")]
+    assert {d["problem"] for d in drawn} >= {"2 * (3 + 4)"}

@@ -75,6 +75,14 @@ class HierarchicalOptions:
             raise TrainingSetupError("options --proposer-groups and --store-capacity: expected integers >= 1")
 
 
+def run_folder(config, learner: str) -> str:
+    return f"hierarchical-grpo+lora/{lifecycle.safe_name(learner)}/{config.solver}"
+
+
+def store_file(config, learner: str) -> Path:
+    return Path(config.models_dir) / run_folder(config, learner) / "instance-store.json"
+
+
 @dataclass
 class HierarchicalGRPOConfig(HierarchicalOptions, GRPOStepOptions, LoraOptions, RunConfig):
     """Every option: hierarchical GRPO, the step's micro-batches, LoRA, the run."""
@@ -97,13 +105,17 @@ class HierarchicalGRPOTrainer(BasePlayPen):
         named = anticollapse.role_baselines(config)
         if named:
             anticollapse.check_roles(named, [PROPOSER_GAME, SOLVER_GAME], config.train_instances, "--role-baselines")
+        store = store_file(config, learner)
+        if store.exists() and not (config.resume or config.overwrite):
+            from playpen.errors import TrainingSetupError
+            raise TrainingSetupError(f"{store} holds the instance store of an earlier run: pass --resume to "
+                                     f"continue it or --overwrite to start over")
 
     def learn(self, game_registry) -> None:
         from datasets import Dataset
         from trl import GRPOConfig
 
         from playpen.callbacks import CallbackList, JsonlLogCallback
-        from playpen.errors import TrainingSetupError
         from playpen.rewards import BinaryReward, OutcomeReward
         from playpen.rollouts.types import SamplingConfig
         from playpen.training.advantages import install
@@ -115,13 +127,10 @@ class HierarchicalGRPOTrainer(BasePlayPen):
 
         cfg = self.config
         size = cfg.num_generations
-        run_name = f"hierarchical-grpo+lora/{lifecycle.safe_name(self.learner.name)}/{cfg.solver}"
-        # 1. the instance store: saved with the run after every step, resumed with it (never replaced
-        #    without --overwrite)
-        store_path = Path(cfg.models_dir) / run_name / "instance-store.json"
-        if store_path.exists() and not (cfg.resume or cfg.overwrite):
-            raise TrainingSetupError(f"{store_path} holds the instance store of an earlier run: pass --resume to "
-                                     f"continue it or --overwrite to start over")
+        run_name = run_folder(cfg, self.learner.name)
+        # 1. the instance store: saved with the run after every step, resumed with --resume (check()
+        #    refused to replace one without --overwrite)
+        store_path = store_file(cfg, self.learner.name)
         run = lifecycle.TrainingRun(self, Path(cfg.models_dir) / run_name, cfg.game_list,
                                     eval_prefix=f"{self.learner.name}+hierarchical-grpo+lora-{cfg.solver}-")
         store = InstanceStore.load(store_path, cfg.store_capacity) if store_path.exists() and cfg.resume \
