@@ -37,6 +37,8 @@ def check_num_processes(num_processes: Optional[int], accelerate_config: Optiona
     if accelerate_config is not None and not Path(accelerate_config).is_file():
         raise PlaypenError(f"option --accelerate-config: '{accelerate_config}' is not a file (an `accelerate "
                            f"config` YAML file, e.g. examples/accelerate/ddp.yaml)")
+    if accelerate_config is not None:
+        _machines(accelerate_config)  # parses it: a broken file is refused before anything starts
     if num_processes is None or (num_processes == 1 and accelerate_config is None):
         return
     from playpen.distributed import is_distributed
@@ -66,6 +68,8 @@ def launch_arguments(playpen_args: Sequence[str], num_processes: Optional[int],
         args = ["--config_file", str(accelerate_config)]
         if num_processes is not None:
             args += ["--num_processes", str(num_processes)]
+        if port is not None:
+            args += ["--main_process_port", str(port)]
     else:
         num_processes = num_processes or 1
         args = ["--num_processes", str(num_processes), "--main_process_port", str(port or free_port())]
@@ -91,7 +95,9 @@ def launch(playpen_args: Sequence[str], num_processes: Optional[int], accelerate
         env["ACCELERATE_USE_CPU"] = "1"  # gloo over CPU processes
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
-    parsed = launch_command_parser().parse_args(launch_arguments(playpen_args, num_processes, accelerate_config))
+    port = None if accelerate_config is not None and _machines(accelerate_config) > 1 else free_port()
+    parsed = launch_command_parser().parse_args(launch_arguments(playpen_args, num_processes, accelerate_config,
+                                                                 port))
     try:
         launch_command(parsed)
         return 0
@@ -110,6 +116,17 @@ def launch(playpen_args: Sequence[str], num_processes: Optional[int], accelerate
             else:
                 os.environ[key] = value
         Path(info.name).unlink(missing_ok=True)
+
+
+def _machines(accelerate_config: str) -> int:
+    """How many machines an accelerate config names (several: its own rendezvous port is kept;
+    one: a free port, so that runs side by side never collide)."""
+    from accelerate.commands.config.config_args import load_config_from_file
+    try:
+        return int(load_config_from_file(accelerate_config).num_machines or 1)
+    except Exception as e:  # noqa: BLE001 - accelerate's own parse error, in one line
+        raise PlaypenError(f"option --accelerate-config: {accelerate_config} is no accelerate config file "
+                           f"({type(e).__name__}: {e})") from e
 
 
 def _run_dir(info_file: str) -> Optional[Path]:

@@ -110,6 +110,19 @@ def test_bad_num_processes_is_one_line_and_exit_2(tiny_workspace, args, expected
     assert not (tiny_workspace / "models").exists()
 
 
+def test_accelerate_configs_parse_and_a_broken_one_is_refused(tiny_workspace):
+    from accelerate.commands.config.config_args import load_config_from_file
+    ddp = load_config_from_file(str(REPO_ROOT / "examples" / "accelerate" / "ddp.yaml"))
+    zero3 = load_config_from_file(str(REPO_ROOT / "examples" / "accelerate" / "deepspeed_zero3.yaml"))
+    assert ddp.distributed_type.value == "MULTI_GPU" and zero3.distributed_type.value == "DEEPSPEED"
+    assert zero3.deepspeed_config["zero_stage"] == 3 and zero3.deepspeed_config["zero3_init_flag"] is False
+    (tiny_workspace / "broken.yaml").write_text("distributed_type: [MULTI_GPU\n")
+    result = CliRunner().invoke(cli, ["run", str(SFT_TRAINER), "-l", "tiny-random", "--accelerate-config",
+                                      "broken.yaml"])
+    assert result.exit_code == 2 and "option --accelerate-config: broken.yaml is no accelerate config file" \
+        in result.output, result.output
+
+
 def test_options_are_checked_before_any_process_starts(toy_workspace):
     result = CliRunner().invoke(cli, ["run", str(SP_TRAINER), "-l", "tiny-random", "--games", "sayword",
                                       "--groups-per-step", "3", "--num-processes", "2"])
@@ -313,3 +326,32 @@ def test_a_rank_that_dies_stops_the_run_in_one_line_and_resume_continues(tiny_wo
                              capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert training.latest_checkpoint(run_dir).name == f"checkpoint-{steps + 2}"
+
+
+@pytest.mark.slow
+def test_both_grpo_examples_run_on_two_processes_and_rank_0_evaluates(toy_workspace):
+    """grpo_trainer_lora_mp.py (a programmatic teacher) with --num-processes, and
+    grpo_trainer_lora_sp.py through examples/accelerate/ddp.yaml (on this CPU: gloo)."""
+    mp = playpen(toy_workspace, "run", REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_mp.py", "-l", "tiny-random",
+                 "-t", "programmatic", "-T", "1.0", "-L", "3", "--games", "relay", "--train-instances", "instances",
+                 "--roles", "Listener", "--max-steps", "1", "--num-generations", "2", "--groups-per-step", "2",
+                 "--eval-max-instances", "1", "--num-processes", "2")
+    assert mp.returncode == 0, mp.stderr[-4000:]
+    run_dir = toy_workspace / "models" / "grpo+lora" / "tiny-random" / "programmatic"
+    assert (run_dir / "checkpoint-1" / "adapter_model.safetensors").exists()
+    summary = json.loads((run_dir / "playpen-run.json").read_text())
+    assert summary["eval"]["games"][0]["game"] == "relay"  # rank 0 evaluated, once
+    assert mp.stdout.count("clemscore table") == 1
+    records = toy_workspace / "playpen-records" / "grpo+lora" / "tiny-random" / "programmatic"
+    assert sorted(p.name.endswith("-rank1") for p in records.iterdir() if p.name.startswith("rollout-")) \
+        == [False, True]
+    sp = playpen(toy_workspace, "run", SP_TRAINER, "-l", "tiny-random", "-T", "1.0", "-L", "3", "--games", "relay",
+                 "--train-instances", "instances", "--max-steps", "1", "--num-generations", "2",
+                 "--groups-per-step", "2", "--no-evaluate", "--num-processes", "2", "--accelerate-config",
+                 REPO_ROOT / "examples" / "accelerate" / "ddp.yaml")
+    assert sp.returncode == 0, sp.stderr[-4000:]
+    run_dir = toy_workspace / "models" / "grpo+lora" / "tiny-random" / "selfplay"
+    assert (run_dir / "checkpoint-1" / "adapter_model.safetensors").exists()
+    only_rank_0_wrote_steps = [json.loads(line)["step"] for line in (run_dir / "playpen-log.jsonl").read_text()
+                               .splitlines() if json.loads(line)["event"] == "train_step"]
+    assert only_rank_0_wrote_steps == [1]
