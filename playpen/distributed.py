@@ -181,6 +181,20 @@ def check_groups(groups_per_step: int, processes: int | None = None) -> None:
                            f"and trains whole groups)")
 
 
+@contextlib.contextmanager
+def generating_model(trainer):
+    """The policy a TRL `trainer` generates rollouts with: its model out of the DDP wrapper
+    (a data-parallel run), DeepSpeed ZeRO-3's partitioned weights gathered meanwhile (TRL's
+    ``unwrap_model_for_generation``); a trainer without an accelerator: its model."""
+    accelerator, wrapped = getattr(trainer, "accelerator", None), getattr(trainer, "model_wrapped", None)
+    if accelerator is None or wrapped is None:
+        yield wrapped or trainer.model
+        return
+    from trl.models.utils import unwrap_model_for_generation
+    with unwrap_model_for_generation(wrapped, accelerator) as model:
+        yield model
+
+
 def record_run_dir(run_dir: str | Path) -> None:
     """Rank 0 tells the launcher (``$PLAYPEN_RUN_INFO``) which run folder it trains into."""
     target = os.environ.get(RUN_INFO_ENV)
@@ -209,4 +223,4 @@ def describe() -> str:
 
 __all__ = ["world_size", "rank", "local_rank", "is_distributed", "is_main", "rank_suffix", "rank_file",
            "device_map", "state", "barrier", "main_first", "gather_objects", "from_main", "gather_columns", "any_rank",
-           "shard", "check_groups", "record_run_dir", "read_run_dir", "describe", "RUN_INFO_ENV"]
+           "shard", "check_groups", "generating_model", "record_run_dir", "read_run_dir", "describe", "RUN_INFO_ENV"]

@@ -22,7 +22,6 @@ that TRL logs each role's mean/std and each row is trained with its own role's r
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import random
@@ -197,7 +196,8 @@ class GameRollout:
         from playpen.rollouts.types import Learner
         step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
         names = self.mix.assign(step * len(slots), len(slots))
-        with _generating(trainer) as model:
+        from playpen.distributed import generating_model
+        with generating_model(trainer) as model:  # out of its DDP wrapper
             learner = Learner(model, self.tokenizer, self.learner_name, self.sampling)
             episodes = self._play(learner, slots, names, step, trainer.model)
         self.num_calls += 1
@@ -272,20 +272,6 @@ class GameRollout:
                 raise RuntimeError(f"slot {slot}: {len(played)} episodes for a group of "
                                    f"{self.num_generations}")
         return out
-
-
-@contextlib.contextmanager
-def _generating(trainer):
-    """The policy to generate with: the trainer's model out of its DDP wrapper (a
-    data-parallel run), with DeepSpeed ZeRO-3's partitioned weights gathered meanwhile (TRL's
-    ``unwrap_model_for_generation``); a trainer without an accelerator: its model."""
-    accelerator, wrapped = getattr(trainer, "accelerator", None), getattr(trainer, "model_wrapped", None)
-    if accelerator is None or wrapped is None:
-        yield wrapped or trainer.model
-        return
-    from trl.models.utils import unwrap_model_for_generation
-    with unwrap_model_for_generation(wrapped, accelerator) as model:
-        yield model
 
 
 def _pick(episode, role: str):
