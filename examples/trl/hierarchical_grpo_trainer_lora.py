@@ -36,13 +36,15 @@ from pathlib import Path
 from playpen.training import BasePlayPen, LoraOptions, RunConfig, report_to
 from playpen.training import run as lifecycle
 from playpen.training import anticollapse
+from playpen.training.advantages import CreditOptions
 from playpen.training.config import option
 from playpen.training.grpo_steps import GRPOStepOptions, grpo_trainer_class, step_args
 
 
 @dataclass
-class HierarchicalOptions:
-    """Hierarchical GRPO on proposer-solver."""
+class HierarchicalOptions(CreditOptions):
+    """Hierarchical GRPO on proposer-solver (and --baseline, --role-baselines, --max-policy-lag, ... as in
+    the other GRPO trainers)."""
 
     games: str = option("arith_proposer,arith_solver", "games evaluated at the end (training plays the hierarchy)")
     num_generations: int = option(4, "proposals per proposer instance, and solver episodes per proposal")
@@ -57,13 +59,7 @@ class HierarchicalOptions:
     max_steps: int = option(20, "optimizer steps")
     learning_rate: float = option(5e-5, "learning rate")
     lora_dropout: float = option(0.0, "LoRA dropout (0: the trained policy is the one that played)")
-    baseline: str = option("group", "group, running, episodic, constant or chance (see the GRPO trainers)")
     credit: str = option("hierarchical", "hierarchical (groups by level, episode type, role, group) or flat")
-    baseline_decay: float = option(0.9, "decay of the running and episodic baselines")
-    baseline_constant: float = option(0.0, "the reward subtracted by --baseline constant")
-    role_baselines: str = option("", "ROLE:BASELINE,... for single roles (Proposer, Solver)")
-    max_policy_lag: int = option(0, "rows produced more than N optimizer steps ago are stale")
-    off_policy: str = option("drop", "stale rows: drop or clip (PPO-clipped ratio to the producing policy)")
 
     def validate(self) -> None:
         super().validate()  # the run's and LoRA's options (the classes after this one)

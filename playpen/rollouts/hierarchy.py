@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence, Union
 
 from playpen.errors import RolloutError
+from playpen.rollouts.loop import _Loop
 from playpen.rollouts.types import EpisodeResult, InstanceSelector, Learner, PartnerLike, RolloutResult, \
     RolloutStats, Trajectory
 
@@ -159,12 +160,13 @@ def rollout_hierarchy(task: HierarchicalTask, learner: Learner, *,
                       reward_fn: Optional[Callable] = None,
                       records_dir: Optional[Union[str, Path]] = "playpen-records", run_name: Optional[str] = None,
                       callbacks: Any = None, seed: Optional[int] = None, policy_version: int = 0,
-                      raise_game_errors: bool = False) -> HierarchyResult:
+                      raise_game_errors: bool = False, kv_cache_mb: float = 1024.0) -> HierarchyResult:
     """Play the top level's instances (``instances``/``instances_file``/``num_repeats`` as in
     :func:`playpen.rollouts.rollout`) and every sub-episode they start, in one loop.
     ``policy_version``: the optimizer step of ``learner``'s weights, stamped on every
     trajectory (see :mod:`playpen.training.offpolicy`). Sub-episodes of lower levels read
-    their game's rows from ``instances_file`` only to learn the roles."""
+    their game's rows from ``instances_file`` only to learn the roles. ``kv_cache_mb``: as in
+    :func:`~playpen.rollouts.rollout`."""
     from playpen.rollouts import loop as engine
     from playpen.rollouts.partners import as_partner, stand_in_model
     from playpen.rollouts.plan import check_keys_used, pending_episodes, plan_game
@@ -209,7 +211,7 @@ def rollout_hierarchy(task: HierarchicalTask, learner: Learner, *,
             torch.manual_seed(seed)
         setup_seconds = time.perf_counter() - started
         loop = _TreeLoop(task, levels, plans, policy_version, learner, template_kwargs, None,
-                         max_concurrent_episodes, reward_fn, writer, callbacks, raise_game_errors)
+                         max_concurrent_episodes, reward_fn, writer, callbacks, raise_game_errors, kv_cache_mb)
         if callbacks is not None:
             callbacks.on_rollout_start(len(pending))
         try:
@@ -236,136 +238,127 @@ def rollout_hierarchy(task: HierarchicalTask, learner: Learner, *,
                          num_generate_calls=clock.calls, num_side_calls=loop.side_calls.num_calls,
                          seconds_total=total, seconds_setup=setup_seconds, seconds_generate=clock.generate,
                          seconds_partners=clock.partners,
-                         seconds_env=max(0.0, total - setup_seconds - clock.generate - clock.partners))
+                         seconds_env=max(0.0, total - setup_seconds - clock.generate - clock.partners),
+                         num_prefill_tokens=clock.prefill.prefilled, num_reused_tokens=clock.prefill.reused)
     return HierarchyResult(RolloutResult(results, stats, writer.run_dir if writer is not None else None),
                            dict(loop.nodes))
 
 
-def _tree_loop_class():
-    from playpen.rollouts.loop import _Loop
+class _TreeLoop(_Loop):
+    """The rollout loop, with sub-episodes admitted as slots free up and parents'
+    results held back until their sub-episodes have ended."""
 
-    class TreeLoop(_Loop):
-        """The rollout loop, with sub-episodes admitted as slots free up and parents'
-        results held back until their sub-episodes have ended."""
+    def __init__(self, task, levels, plans, policy_version, *args):
+        super().__init__(*args)
+        self.task, self.levels, self.plans, self.policy_version = task, levels, plans, policy_version
+        self.depth = {name: i for i, name in enumerate(levels)}
+        self.spawned: deque = deque()  # (order, plan, row, repeat) of sub-episodes not yet admitted
+        self.node_info: dict[tuple, tuple[str, Optional[str], Optional[str]]] = {}  # order -> level, parent
+        self.live: set[int] = set()  # episodes set up and not yet ended
+        self.nodes: dict[str, Node] = {}
+        self.waiting: dict[str, dict] = {}  # parent episode id -> its held result and children
+        self.next_game_id: dict[tuple, int] = {}
 
-        def __init__(self, task, levels, plans, policy_version, *args):
-            super().__init__(*args)
-            self.task, self.levels, self.plans, self.policy_version = task, levels, plans, policy_version
-            self.depth = {name: i for i, name in enumerate(levels)}
-            self.spawned: deque = deque()  # (order, plan, row, repeat) of sub-episodes not yet admitted
-            self.node_info: dict[tuple, tuple[str, Optional[str], Optional[str]]] = {}  # order -> level, parent
-            self.live: set[int] = set()  # episodes set up and not yet ended
-            self.nodes: dict[str, Node] = {}
-            self.waiting: dict[str, dict] = {}  # parent episode id -> its held result and children
-            self.next_game_id: dict[tuple, int] = {}
+    def run(self, pending: list[tuple]) -> None:
+        batch = list(pending)
+        while batch:  # sub-episodes started in the last step of a pass run in the next
+            super().run(batch)
+            batch, self.spawned = list(self.spawned), deque()
 
-        def run(self, pending: list[tuple]) -> None:
-            batch = list(pending)
-            while batch:  # sub-episodes started in the last step of a pass run in the next
-                super().run(batch)
-                batch, self.spawned = list(self.spawned), deque()
+    def _new(self, order, plan, row, repeat):
+        episode = super()._new(order, plan, row, repeat)
+        level, parent_id, parent_path = self.node_info.get(order, (next(iter(self.levels)), None, None))
+        spec = self.levels[level]
+        episode.meta = {"hierarchy": dict(
+            level=self.depth[level], level_name=level, episode_type=spec.episode_type or plan.name,
+            trainable=spec.trainable, policy_version=self.policy_version,
+            parent=None if parent_id is None else {"episode_id": parent_id, "path": parent_path})}
+        return episode
 
-        def _new(self, order, plan, row, repeat):
-            episode = super()._new(order, plan, row, repeat)
-            level, parent_id, parent_path = self.node_info.get(order, (next(iter(self.levels)), None, None))
-            spec = self.levels[level]
-            episode.meta = {"hierarchy": dict(
-                level=self.depth[level], level_name=level, episode_type=spec.episode_type or plan.name,
-                trainable=spec.trainable, policy_version=self.policy_version,
-                parent=None if parent_id is None else {"episode_id": parent_id, "path": parent_path})}
-            return episode
+    def _reset(self, episodes):
+        room = self.max_concurrent - len(self.live) - len(episodes)
+        while self.spawned and room > 0:
+            episodes = [*episodes, self._new(*self.spawned.popleft())]
+            room -= 1
+        started = super()._reset(episodes)
+        self.live.update(id(e) for e in started)
+        return started
 
-        def _reset(self, episodes):
-            room = self.max_concurrent - len(self.live) - len(episodes)
-            while self.spawned and room > 0:
-                episodes = [*episodes, self._new(*self.spawned.popleft())]
-                room -= 1
-            started = super()._reset(episodes)
-            self.live.update(id(e) for e in started)
-            return started
+    def _record(self, episode, result: EpisodeResult) -> None:
+        self.live.discard(id(episode))
+        info = episode.meta["hierarchy"]
+        if result.path is not None and self.writer is not None:
+            path = str(Path(result.path).relative_to(self.writer.run_dir))
+        else:
+            path = None
+        node = Node(result.episode_id, info["level"], info["level_name"], info["episode_type"],
+                    info["trainable"], (info["parent"] or {}).get("episode_id"), (), path)
+        result = dataclasses.replace(result, trajectories=tuple(
+            dataclasses.replace(t, level=node.level, episode_type=node.episode_type, trainable=node.trainable,
+                                policy_version=self.policy_version) for t in result.trajectories))
+        self.nodes[node.episode_id] = node
+        view = ParentEpisode(result, _logged_keys(episode) if result.error is None else {}, node.level_name)
+        requests = list(self.task.spawn(view)) if result.error is None else []
+        if requests:
+            self._start_children(episode, node, view, requests)
+        else:
+            self._done(episode, result)
 
-        def _record(self, episode, result: EpisodeResult) -> None:
-            self.live.discard(id(episode))
-            info = episode.meta["hierarchy"]
-            if result.path is not None and self.writer is not None:
-                path = str(Path(result.path).relative_to(self.writer.run_dir))
-            else:
-                path = None
-            node = Node(result.episode_id, info["level"], info["level_name"], info["episode_type"],
-                        info["trainable"], (info["parent"] or {}).get("episode_id"), (), path)
-            result = dataclasses.replace(result, trajectories=tuple(
-                dataclasses.replace(t, level=node.level, episode_type=node.episode_type, trainable=node.trainable,
-                                    policy_version=self.policy_version) for t in result.trajectories))
-            self.nodes[node.episode_id] = node
-            view = ParentEpisode(result, _logged_keys(episode) if result.error is None else {}, node.level_name)
-            requests = list(self.task.spawn(view)) if result.error is None else []
-            if requests:
-                self._start_children(episode, node, view, requests)
-            else:
-                self._done(episode, result)
+    def _start_children(self, episode, node: Node, view: ParentEpisode, requests: list) -> None:
+        children = []
+        for index, request in enumerate(requests):
+            if request.level not in self.levels:
+                raise RolloutError(f"{type(self.task).__name__}.spawn asked for level '{request.level}'; "
+                                   f"levels: {', '.join(self.levels)}")
+            if request.num < 1:
+                raise RolloutError(f"{type(self.task).__name__}.spawn asked for {request.num} episodes")
+            plan = self.plans[request.level]
+            experiment = dict(request.experiment)
+            key = (plan.name, experiment["name"])
+            game_id = self.next_game_id.get(key, 0)
+            self.next_game_id[key] = game_id + 1
+            row = {"experiment": experiment, "game_instance": {**dict(request.instance), "game_id": game_id}}
+            for repeat in range(request.num):
+                order = (*episode.order, index, repeat)
+                self.node_info[order] = (request.level, node.episode_id, node.path)
+                children.append(f"{plan.name}/{experiment['name']}/{game_id}/r{repeat}")
+                self.spawned.append((order, plan, row, repeat))
+        self.nodes[node.episode_id] = dataclasses.replace(node, children=tuple(children))
+        self.waiting[node.episode_id] = {"episode": episode, "view": view, "results": {}}
 
-        def _start_children(self, episode, node: Node, view: ParentEpisode, requests: list) -> None:
-            children = []
-            for index, request in enumerate(requests):
-                if request.level not in self.levels:
-                    raise RolloutError(f"{type(self.task).__name__}.spawn asked for level '{request.level}'; "
-                                       f"levels: {', '.join(self.levels)}")
-                if request.num < 1:
-                    raise RolloutError(f"{type(self.task).__name__}.spawn asked for {request.num} episodes")
-                plan = self.plans[request.level]
-                experiment = dict(request.experiment)
-                key = (plan.name, experiment["name"])
-                game_id = self.next_game_id.get(key, 0)
-                self.next_game_id[key] = game_id + 1
-                row = {"experiment": experiment, "game_instance": {**dict(request.instance), "game_id": game_id}}
-                for repeat in range(request.num):
-                    order = (*episode.order, index, repeat)
-                    self.node_info[order] = (request.level, node.episode_id, node.path)
-                    children.append(f"{plan.name}/{experiment['name']}/{game_id}/r{repeat}")
-                    self.spawned.append((order, plan, row, repeat))
-            self.nodes[node.episode_id] = dataclasses.replace(node, children=tuple(children))
-            self.waiting[node.episode_id] = {"episode": episode, "view": view, "results": {}}
+    def _done(self, episode, result: EpisodeResult) -> None:
+        super()._record(episode, result)
+        parent_id = self.nodes[result.episode_id].parent_id
+        if parent_id is None:
+            return
+        held = self.waiting[parent_id]
+        held["results"][result.episode_id] = result
+        parent = self.nodes[parent_id]
+        if len(held["results"]) < len(parent.children):
+            return
+        del self.waiting[parent_id]
+        children = [held["results"][c] for c in parent.children]
+        self._done(held["episode"], self._resolve(held["view"], parent, children))
 
-        def _done(self, episode, result: EpisodeResult) -> None:
-            _Loop._record(self, episode, result)
-            parent_id = self.nodes[result.episode_id].parent_id
-            if parent_id is None:
-                return
-            held = self.waiting[parent_id]
-            held["results"][result.episode_id] = result
-            parent = self.nodes[parent_id]
-            if len(held["results"]) < len(parent.children):
-                return
-            del self.waiting[parent_id]
-            children = [held["results"][c] for c in parent.children]
-            self._done(held["episode"], self._resolve(held["view"], parent, children))
-
-        def _resolve(self, view: ParentEpisode, node: Node, children: list[EpisodeResult]) -> EpisodeResult:
-            """The parent's result with the task's rewards; its episode.json completed."""
-            given = self.task.rewards(view, children)
-            rewards = dict(view.result.rewards)
-            rewards.update({k: float(v) for k, v in (given or {}).items()})
-            result = dataclasses.replace(view.result, rewards=rewards, trajectories=tuple(
-                dataclasses.replace(t, reward=rewards.get(t.player_name, math.nan))
-                for t in view.result.trajectories))
-            if result.path is not None:
-                import json
-                from playpen.files import finite, write_json
-                meta_file = Path(result.path) / "episode.json"
-                meta = json.loads(meta_file.read_text(encoding="utf-8"))
-                meta["game_rewards"], meta["rewards"] = meta.get("rewards"), rewards
-                meta["hierarchy"]["children"] = [
-                    {"episode_id": c.episode_id, "path": self.nodes[c.episode_id].path, "outcome": c.outcome}
-                    for c in children]
-                write_json(meta_file, finite(meta), sync=True)
-            return result
-
-    return TreeLoop
-
-
-def _TreeLoop(*args):
-    return _tree_loop_class()(*args)
-
+    def _resolve(self, view: ParentEpisode, node: Node, children: list[EpisodeResult]) -> EpisodeResult:
+        """The parent's result with the task's rewards; its episode.json completed."""
+        given = self.task.rewards(view, children)
+        rewards = dict(view.result.rewards)
+        rewards.update({k: float(v) for k, v in (given or {}).items()})
+        result = dataclasses.replace(view.result, rewards=rewards, trajectories=tuple(
+            dataclasses.replace(t, reward=rewards.get(t.player_name, math.nan))
+            for t in view.result.trajectories))
+        if result.path is not None:
+            import json
+            from playpen.files import finite, write_json
+            meta_file = Path(result.path) / "episode.json"
+            meta = json.loads(meta_file.read_text(encoding="utf-8"))
+            meta["game_rewards"], meta["rewards"] = meta.get("rewards"), rewards
+            meta["hierarchy"]["children"] = [
+                {"episode_id": c.episode_id, "path": self.nodes[c.episode_id].path, "outcome": c.outcome}
+                for c in children]
+            write_json(meta_file, finite(meta), sync=True)
+        return result
 
 def _logged_keys(episode) -> dict:
     """The keys the game master logged with ``log_key`` (top level of interactions.json)."""

@@ -41,13 +41,34 @@ function returned for the generation batch, in order.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
+
+from playpen.training.config import option
 
 BASELINES = ("group", "running", "chance", "episodic", "constant")
 CREDITS = ("flat", "hierarchical")
 MOMENTUM = 0.9
 NO_SIGNAL_STEPS = 3
 """Consecutive steps whose groups are all dropped before the console says the run cannot learn."""
+
+
+@dataclass
+class CreditOptions:
+    """How the rewards of a GRPO step become advantages, and which rows are too old to use."""
+
+    baseline: str = option("group", "advantage baseline: group (the group's mean), running (the role's running "
+                                    "mean), episodic (the same, updated every episode), constant "
+                                    "(--baseline-constant) or chance (the game's chance level); equal-reward groups "
+                                    "are dropped")
+    credit: str = option("flat", "credit assignment: flat (TRL's groups of --num-generations) or hierarchical "
+                                 "(groups by level, episode type, role and group; docs/hierarchical.md)")
+    baseline_decay: float = option(MOMENTUM, "decay of the running and episodic baselines (the old value's weight)")
+    baseline_constant: float = option(0.0, "the reward subtracted by --baseline constant")
+    role_baselines: str = option("", "ROLE:BASELINE,... overriding --baseline for single roles")
+    max_policy_lag: int = option(0, "rows produced more than N optimizer steps ago are stale (see --off-policy)")
+    off_policy: str = option("drop", "stale rows: drop (advantage 0) or clip (PPO-clipped ratio to the policy "
+                                     "that produced them)")
 
 
 class Advantages:

@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from playpen.errors import GRPOSetupError
 from playpen.registry import TRAIN_INSTANCES
+from playpen.training.advantages import CreditOptions
 from playpen.training.config import option, split_list
 from playpen.training.plotting import LOG_FILE
 
@@ -298,7 +299,7 @@ def _merge_stats(stats: list) -> dict[str, float]:
 # ----------------------------------------------------------------------------- a trainer's parts
 
 @dataclass
-class GRPOOptions:
+class GRPOOptions(CreditOptions):
     """GRPO over games (also sets GRPO's own defaults of the run and LoRA options)."""
 
     roles: str = option("", "roles to train (comma-separated; empty = all)")
@@ -312,8 +313,6 @@ class GRPOOptions:
     learning_rate: float = option(5e-5, "learning rate")
     lora_dropout: float = option(0.0, "LoRA dropout, also applied to --init-adapter (0: none, as RL wants; "
                                       "it costs CPU time too)")
-    baseline: str = option("group", "advantage baseline: group (the group's mean), running (the role's running "
-                                    "mean) or chance (the game's chance level); equal-reward groups are dropped")
     partners: str = option("", "partner mix NAME:WEIGHT,... of self, past, teacher (-t), programmatic or a "
                                "registered model (empty: the trainer's own partner)")
     past_every: int = option(5, "with past in --partners: snapshot the learner every N steps (last 4 kept)")
@@ -321,14 +320,6 @@ class GRPOOptions:
                                   "training instance of --games alike")
     augment: bool = option(True, "apply the rollout augmentations a game declares (referencegame: the grid "
                                  "order shuffled per episode)")
-    credit: str = option("flat", "credit assignment: flat (TRL's groups of --num-generations) or hierarchical "
-                                 "(groups by level, episode type, role and group; docs/hierarchical.md)")
-    baseline_decay: float = option(0.9, "decay of the running and episodic baselines (the old value's weight)")
-    baseline_constant: float = option(0.0, "the reward subtracted by --baseline constant")
-    role_baselines: str = option("", "ROLE:BASELINE,... overriding --baseline for single roles")
-    max_policy_lag: int = option(0, "rows produced more than N optimizer steps ago are stale (see --off-policy)")
-    off_policy: str = option("drop", "stale rows: drop (advantage 0) or clip (PPO-clipped ratio to the policy "
-                                     "that produced them)")
 
     def validate(self) -> None:
         super().validate()  # the run's and LoRA's options (the classes after this one)
