@@ -40,11 +40,11 @@ def test_a_round_robin_writes_records_ratings_and_a_table(toy_workspace, adapter
     assert len(lines) == 6 and {tuple(x["seats"]) for x in lines} == {("Speaker", "Listener")}
     assert {tuple(x["players"]) for x in lines} == {(a, b) for a in names for b in names if a != b}
     ratings = json.loads((out / "ratings.json").read_text())
-    assert set(ratings["elo"]) == set(names) and ratings["instances"] == 1
-    for r in ratings["elo"].values():
+    assert set(ratings["elo"]) == set(ratings["bradley_terry"]) == set(names) and ratings["instances"] == 1
+    for r in [*ratings["elo"].values(), *ratings["bradley_terry"].values()]:
         assert r["low"] <= r["rating"] <= r["high"]
     table = (out / "ratings.md").read_text()
-    assert table.splitlines()[0].startswith("| player") and all(n in table for n in names)
+    assert table.splitlines()[0].startswith("| player | Bradley–Terry | 95 % CI") and all(n in table for n in names)
     assert table.strip() in result.output and (out / "ratings.png").stat().st_size > 0
     assert not (out / ".seatings").exists()
     # clemcore's own scorer reads the records

@@ -35,7 +35,8 @@ def tournament_command(players, game, num_instances, instances, out_dir, tempera
     Players on one local model share one copy of it (each adapter by name, the bare
     model as its base), answered in one batched generate per step. Every episode is
     written in clemcore's layout into OUT (`clem score -r OUT` works); OUT also gets
-    ratings.md (Elo with 95% bootstrap intervals, OpenSkill, wins/draws/losses),
+    ratings.md (Bradley–Terry ratings on the Elo scale with 95% bootstrap intervals,
+    OpenSkill, wins/draws/losses; Elo's bootstrap too in ratings.json),
     ratings.json, ratings.png and matches.jsonl. Bad input (one player, a game without
     two players, a missing adapter or one trained on another base) stops with one line
     before anything is written.

@@ -6,7 +6,8 @@ both seatings on the same held-out instances; the players on one local model are
 of ONE copy of it (its bare base included, as ``"__base__"`` rows), answered in one
 generate per step. Every episode is written in clemcore's layout into one results folder
 (``clem score -r``/``clem eval -r`` work on it); the ratings are Elo with bootstrap
-intervals, OpenSkill, wins/draws/losses: ``ratings.md`` (the table), ``ratings.json``,
+intervals (Bradley–Terry, the order-free fit of a finished round robin, and Elo), OpenSkill,
+wins/draws/losses: ``ratings.md`` (the table), ``ratings.json``,
 ``ratings.png`` and ``matches.jsonl``.
 """
 from __future__ import annotations
@@ -140,7 +141,7 @@ def run_tournament(specs: Sequence[str], game: str, *, out_dir: Path, num_instan
     """Check everything, load the players, play the round robin into ``out_dir`` (new),
     rate the players and write the table, the plot and the files."""
     from playpen.population.trainer import play_seating
-    from playpen.ratings import Match, OpenSkill, bootstrap_elo, ratings_table
+    from playpen.ratings import Match, OpenSkill, bootstrap_bradley_terry, bootstrap_elo, ratings_table
     from playpen.rollouts.types import SamplingConfig
     sampling = sampling or SamplingConfig()
     players, seats, rows = check_tournament(specs, game, instances)
@@ -172,18 +173,22 @@ def run_tournament(specs: Sequence[str], game: str, *, out_dir: Path, num_instan
     shutil.rmtree(staging, ignore_errors=True)
     if not matches:
         raise PopulationError("the tournament played no match")
-    ratings = bootstrap_elo(matches, num_samples=num_samples, seed=seed)
-    table = ratings_table(matches, bootstrap=ratings, openskill=skill)
+    # a finished round robin: Bradley–Terry (order-free) with bootstrap intervals is the
+    # point estimate; Elo's bootstrap (random match orders) is kept beside it
+    ratings = bootstrap_bradley_terry(matches, num_samples=num_samples, seed=seed)
+    elo = bootstrap_elo(matches, num_samples=num_samples, seed=seed)
+    table = ratings_table(matches, bootstrap=ratings, openskill=skill, rating_name="Bradley–Terry")
     (out_dir / "matches.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     from playpen.files import write_json, write_text
     write_text(out_dir / "ratings.md", table + "\n")
     write_json(out_dir / "ratings.json", {
         "game": game, "players": [p.name for p in players], "instances": len(picked), "seatings": len(seatings),
         "created": datetime.now().isoformat(timespec="seconds"), "bootstrap_samples": num_samples,
-        "elo": {n: {"rating": r, "low": lo, "high": hi} for n, (r, lo, hi) in ratings.items()},
+        "bradley_terry": {n: {"rating": r, "low": lo, "high": hi} for n, (r, lo, hi) in ratings.items()},
+        "elo": {n: {"rating": r, "low": lo, "high": hi} for n, (r, lo, hi) in elo.items()},
         "openskill": {n: {"mu": mu, "sigma": sigma} for n, (mu, sigma) in skill.ratings.items()}})
-    plot_intervals(ratings, out_dir / "ratings.png", f"{game}: Elo with 95% bootstrap intervals "
-                                                     f"({len(matches)} matches)")
+    plot_intervals(ratings, out_dir / "ratings.png", f"{game}: Bradley–Terry ratings (Elo scale), 95% "
+                                                     f"bootstrap intervals, {len(matches)} matches")
     return TournamentResult(out_dir, tuple(p.name for p in players), tuple(matches), ratings, table)
 
 
@@ -199,7 +204,7 @@ def plot_intervals(ratings: dict, path: Path, title: str) -> Path:
     high = [ratings[n][2] - ratings[n][0] for n in order]
     ax.errorbar(values, range(len(order)), xerr=[low, high], fmt="o", capsize=4)
     ax.set_yticks(range(len(order)), order)
-    ax.set_xlabel("Elo")
+    ax.set_xlabel("rating (Elo scale)")
     ax.set_title(title, fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
