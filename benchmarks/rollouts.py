@@ -1,24 +1,35 @@
 """Rollout throughput: clemcore's runners vs playpen's batched rollouts vs raw generate.
 
     python benchmarks/rollouts.py [--game taboo] [--instances 32] [--max-new-tokens 48]
+    python benchmarks/rollouts.py --game recall [--rounds 6]   # multi-turn: 6 learner turns per episode
+    python benchmarks/rollouts.py --quick                       # a smoke check (2 recall episodes)
 
 Same model (smol-135m, greedy), same instances, same max new tokens, one process:
 
   (a) clemcore sequential runner (batch 1)
   (b) clemcore batchwise runner (batch 16)
-  (c) playpen.rollouts at 16 concurrent episodes
+  (c) playpen.rollouts at 16 concurrent episodes (KV caches kept between turns)
+  (e) the same with ``kv_cache_mb=0``: every turn prefills its whole prompt
   (d) raw ``model.generate`` at batch 16 on the episodes' first prompts, left-padded,
       no prefix sharing (the ceiling of naive batching)
 
-Every variant writes its records (clemcore's file savers for a/b, playpen's records for c).
+``--game recall`` is the multi-turn variant: a scripted one-player game this script writes
+into a temporary folder (see RECALL_MASTER): each round the model names a word related to
+a topic, and every reply, whatever it says, continues the episode, so every episode lasts
+exactly ``--rounds`` learner turns and its history grows turn by turn.
+
+Every variant writes its records (clemcore's file savers for a/b, playpen's records for c/e).
 Tokens are counted the same way for all: the ids each ``model.generate`` call produced
-per row, up to and including the first EOS. "model time" is the time spent inside
-``model.generate`` (plus playpen's shared-prefix prefill); env/bookkeeping share =
-1 - model time / wall time. Every forward pass is also timed and split into prefill (more
-than one position per row) and decode steps (one position); "c/a bound" = wall time of
-(a) / prefill time of (c) is the most any engine could gain over (a) on this machine
-while prefilling what (c) prefills, with decoding and bookkeeping for free. Prints a
-table and writes benchmarks/results/rollouts-<date>.json.
+per row, up to and including the first EOS (playpen's own count for c/e, which is the
+same count: (c) decodes with its own loop, not ``model.generate``). Every forward pass is
+timed and split into prefill (more than one position per row; positions counted with
+padding) and decode steps (one position); "model time" = the time of all forward passes
+(plus playpen's shared-prefix prefill of e); env/bookkeeping share = 1 - model time / wall
+time. "c/a bound" = wall time of (a) / prefill time of (c) is the most any engine could
+gain over (a) on this machine while prefilling what (c) prefills, with decoding and
+bookkeeping for free. Peak RSS is the process's peak resident memory during each variant
+(Linux ``VmHWM``, reset before each). Prints a table and writes
+benchmarks/results/rollouts-<date>.json.
 """
 from __future__ import annotations
 
@@ -31,6 +42,102 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
+
+MULTI_TURN_GAME = "recall"
+RECALL_SPEC = {"game_name": "recall", "description": "Benchmark: name words related to a topic, one per round.",
+               "main_game": "recall", "players": 1, "image": "none", "languages": ["en"], "benchmark": [],
+               "roles": ["Namer"]}
+RECALL_TOPICS = ["the sea", "winter", "music", "a kitchen", "trees", "a city", "sports", "the sky", "school",
+                 "a farm", "travel", "books", "the body", "weather", "tools", "colours", "animals", "a garden",
+                 "money", "a hospital", "the night", "clothes", "a river", "games", "fire", "a house", "food",
+                 "birds", "work", "the desert", "light", "time"]
+RECALL_MASTER = '''"""recall (written by playpen's benchmarks/rollouts.py): each round the Namer names one word
+related to a topic. Every reply continues the episode, so it lasts exactly `rounds` turns."""
+import math
+
+from clemcore.clemgame import DialogueGameMaster, GameBenchmark, GameScorer, Player
+from clemcore.clemgame.metrics import BENCH_SCORE, METRIC_ABORTED, METRIC_LOSE, METRIC_SUCCESS
+
+PROMPT = ("We play {rounds} rounds of a word game about {topic}. In each round, name one word related "
+          "to {topic} that you have not named before. Reply with exactly one line: WORD: <word>")
+NEXT = "Round {round} of {rounds}: name another word related to {topic}. Reply with: WORD: <word>"
+
+
+class Namer(Player):
+    def __init__(self, model):
+        super().__init__(model, game_role="Namer")
+
+    def _custom_response(self, context):
+        return "WORD: something"
+
+
+class RecallMaster(DialogueGameMaster):
+    def _on_setup(self, **instance):
+        self.topic, self.rounds = instance["topic"], int(self.experiment["rounds"])
+        self.namer = Namer(self.player_models[0])
+        self.add_player(self.namer, initial_context=PROMPT.format(rounds=self.rounds, topic=self.topic))
+        self.answers, self.words = 0, []
+
+    def _parse_response(self, player, response):
+        return response.strip()
+
+    def _advance_game(self, player, parsed_response):
+        self.answers += 1
+        head, _, word = parsed_response.partition(":")
+        word = word.strip().lower()
+        if head.strip().upper() == "WORD" and word and word not in self.words:
+            self.words.append(word)
+        if self.answers >= self.rounds:
+            if len(self.words) == self.rounds:
+                self.state.succeed()
+            else:
+                self.state.failed()
+        else:
+            self.set_context_for(self.namer, NEXT.format(round=self.answers + 1, rounds=self.rounds,
+                                                         topic=self.topic))
+
+    def _on_after_game(self):
+        outcome = self.state.outcome.value
+        self.log_key(METRIC_ABORTED, int(outcome == "aborted"))
+        self.log_key(METRIC_SUCCESS, int(outcome == "success"))
+        self.log_key(METRIC_LOSE, int(outcome == "failure"))
+        self.log_key("words", len(self.words))
+        self.log_key("rounds", self.rounds)
+
+
+class RecallScorer(GameScorer):
+    def compute_round_score(self, round_idx, round_events):
+        pass
+
+    def compute_episode_scores(self, interactions):
+        if interactions[METRIC_ABORTED]:
+            self.log_episode_score(BENCH_SCORE, math.nan)
+        else:
+            self.log_episode_score(BENCH_SCORE, 100 * interactions["words"] / interactions["rounds"])
+
+
+class RecallBenchmark(GameBenchmark):
+    def create_game_master(self, experiment, player_models):
+        return RecallMaster(self.game_spec, experiment, player_models)
+
+    def create_game_scorer(self, experiment, game_instance):
+        return RecallScorer(self.game_name, experiment, game_instance)
+'''
+
+
+def write_recall_game(folder: Path, num_instances: int, rounds: int) -> Path:
+    """The multi-turn benchmark game (clemcore's new API) in ``folder/recall``: one instance
+    per topic, every episode ``rounds`` learner turns."""
+    game = folder / MULTI_TURN_GAME
+    (game / "in").mkdir(parents=True)
+    (game / "clemgame.json").write_text(json.dumps(RECALL_SPEC, indent=2))
+    (game / "master.py").write_text(RECALL_MASTER)
+    topics = [RECALL_TOPICS[i % len(RECALL_TOPICS)] + ("" if i < len(RECALL_TOPICS) else f" ({i})")
+              for i in range(num_instances)]
+    instances = {"experiments": [{"name": f"{rounds}_rounds", "rounds": rounds, "game_instances": [
+        {"game_id": i, "topic": topic} for i, topic in enumerate(topics)]}]}
+    (game / "in" / "instances.json").write_text(json.dumps(instances, indent=2))
+    return game
 
 
 class GenerateMeter:
@@ -47,17 +154,19 @@ class GenerateMeter:
         # every forward pass, split into prefill (several positions per row) and decode steps
         self.forward = model.forward
         model.forward = self._forward
-        self.prefill_seconds = self.decode_seconds = 0.0
+        self.prefill_seconds = self.decode_seconds = self.outside_forward_seconds = 0.0
         self.prefill_positions = self.decode_steps = 0
         # playpen's shared-prefix prefill runs outside generate: it is model time too
         prefix_cache = generation._prefix_cache
 
         def timed_prefix_cache(*args, **kwargs):
-            started = time.perf_counter()
+            started, forward_before = time.perf_counter(), self.prefill_seconds + self.decode_seconds
             try:
                 return prefix_cache(*args, **kwargs)
             finally:
-                self.seconds += time.perf_counter() - started
+                elapsed = time.perf_counter() - started
+                self.seconds += elapsed
+                self.outside_forward_seconds += elapsed - (self.prefill_seconds + self.decode_seconds - forward_before)
         generation._prefix_cache = timed_prefix_cache
 
     def _generate(self, *args, **kwargs):
@@ -87,37 +196,56 @@ class GenerateMeter:
 
     def reset(self):
         self.tokens, self.seconds, self.calls = 0, 0.0, 0
-        self.prefill_seconds = self.decode_seconds = 0.0
+        self.prefill_seconds = self.decode_seconds = self.outside_forward_seconds = 0.0
         self.prefill_positions = self.decode_steps = 0
 
 
 def measure(name, fn, meter, num_episodes):
+    """Run one variant; ``fn`` may return (generated tokens, generate calls) counted by itself."""
+    from playpen.training.memory import peak_rss_mb, reset_peak
     meter.reset()
+    reset_peak()
     started = time.perf_counter()
-    fn()
+    counted = fn()
     wall = time.perf_counter() - started
+    if counted is not None:
+        meter.tokens, meter.calls = counted
+    # every forward pass is model time, plus the shared-prefix prefill that runs outside them
+    model_seconds = meter.prefill_seconds + meter.decode_seconds + meter.outside_forward_seconds
     row = dict(variant=name, episodes=num_episodes, seconds=round(wall, 2), generate_calls=meter.calls,
                generated_tokens=meter.tokens, episodes_per_s=round(num_episodes / wall, 3),
-               tokens_per_s=round(meter.tokens / wall, 1), model_seconds=round(meter.seconds, 2),
-               env_share=round(1 - meter.seconds / wall, 3),
+               tokens_per_s=round(meter.tokens / wall, 1), model_seconds=round(model_seconds, 2),
+               env_share=round(1 - model_seconds / wall, 3),
                prefill_seconds=round(meter.prefill_seconds, 2), prefill_positions=meter.prefill_positions,
-               decode_seconds=round(meter.decode_seconds, 2), decode_steps=meter.decode_steps)
+               decode_seconds=round(meter.decode_seconds, 2), decode_steps=meter.decode_steps,
+               peak_rss_mb=round(peak_rss_mb(), 1))
     print(f"  {name:<34} {wall:8.1f} s  {row['episodes_per_s']:7.3f} ep/s  {row['tokens_per_s']:7.1f} tok/s"
           f"  env share {row['env_share']:.1%}  ({meter.tokens} tokens, {meter.calls} generate calls)\n"
           f"  {'':<34} prefill {meter.prefill_seconds:6.1f} s ({meter.prefill_positions} positions), "
           f"decode {meter.decode_seconds:6.1f} s ({meter.decode_steps} steps, "
-          f"{1000 * meter.decode_seconds / max(1, meter.decode_steps):.0f} ms/step)", flush=True)
+          f"{1000 * meter.decode_seconds / max(1, meter.decode_steps):.0f} ms/step), "
+          f"peak RSS {row['peak_rss_mb']:.0f} MB", flush=True)
     return row
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--game", default="taboo")
-    parser.add_argument("--instances", type=int, default=32, help="first N instances of the game")
-    parser.add_argument("--max-new-tokens", type=int, default=48)
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--game", default=None,
+                        help=f"a game name, or '{MULTI_TURN_GAME}' for the multi-turn variant (default: taboo)")
+    parser.add_argument("--instances", type=int, default=None, help="first N instances of the game (default 32)")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="default 48")
+    parser.add_argument("--batch-size", type=int, default=None, help="default 16")
+    parser.add_argument("--rounds", type=int, default=None, help=f"learner turns per {MULTI_TURN_GAME} episode (default 6)")
     parser.add_argument("--skip-sequential", action="store_true", help="skip (a), the slow one")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"smoke check: {MULTI_TURN_GAME}, 2 instances, 4 rounds, 8 new tokens, batch 2 "
+                             "(numbers meaningless; nothing written to benchmarks/results)")
     args = parser.parse_args(argv)
+    quick = dict(game=MULTI_TURN_GAME, instances=2, max_new_tokens=8, batch_size=2, rounds=4)
+    full = dict(game="taboo", instances=32, max_new_tokens=48, batch_size=16, rounds=6)
+    for key, value in (quick if args.quick else full).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
 
     import torch
     from playpen import registry
@@ -136,11 +264,14 @@ def main(argv=None):
                             dict(temperature=0.0, max_tokens=args.max_new_tokens))
     model, tokenizer = clem_model.model, clem_model.tokenizer
     meter = GenerateMeter(model, eos_token_ids(model, tokenizer))
-    spec = game_spec(args.game)
+    out_dir = Path(tempfile.mkdtemp(prefix="playpen-bench-"))
+    game = args.game
+    if game == MULTI_TURN_GAME:  # a game folder named by its path (playpen and clemcore alike)
+        game = str(write_recall_game(out_dir / "games", args.instances, args.rounds))
+    spec = game_spec(game)
     rows = game_instance_rows(spec)[:args.instances]
     keys = {(r["experiment"]["name"], r["game_instance"]["game_id"]) for r in rows}
     selected = lambda row: (row["experiment"]["name"], row["game_instance"]["game_id"]) in keys  # noqa: E731
-    out_dir = Path(tempfile.mkdtemp(prefix="playpen-bench-"))
     print(f"{args.game}: {len(rows)} instances, max_new_tokens={args.max_new_tokens}, "
           f"batch={args.batch_size}, torch threads={torch.get_num_threads()}, records in {out_dir}", flush=True)
 
@@ -160,13 +291,19 @@ def main(argv=None):
             dispatch.run(benchmark, instances, [clem_model], callbacks=callbacks, batch_size=batch_size)
 
     learner = Learner.from_clem(clem_model, SamplingConfig(temperature=0.0, max_new_tokens=args.max_new_tokens))
-    stats = {}
+    stats, completions = {}, {}
 
-    def playpen_rollout():
-        result = rollout(args.game, learner, instances=selected, max_concurrent_episodes=args.batch_size,
-                         records_dir=out_dir / "playpen")
-        stats.update(result.stats.as_metrics(), seconds_env=result.stats.seconds_env,
-                     seconds_generate=result.stats.seconds_generate, outcomes=[e.outcome for e in result.episodes])
+    def playpen_rollout(kv_cache_mb=1024.0):
+        result = rollout(game, learner, instances=selected, max_concurrent_episodes=args.batch_size,
+                         records_dir=out_dir / "playpen", kv_cache_mb=kv_cache_mb)
+        completions[kv_cache_mb > 0] = [(t.completion_ids, t.logprobs) for t in result.trajectories]
+        if kv_cache_mb > 0:
+            stats.update(result.stats.as_metrics(), seconds_env=result.stats.seconds_env,
+                         seconds_generate=result.stats.seconds_generate,
+                         learner_turns_per_episode=result.stats.num_learner_turns / max(1, len(result.episodes)),
+                         outcomes=[e.outcome for e in result.episodes])
+        # playpen's own count: (c) decodes in its own loop, the meter sees no model.generate
+        return result.stats.num_generated_tokens, result.stats.num_generate_calls
 
     # the first prompts of the episodes, as (d) feeds them to generate
     from playpen.envs.game import GameEnv
@@ -193,27 +330,47 @@ def main(argv=None):
         model.generate(input_ids=torch.tensor([first_prompts[0]]), max_new_tokens=4, do_sample=False)
     rows_out = [measure(f"(d) raw generate, batch {args.batch_size}", raw_generate, meter, len(rows)),
                 measure(f"(c) playpen rollout, batch {args.batch_size}", playpen_rollout, meter, len(rows)),
+                measure(f"(e) playpen, no KV cache, batch {args.batch_size}", lambda: playpen_rollout(0),
+                        meter, len(rows)),
                 measure(f"(b) clemcore batchwise, batch {args.batch_size}",
                         lambda: clem_runner(args.batch_size, "batchwise"), meter, len(rows))]
     if not args.skip_sequential:
         rows_out.append(measure("(a) clemcore sequential", lambda: clem_runner(1, "sequential"), meter, len(rows)))
     by = {r["variant"][:3]: r for r in rows_out}
     ratios = {"c/d tokens_per_s": by["(c)"]["tokens_per_s"] / by["(d)"]["tokens_per_s"],
-              "c/b episodes_per_s": by["(c)"]["episodes_per_s"] / by["(b)"]["episodes_per_s"]}
+              "c/b episodes_per_s": by["(c)"]["episodes_per_s"] / by["(b)"]["episodes_per_s"],
+              "c/b tokens_per_s": by["(c)"]["tokens_per_s"] / by["(b)"]["tokens_per_s"],
+              "c/e tokens_per_s (KV cache on/off)": by["(c)"]["tokens_per_s"] / by["(e)"]["tokens_per_s"],
+              "e/c prefill positions": by["(e)"]["prefill_positions"] / max(1, by["(c)"]["prefill_positions"])}
     if "(a)" in by:
         ratios["c/a episodes_per_s"] = by["(c)"]["episodes_per_s"] / by["(a)"]["episodes_per_s"]
+        ratios["c/a tokens_per_s"] = by["(c)"]["tokens_per_s"] / by["(a)"]["tokens_per_s"]
     if "(a)" in by:
         # the most any engine could gain over (a) on this machine while prefilling what (c)
         # prefills: decoding for free, no bookkeeping (prefill is compute-bound on a CPU)
         ratios["c/a bound (a wall / c prefill)"] = by["(a)"]["seconds"] / max(1e-9, by["(c)"]["prefill_seconds"])
     print("ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in ratios.items()))
+    same = len(completions[True]) == len(completions[False]) and all(
+        a[0] == b[0] and max((abs(x - y) for x, y in zip(a[1], b[1])), default=0.0) < 1e-3
+        for a, b in zip(completions[True], completions[False]))
+    for index, (a, b) in enumerate(zip(completions[True], completions[False])):
+        if a[0] != b[0]:
+            at = next((i for i, (x, y) in enumerate(zip(a[0], b[0])) if x != y), min(len(a[0]), len(b[0])))
+            print(f"trajectory {index}: (c) and (e) differ from completion token {at} of {len(a[0])}/{len(b[0])}")
     print(f"playpen rollout stats: env share {stats['rollout/env_share']:.1%} of the loop "
-          f"(setup {stats['rollout/seconds_setup']:.2f} s); outcomes {sorted(set(stats['outcomes']))}")
+          f"(setup {stats['rollout/seconds_setup']:.2f} s); {stats['learner_turns_per_episode']:.1f} learner "
+          f"turns per episode; prompt tokens prefilled {stats['rollout/prefill_tokens']}, reused "
+          f"{stats['rollout/reused_tokens']}; outcomes {sorted(set(stats['outcomes']))}; "
+          f"(c) and (e) generated the same tokens: {same}")
     report = dict(date=datetime.now().isoformat(timespec="seconds"), machine=platform.node(),
                   cpu_count=os.cpu_count(), torch_threads=torch.get_num_threads(), python=sys.version.split()[0],
                   torch=torch.__version__, game=args.game, instances=len(rows), max_new_tokens=args.max_new_tokens,
-                  batch_size=args.batch_size, results=rows_out, ratios=ratios,
+                  batch_size=args.batch_size, rounds=args.rounds if args.game == MULTI_TURN_GAME else None,
+                  results=rows_out, ratios=ratios, same_tokens_with_and_without_kv_cache=same,
                   playpen_stats={k: v for k, v in stats.items() if k != "outcomes"})
+    if args.quick:
+        print("--quick: a smoke check, nothing written")
+        return report
     target = Path(__file__).resolve().parent / "results"
     target.mkdir(exist_ok=True)
     path = target / f"rollouts-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"

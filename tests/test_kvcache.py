@@ -218,3 +218,18 @@ def test_adapters_keep_caches_of_their_own(tiny_model_dir):
     # at most the start the conversations have in common (another conversation of the same adapter)
     common = next(i for i, (a, b) in enumerate(zip(prompts[0], prompts[1])) if a != b)
     assert counts.reused <= 3 * common
+
+
+def test_forked_episodes_continue_their_parents_cache(toy_workspace, tiny_pair, monkeypatch):
+    from playpen.rollouts import Branching
+    stores = _Stores(monkeypatch)
+    fork = Branching(factor=2, condition=lambda point: point.learner_turn == 2)  # after two turns
+    plain = _play(tiny_pair, kv_cache_mb=0, branching=fork)
+    cached = _play(tiny_pair, branching=fork)
+    assert len(cached.episodes) == 6
+    _assert_same_rollout(plain, cached)
+    (store,) = stores.made
+    # turns 2-4 of the 3 parents (9) and turns 3-4 of the 3 children (6), the first from the parent's cache
+    assert store.num_hits == 15 and store.num_misses == 3
+    assert cached.stats.num_prefill_tokens < plain.stats.num_prefill_tokens / 2
+    assert len(store) == 0

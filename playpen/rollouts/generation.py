@@ -1,6 +1,8 @@
 """Batched generation from token ids with per-token logprobs.
 
-One call = one ``model.generate`` over left-padded prompts. Each row stops at its
+One call = one ``model.generate`` over left-padded prompts (with a
+:class:`~playpen.rollouts.kvcache.KVCacheStore`: playpen's own decode loop over the
+conversations' kept KV caches, see :mod:`playpen.rollouts.kvcache`). Each row stops at its
 first EOS; the returned ids are exactly the generated ones (up to and including that
 EOS, no padding) and the text is the decode of exactly those ids minus the EOS.
 Logprobs are ``log_softmax(logits / T)`` of the chosen token (T = temperature, 1.0
