@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from playpen.errors import PlaypenError
-from playpen.population import (Experience, FictitiousSelfPlay, FSPOptions, League, LeagueOptions, MatchResult,
-                                deal, opponent_weights)
+from playpen.population import FictitiousSelfPlay, FSPOptions, League, LeagueOptions, deal, opponent_weights
 from playpen.population.leagues import seated
 
 
@@ -20,27 +19,20 @@ def tiny_learner(model_dir, temperature=1.0, max_tokens=4):
                            gen_args={"temperature": temperature, "max_tokens": max_tokens})
 
 
-class NumberDuel(League):
-    """The docs' toy game without clemcore: both players answer one prompt; the higher
-    first token id wins."""
+def docs_example(heading: str) -> dict:
+    """The names a python block of docs/populations.md defines (the section under ``### heading``)."""
+    import re
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "populations.md").read_text(encoding="utf-8")
+    section = doc.split(f"\n### {heading}\n", 1)[1].split("\n#", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    namespace: dict = {}
+    exec(compile(block, "docs/populations.md", "exec"), namespace)
+    return namespace
 
-    def play(self, seatings, epoch):
-        from playpen.rollouts import chat
-        from playpen.rollouts.generation import generate
-        pop, out, repeats = self.population, [], 4
-        prompt = chat.prompt_ids(pop.tokenizer, [{"role": "user", "content": "Say a number."}])
-        for k, seating in enumerate(seatings):
-            adapters = [pop.adapter_of(p) for p in seating] * repeats
-            gens = generate(pop.model, pop.tokenizer, [prompt] * len(adapters), self.sampling(),
-                            adapter_names=adapters)
-            for i in range(0, len(gens), 2):
-                a, b = gens[i], gens[i + 1]
-                won = float(a.token_ids[0] > b.token_ids[0])
-                rewards = (won, 1.0 - won)
-                out.append(MatchResult(tuple(seating), rewards, tuple(
-                    Experience(p, tuple(prompt), g.token_ids, (1,) * len(g.token_ids), r, f"{k}/{seat}", g.logprobs)
-                    for seat, (p, g, r) in enumerate(zip(seating, (a, b), rewards)))))
-        return out
+
+# the docs' toy game without clemcore: both players answer one prompt, the higher first token wins
+NumberDuel = docs_example("A game without clemcore")["NumberDuel"]
 
 
 def test_deal_follows_its_weights_and_its_seed():
@@ -78,6 +70,14 @@ def test_the_league_entry_rules():
         LeagueOptions(main_weights="self:0.5,rivals:0.5")
     with pytest.raises(PlaypenError, match="--opponents"):
         FSPOptions(opponents="greedy")
+
+
+def test_the_docs_curriculum_pairs_the_newest_with_every_past_player_of_the_other_kind():
+    trainer = docs_example("A curriculum of your own: entry() and match()")["GeneratorDiscriminator"](
+        SimpleNamespace(name="x"), progress=False)
+    assert [e.name for e in trainer.entry(2)] == ["gen-2", "disc-2"]
+    assert trainer.match(2, ["gen-2", "disc-2"]) == [("gen-2", "disc-0"), ("gen-2", "disc-1"), ("gen-2", "disc-2"),
+                                                     ("gen-0", "disc-2"), ("gen-1", "disc-2")]
 
 
 def test_an_epoch_trains_only_its_entrants(tiny_model_dir, tmp_path):
