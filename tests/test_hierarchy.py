@@ -268,3 +268,19 @@ def test_hierarchical_trainer_resumes_its_store_and_draws_from_it(tiny_workspace
     assert read(run_dir / "instance-store.json")["items"][0]["instance"] == {"problem": "2 * (3 + 4)"}
     drawn = [read(p.parent / "instance.json") for p in records.glob("*/*/arith_solver/store/instance_*/episode.json")]
     assert {d["problem"] for d in drawn} >= {"2 * (3 + 4)"}
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--role-baselines", "Sovler:running"], "option --role-baselines: unknown role 'Sovler'. Did you mean: Solver?"),
+    (["--solver", "no-such-model"], "no-such-model"),
+    (["--credit", "tree"], "option --credit: 'tree' is not valid"),
+])
+def test_hierarchical_trainer_bad_options_are_one_line(tiny_workspace, monkeypatch, args, expected):
+    from click.testing import CliRunner
+    from playpen import models
+    from playpen.cli import cli
+    monkeypatch.setattr(models, "load_model_by_name", lambda *a, **k: pytest.fail("a model was loaded"))
+    result = CliRunner().invoke(cli, ["run", str(TRAINER), "-l", "tiny-random", *args])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("playpen: error:") and expected in errors[0], result.output
