@@ -151,15 +151,20 @@ def gather_columns(columns: dict[str, list]) -> tuple[dict[str, list], slice]:
     return joined, slice(start, start + size)
 
 
-def any_rank(flag: bool) -> bool:
-    """True on every rank when `flag` is true on any of them (a stop request, a signal)."""
+def max_over_ranks(value: int) -> int:
+    """The largest of every rank's `value`, on every rank."""
     if not is_distributed():
-        return bool(flag)
+        return int(value)
     import torch
     import torch.distributed as dist
-    value = torch.tensor([1 if flag else 0], device=state().device)
-    dist.all_reduce(value, op=dist.ReduceOp.MAX)
-    return bool(value.item())
+    tensor = torch.tensor([int(value)], device=state().device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return int(tensor.item())
+
+
+def any_rank(flag: bool) -> bool:
+    """True on every rank when `flag` is true on any of them (a stop request)."""
+    return bool(max_over_ranks(1 if flag else 0))
 
 
 def shard(items: Sequence[T]) -> list[T]:
@@ -191,7 +196,11 @@ def generating_model(trainer):
         yield wrapped or trainer.model
         return
     from trl.models.utils import unwrap_model_for_generation
-    with unwrap_model_for_generation(wrapped, accelerator) as model:
+    args = getattr(trainer, "args", None)
+    with unwrap_model_for_generation(wrapped, accelerator,
+                                     gather_deepspeed3_params=getattr(args, "ds3_gather_for_generation", True),
+                                     gradient_checkpointing_kwargs=getattr(args, "gradient_checkpointing_kwargs",
+                                                                           None)) as model:
         yield model
 
 
@@ -222,5 +231,5 @@ def describe() -> str:
 
 
 __all__ = ["world_size", "rank", "local_rank", "is_distributed", "is_main", "rank_suffix", "rank_file",
-           "device_map", "state", "barrier", "main_first", "gather_objects", "from_main", "gather_columns", "any_rank",
+           "device_map", "state", "barrier", "main_first", "gather_objects", "from_main", "gather_columns", "max_over_ranks", "any_rank",
            "shard", "check_groups", "generating_model", "record_run_dir", "read_run_dir", "describe", "RUN_INFO_ENV"]

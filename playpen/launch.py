@@ -7,12 +7,12 @@ launch`` itself (docs/distributed.md). The ranks are told apart by :mod:`playpen
 
 When a rank fails, torchrun stops the others; this process then says in one line which
 rank stopped and how, and names the last complete checkpoint, which ``--resume``
-continues from. A Ctrl-C or SIGTERM here reaches every rank once: each finishes its step
-and saves (torchrun allows them 30 s before it kills them; the last complete checkpoint is
-never touched).
+continues from. A Ctrl-C or SIGTERM here goes on to every rank: they finish the step they
+are in, save and stop together (a second signal stops them at once).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -98,11 +98,13 @@ def launch(playpen_args: Sequence[str], num_processes: Optional[int], accelerate
     port = None if accelerate_config is not None and _machines(accelerate_config) > 1 else free_port()
     parsed = launch_command_parser().parse_args(launch_arguments(playpen_args, num_processes, accelerate_config,
                                                                  port))
+    relayed: list[int] = []
     try:
-        launch_command(parsed)
+        with _signals_relayed(relayed):
+            launch_command(parsed)
         return 0
     except ChildFailedError as e:
-        return _report(e, num_processes, info.name)
+        return _report(e, num_processes, info.name, relayed[0] if relayed else None)
     except SignalException as e:
         run_dir = _run_dir(info.name)
         signum = int(e.sigval)
@@ -116,6 +118,36 @@ def launch(playpen_args: Sequence[str], num_processes: Optional[int], accelerate
             else:
                 os.environ[key] = value
         Path(info.name).unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _signals_relayed(relayed: list):
+    """While torchrun runs here, a Ctrl-C or SIGTERM goes on to every rank (they run in
+    sessions of their own) and nothing else happens: each rank saves after its step and exits
+    with 130/143, which this process then reports. torchrun's own handler would stop the
+    ranks itself and kill them 30 s later, too soon for a long step's save."""
+    from torch.distributed.elastic.multiprocessing import api as elastic
+    original = getattr(elastic, "_terminate_process_handler", None)
+    if original is None:  # another torch: its own handling (the ranks get the signal, 30 s)
+        yield
+        return
+
+    def relay(signum, frame):
+        import psutil
+        relayed.append(signum)
+        for child in psutil.Process().children():
+            try:
+                child.send_signal(signum)
+            except psutil.Error:
+                pass
+        print(f"\n[playpen] {signal.Signals(signum).name}: every rank saves a checkpoint after its step and stops "
+              f"(a second signal stops them at once)", flush=True)
+
+    elastic._terminate_process_handler = relay
+    try:
+        yield
+    finally:
+        elastic._terminate_process_handler = original
 
 
 def _machines(accelerate_config: str) -> int:
@@ -144,10 +176,15 @@ def _resume_hint(run_dir: Optional[Path]) -> str:
     return f"; last complete checkpoint: {last} (continue with --resume)"
 
 
-def _report(error, num_processes: Optional[int], info_file: str) -> int:
+def _report(error, num_processes: Optional[int], info_file: str, relayed: Optional[int] = None) -> int:
     """One line on the rank that failed first (`error`: torchrun's ChildFailedError; the
-    others fail after it, stopped by torchrun); its exit code (128 + signal when killed)."""
+    others fail after it, stopped by torchrun); its exit code (128 + signal when killed).
+    After a signal this process passed on (`relayed`), ranks that stopped are no failure."""
     stopped = (-signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGINT)
+    if relayed is not None and all(int(f.exitcode) in stopped for f in error.failures.values()):
+        print(f"playpen: interrupted by {signal.Signals(relayed).name}: every rank saved a checkpoint and stopped"
+              f"{_resume_hint(_run_dir(info_file))}", flush=True)
+        return 128 + relayed
     # the first by time (whole seconds): on a tie, the one torchrun did not stop itself
     rank, failure = min(error.failures.items(),
                         key=lambda item: (item[1].timestamp, int(item[1].exitcode) in stopped, item[0]))

@@ -355,3 +355,34 @@ def test_both_grpo_examples_run_on_two_processes_and_rank_0_evaluates(toy_worksp
     only_rank_0_wrote_steps = [json.loads(line)["step"] for line in (run_dir / "playpen-log.jsonl").read_text()
                                .splitlines() if json.loads(line)["event"] == "train_step"]
     assert only_rank_0_wrote_steps == [1]
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_rank_at_one_step_with_a_checkpoint(tiny_workspace):
+    import signal
+    import time
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    run_dir = tiny_workspace / "models" / "sft+lora" / "tiny-random"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "playpen", "run", str(SFT_TRAINER), "-l", "tiny-random", "--games", "referencegame",
+         "--demo-max-instances", "1", "--max-length", "300", "--batch-size", "1", "--save-steps", "1000",
+         "--max-steps", "400", "--no-evaluate", "--num-processes", "2"],
+        cwd=tiny_workspace, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        log = run_dir / "playpen-log.jsonl"
+        deadline = time.time() + 600
+        while not (log.exists() and log.read_text().count("train_step") >= 2) and time.time() < deadline \
+                and process.poll() is None:
+            time.sleep(0.5)
+        process.send_signal(signal.SIGINT)  # what Ctrl-C sends (the ranks run in sessions of their own)
+        out, err = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err[-3000:]
+    last = training.latest_checkpoint(run_dir)
+    assert last is not None and 2 <= training.checkpoint_step(last) < 400  # saved at the step they stopped
+    steps = [json.loads(line)["step"] for line in log.read_text().splitlines()]
+    assert steps[-1] == training.checkpoint_step(last)
+    assert f"last complete checkpoint: {last.resolve()} (continue with --resume)" in out + err
+    assert json.loads((run_dir / "playpen-run.json").read_text())["interrupted"] is True

@@ -241,10 +241,12 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
             self.on_step_end(args, state, control)
 
         def on_step_end(self, args, state, control, **kwargs):
-            stop = (interrupt is not None and interrupt.requested) or self._stop
             # every rank saves and stops at the same step, whichever rank got the signal or the
             # callback's stop (a rank that went on alone would wait for the others forever)
-            if distributed.any_rank(stop):
+            signum = distributed.max_over_ranks(interrupt.signum or 0 if interrupt is not None else 0)
+            if signum and not interrupt.requested:  # another rank got it: stop as it does
+                interrupt.requested, interrupt.signum = True, signum
+            if distributed.any_rank(self._stop) or signum:
                 control.should_save = True
                 control.should_training_stop = True
 
@@ -358,6 +360,7 @@ class TrainingRun:
         if not distributed.is_main():  # rank 0 evaluates and writes the summary and the curve
             if self.interrupt.requested:
                 playpen.interrupted_by = self.interrupt.signum
+                distributed.barrier()  # an interrupted rank exits 130/143 only once rank 0 has written
             return {"trainer": playpen.name, "checkpoint": str(self.checkpoint), "rank": distributed.rank()}
         summary = {"trainer": playpen.name, "learner": playpen.learner.name}
         if partner is not None:
@@ -381,4 +384,5 @@ class TrainingRun:
         print(f"[playpen] {saved}: {self.checkpoint}  curve: {self.run_dir / CURVE_FILE}", flush=True)
         if self.interrupt.requested:
             print(f"[playpen] stopped by {summary['signal']}: continue with --resume", flush=True)
+            distributed.barrier()  # the other ranks wait for this summary before they exit (non-zero)
         return summary
