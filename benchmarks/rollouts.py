@@ -237,12 +237,14 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=None, help="default 16")
     parser.add_argument("--rounds", type=int, default=None, help=f"learner turns per {MULTI_TURN_GAME} episode (default 6)")
     parser.add_argument("--skip-sequential", action="store_true", help="skip (a), the slow one")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads (default: torch's; --quick: 1, which a busy machine needs)")
     parser.add_argument("--quick", action="store_true",
                         help=f"smoke check: {MULTI_TURN_GAME}, 2 instances, 4 rounds, 8 new tokens, batch 2 "
                              "(numbers meaningless; nothing written to benchmarks/results)")
     args = parser.parse_args(argv)
-    quick = dict(game=MULTI_TURN_GAME, instances=2, max_new_tokens=8, batch_size=2, rounds=4)
-    full = dict(game="taboo", instances=32, max_new_tokens=48, batch_size=16, rounds=6)
+    quick = dict(game=MULTI_TURN_GAME, instances=2, max_new_tokens=8, batch_size=2, rounds=4, threads=1)
+    full = dict(game="taboo", instances=32, max_new_tokens=48, batch_size=16, rounds=6, threads=0)
     for key, value in (quick if args.quick else full).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -263,6 +265,8 @@ def main(argv=None):
     clem_model = load_model(backends.ModelSpec.from_dict(registry.resolve_model(DEFAULT_MODEL).spec),
                             dict(temperature=0.0, max_tokens=args.max_new_tokens))
     model, tokenizer = clem_model.model, clem_model.tokenizer
+    if args.threads:  # after loading: clemcore's backend sets its own
+        torch.set_num_threads(args.threads)
     meter = GenerateMeter(model, eos_token_ids(model, tokenizer))
     out_dir = Path(tempfile.mkdtemp(prefix="playpen-bench-"))
     game = args.game
@@ -354,6 +358,9 @@ def main(argv=None):
         a[0] == b[0] and max((abs(x - y) for x, y in zip(a[1], b[1])), default=0.0) < 1e-3
         for a, b in zip(completions[True], completions[False]))
     for index, (a, b) in enumerate(zip(completions[True], completions[False])):
+        gap = max((abs(x - y) for x, y in zip(a[1], b[1])), default=0.0)
+        if gap >= 1e-3:
+            print(f"trajectory {index}: logprobs of (c) and (e) differ by up to {gap:.2e}")
         if a[0] != b[0]:
             at = next((i for i, (x, y) in enumerate(zip(a[0], b[0])) if x != y), min(len(a[0]), len(b[0])))
             print(f"trajectory {index}: (c) and (e) differ from completion token {at} of {len(a[0])}/{len(b[0])}")
