@@ -112,7 +112,8 @@ def plot(curves: list[dict], per_step: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    keys = sorted({k for row in curves for k in row if k.startswith("reward/") and k.endswith("/mean")})
+    keys = sorted({k for row in curves for k in row  # reward/<level>/<role>/mean
+                   if k.startswith("reward/") and k.endswith("/mean") and k.split("/")[1].isdigit()})
     for key in keys:
         points = [(row["step"], row[key]) for row in curves if key in row]
         left.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=key[len("reward/"):-len("/mean")])
