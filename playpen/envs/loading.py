@@ -76,3 +76,23 @@ def probe_roles(benchmark: Any, row: dict) -> tuple[list[PlayerSlot], list[tuple
         else:
             slots.append(PlayerSlot(index, player.name, player.game_role))
     return slots, own
+
+
+def game_roles(game: str, instances: str = "") -> tuple[list[str], list[dict]]:
+    """The roles of a game's player slots (player names where roles repeat) and its rows."""
+    from playpen.errors import GRPOSetupError
+    from playpen.registry import TRAIN_INSTANCES, game_spec
+    instances = instances or TRAIN_INSTANCES
+    spec = game_spec(game, instances)  # names a missing instances file clearly
+    benchmark = load_benchmark(spec)
+    try:
+        rows = game_instance_rows(spec)
+        if not rows:
+            raise GRPOSetupError(f"game '{game}' has no instances in in/{instances}.json")
+        slots, _ = probe_roles(benchmark, rows[0])
+    finally:
+        benchmark.close()
+    names = [s.role for s in slots]
+    if len(set(names)) < len(names):
+        names = [s.player_name for s in slots]
+    return names, rows

@@ -11,36 +11,12 @@ one ``batch x vocab`` slice whatever ``max_new_tokens`` is.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Optional, Sequence
 
+from playpen.rollouts.decoding import (Generation, PrefixPlan, device_of as _device_of, eos_token_ids,  # noqa: F401
+                                       plan_prefixes)
 from playpen.rollouts.types import SamplingConfig
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One generated turn."""
-
-    token_ids: tuple[int, ...]
-    logprobs: tuple[float, ...]
-    text: str
-    finished: bool  # ended with an EOS (False: cut at max_new_tokens)
-
-
-def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
-    """Every id that ends a turn: the generation config's EOS ids and the tokenizer's."""
-    ids: list[int] = []
-    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    if isinstance(configured, int):
-        ids.append(configured)
-    elif configured:
-        ids.extend(int(i) for i in configured)
-    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
-        ids.append(tokenizer.eos_token_id)
-    if not ids:
-        raise ValueError("neither the model's generation_config nor the tokenizer defines an EOS token")
-    return ids
 
 
 class _LogprobRecorder:
@@ -88,10 +64,6 @@ def context_limit(model: Any, tokenizer: Any = None) -> int | None:
     if isinstance(value, int) and 0 < value < 10**7:  # HF's "no limit" is a huge sentinel
         limits.append(value)
     return min(limits) if limits else None
-
-
-def _device_of(model):
-    return next(model.parameters()).device
 
 
 # Sharing must save at least this many prefill positions to be worth its extra pass.
@@ -180,55 +152,6 @@ def generate_within(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]]
                                          counts=counts)):
             out[i] = gen
     return out, len(budgets)
-
-
-def _common(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-@dataclass(frozen=True)
-class PrefixPlan:
-    """Rows grouped by shared prefix: ``groups[g] = (prefix_length, row indices)``."""
-
-    groups: tuple[tuple[int, tuple[int, ...]], ...]
-
-    def group_of(self, row: int) -> int:
-        return next(g for g, (_, rows) in enumerate(self.groups) if row in rows)
-
-    def prefix_of(self, row: int) -> int:
-        return self.groups[self.group_of(row)][0]
-
-
-def plan_prefixes(prompts: Sequence[Sequence[int]], keys: Optional[Sequence[str]] = None) -> PrefixPlan:
-    """Contiguous groups (in sorted order) minimising prefilled tokens: a group's prefix
-    is prefilled once, the rest of each of its prompts once per row. Every row keeps at
-    least its last token for the generate call. Rows with different ``keys`` (their
-    adapters: a KV cache belongs to one adapter) share no prefix."""
-    keys = list(keys) if keys is not None else [""] * len(prompts)
-    order = sorted(range(len(prompts)), key=lambda i: (keys[i], list(prompts[i])))
-    lengths = [len(prompts[i]) for i in order]
-    adjacent = [_common(prompts[a], prompts[b]) if keys[a] == keys[b] else 0 for a, b in zip(order, order[1:])]
-    best = [0.0] + [math.inf] * len(order)
-    choice = [(0, 0)] * (len(order) + 1)
-    for j in range(1, len(order) + 1):
-        prefix, total = lengths[j - 1] - 1, 0
-        for i in range(j, 0, -1):  # the group order[i-1 .. j-1]
-            if i < j:
-                prefix = min(prefix, adjacent[i - 1], lengths[i - 1] - 1)
-            total += lengths[i - 1]
-            cost = best[i - 1] + prefix + total - (j - i + 1) * prefix
-            if cost < best[j]:
-                best[j], choice[j] = cost, (i, prefix)
-    groups, j = [], len(order)
-    while j > 0:
-        i, prefix = choice[j]
-        groups.append((prefix, tuple(sorted(order[i - 1:j]))))
-        j = i - 1
-    return PrefixPlan(tuple(sorted(groups, key=lambda g: g[1][0])))
 
 
 def _worth_sharing(plan: PrefixPlan, prompts) -> bool:

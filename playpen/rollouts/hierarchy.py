@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence, Union
 
 from playpen.errors import RolloutError
-from playpen.rollouts.loop import _Loop
+from playpen.rollouts.lockstep import _Loop
 from playpen.rollouts.types import EpisodeResult, InstanceSelector, Learner, PartnerLike, RolloutResult, \
     RolloutStats, Trajectory
 
@@ -167,7 +167,7 @@ def rollout_hierarchy(task: HierarchicalTask, learner: Learner, *,
     trajectory (see :mod:`playpen.training.offpolicy`). Sub-episodes of lower levels read
     their game's rows from ``instances_file`` only to learn the roles. ``kv_cache_mb``: as in
     :func:`~playpen.rollouts.rollout`."""
-    from playpen.rollouts import loop as engine
+    from playpen.rollouts import lockstep as engine
     from playpen.rollouts.partners import as_partner, stand_in_model
     from playpen.rollouts.plan import check_keys_used, pending_episodes, plan_game
     from playpen.rollouts.steps import side_call

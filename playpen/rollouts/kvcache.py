@@ -162,7 +162,7 @@ def generate_cached(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]]
     adapter of row i, passed to every forward pass (None: the model as it is).
     """
     import torch
-    from playpen.rollouts.generation import plan_prefixes
+    from playpen.rollouts.decoding import plan_prefixes
 
     n = len(prompts)
     if n == 0:
@@ -263,7 +263,7 @@ def _prefill(model, cached: list[list], suffixes: list[list[int]], adapters: lis
     padding masked, positions from the mask. Returns each row's last logits (or Nones) and
     its layers over cached + suffix (real positions only)."""
     import torch
-    from playpen.rollouts.generation import _device_of
+    from playpen.rollouts.decoding import device_of as _device_of
     device = _device_of(model)
     lengths = [layers[0][0].shape[1] if layers else 0 for layers in cached]
     head, tail = max(lengths), max(map(len, suffixes))
@@ -324,7 +324,7 @@ def _choose(logits, sampling: SamplingConfig):
 def _decode(model, tokenizer, prompts, logits, full: list, sampling: SamplingConfig, budgets: list,
             adapters: list, store: KVCacheStore, conversations, owners: list) -> list:
     import torch
-    from playpen.rollouts.generation import Generation, _device_of, eos_token_ids
+    from playpen.rollouts.decoding import Generation, device_of as _device_of, eos_token_ids
     device = _device_of(model)
     eos = set(eos_token_ids(model, tokenizer))
     temperature = sampling.temperature if sampling.temperature and sampling.temperature > 0 else 1.0

@@ -130,7 +130,7 @@ def role_baselines(cfg) -> dict[str, str]:
 def check_roles(named, games, instances: str, option_name: str) -> None:
     """TrainingSetupError when an option names a role none of ``games`` has (close matches named)."""
     from playpen.registry import close_matches
-    from playpen.training.grpo import game_roles
+    from playpen.envs.loading import game_roles
     known = sorted({role for game in games for role in game_roles(game, instances)[0]})
     for role in named:
         if role not in known:

@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from playpen.errors import GRPOSetupError
 from playpen.registry import TRAIN_INSTANCES
+from playpen.envs.loading import game_roles  # noqa: F401  (its home before; callers import it from here)
 from playpen.training.advantages import CreditOptions
 from playpen.training.config import option, split_list
 from playpen.training.plotting import LOG_FILE
@@ -55,25 +56,6 @@ class Slot:
     @property
     def instance(self) -> tuple:
         return self.game, self.experiment, self.game_id
-
-
-def game_roles(game: str, instances: str = TRAIN_INSTANCES) -> tuple[list[str], list[dict]]:
-    """The roles of a game's player slots (player names where roles repeat) and its rows."""
-    from playpen.envs.loading import game_instance_rows, load_benchmark, probe_roles
-    from playpen.registry import game_spec
-    spec = game_spec(game, instances)  # names a missing instances file clearly
-    benchmark = load_benchmark(spec)
-    try:
-        rows = game_instance_rows(spec)
-        if not rows:
-            raise GRPOSetupError(f"game '{game}' has no instances in in/{instances}.json")
-        slots, _ = probe_roles(benchmark, rows[0])
-    finally:
-        benchmark.close()
-    names = [s.role for s in slots]
-    if len(set(names)) < len(names):
-        names = [s.player_name for s in slots]
-    return names, rows
 
 
 def training_slots(games: Sequence[str], roles: Sequence[str] = (),
