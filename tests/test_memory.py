@@ -133,3 +133,19 @@ def test_grpo_memory_stays_flat_from_step_to_step(toy_workspace, monkeypatch):
     # after step 1 (the optimizer's state exists from then on) nothing accumulates
     assert max(alive[1:]) <= alive[1] + 64 * 1024, alive
     assert max(resident[2:]) <= resident[1] * 1.03, resident
+
+
+def test_trl_is_quiet_about_rows_whose_role_never_had_a_turn(caplog):
+    """playpen's NaN rewards for a role that never got a turn are on purpose: TRL's warning
+    about them is filtered, its other warnings are not."""
+    import logging
+
+    from playpen.training.grpo_steps import grpo_trainer_class
+    grpo_trainer_class()
+    logger = logging.getLogger("trl.trainer.grpo_trainer")  # what TRL's accelerate logger adapter wraps
+    with caplog.at_level(logging.WARNING, logger="trl.trainer.grpo_trainer"):
+        logger.warning("[RANK 0] All reward functions returned None for the following kwargs:\n{...}")
+        logger.warning("something else went wrong")
+    messages = [r.getMessage() for r in caplog.records]
+    assert not any("All reward functions returned None" in m for m in messages)
+    assert any("something else went wrong" in m for m in messages)
