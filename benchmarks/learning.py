@@ -108,6 +108,13 @@ METHODS = {
                              code=("playpen/training/self_rewarding.py", "playpen/training/judging.py",
                                    "playpen/training/preference.py"),
                              description="self-rewarding: the learner judges its candidates, best vs worst -> DPO"),
+    "self-rewarding-game": Method("self_rewarding_trainer_lora.py", dict(games="referencegame,taboo",
+                                                                        roles=FOLLOWER_ROLES, max_steps=30, rounds=2,
+                                                                        reward="game"),
+                                  teacher="programmatic", trains=("referencegame", "taboo"),
+                                  code=("playpen/training/self_rewarding.py", "playpen/training/preference.py"),
+                                  description="self-rewarding, external-reward variant: candidates ranked by "
+                                              "the game's outcome, best vs worst -> DPO"),
     "grpo-partner": Method("grpo_trainer_lora_mp.py", dict(games="referencegame,taboo", roles=FOLLOWER_ROLES,
                                                           num_generations=8, groups_per_step=2, beta=0.0,
                                                           learning_rate=2e-4, max_steps=200, save_steps=5),
@@ -333,6 +340,7 @@ def main(argv=None) -> int:
 
 
 def run_methods(wanted: list[str], args, out: Path) -> None:
+    from playpen.errors import PlaypenError
     from playpen.files import write_json
     from playpen.seeding import seed_everything
     work = out / "learning"
@@ -386,7 +394,16 @@ def run_methods(wanted: list[str], args, out: Path) -> None:
         adapter = warm_up()
         print(f"== {name}", flush=True)
         seed_everything(args.seed)
-        final, facts = train(name, method, args, work, adapter)
+        try:
+            final, facts = train(name, method, args, work, adapter)
+        except PlaypenError as error:  # the method itself could not go on: a result too, shown as such
+            print(f"== {name}: failed: {error}", flush=True)
+            write_json(cache_path(out, name), {"method": name, "fingerprint": fingerprint(name, method, args),
+                                               "adapter": None, "trains": list(method.trains),
+                                               "description": method.description, "failed": str(error),
+                                               "settings": {}, "steps": 0, "train_seconds": 0})
+            build_report(out, ["baseline", *METHODS], METHODS, [s.name for s in SETTINGS])
+            continue
         facts.update(evaluate_settings(args.learner, final, f"{args.learner}+sft+{name}", args, work))
         write_json(cache_path(out, name), {"method": name, "fingerprint": fingerprint(name, method, args),
                                            "adapter": str(final), "trains": list(method.trains),

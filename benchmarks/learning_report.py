@@ -38,6 +38,10 @@ def targets(results: dict, settings) -> tuple[list[str], list[str]]:
     for name, data in results.items():
         if name in ("baseline", "sft"):
             continue
+        if data.get("failed"):
+            lines_a.append(f"- {name}: not met (the method failed before its evaluation: {data['failed']})")
+            lines_b.append(f"- {name}: not evaluated (failed)")
+            continue
         gains = {}
         for setting in settings:
             mine, base = data["settings"].get(setting), sft["settings"].get(setting)
@@ -69,7 +73,8 @@ def table_markdown(results: dict, settings) -> str:
     rule = "|" + "---|" * (3 + len(settings))
     lines = [head, rule]
     for name, data in results.items():
-        cells = [_cell(data["settings"].get(s)) for s in settings]
+        cells = (["failed"] * len(settings) if data.get("failed")
+                 else [_cell(data["settings"].get(s)) for s in settings])
         lines.append(f"| {name} | {data.get('train_seconds', 0):.0f} | {data.get('steps', 0)} | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines)
