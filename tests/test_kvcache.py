@@ -130,7 +130,7 @@ class _Stores:
     """Records the KVCacheStore every rollout creates (the real class, unchanged)."""
 
     def __init__(self, monkeypatch):
-        import playpen.rollouts.loop as loop
+        import playpen.rollouts.lockstep as loop  # where the lock-step loop makes its stores
         self.made = []
         real = loop.KVCacheStore
 

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from playpen.errors import GameLoadError
+from playpen.registry import TRAIN_INSTANCES
 
 
 def load_benchmark(name_or_spec: Any):
@@ -78,17 +79,17 @@ def probe_roles(benchmark: Any, row: dict) -> tuple[list[PlayerSlot], list[tuple
     return slots, own
 
 
-def game_roles(game: str, instances: str = "") -> tuple[list[str], list[dict]]:
-    """The roles of a game's player slots (player names where roles repeat) and its rows."""
+def game_roles(game: str, instances: Optional[str] = TRAIN_INSTANCES) -> tuple[list[str], list[dict]]:
+    """The roles of a game's player slots (player names where roles repeat) and the rows of
+    its ``instances`` file (None: the game's own, held-out set)."""
     from playpen.errors import GRPOSetupError
-    from playpen.registry import TRAIN_INSTANCES, game_spec
-    instances = instances or TRAIN_INSTANCES
+    from playpen.registry import game_spec
     spec = game_spec(game, instances)  # names a missing instances file clearly
     benchmark = load_benchmark(spec)
     try:
         rows = game_instance_rows(spec)
         if not rows:
-            raise GRPOSetupError(f"game '{game}' has no instances in in/{instances}.json")
+            raise GRPOSetupError(f"game '{game}' has no instances in in/{instances or 'instances'}.json")
         slots, _ = probe_roles(benchmark, rows[0])
     finally:
         benchmark.close()
