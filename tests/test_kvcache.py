@@ -142,6 +142,7 @@ class _Stores:
 
 
 def _play(tiny_pair, **kwargs):
+    kwargs.setdefault("kv_cache_mb", 1024.0)  # the cache is opt-in (see docs/rollouts.md)
     return rollout("relay", make_learner(tiny_pair, temperature=0.0, max_new_tokens=5),
                    partners={"Listener": "programmatic"},
                    instances=lambda row: row["experiment"]["name"] == "lenient", records_dir=None, **kwargs)
