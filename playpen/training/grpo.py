@@ -234,19 +234,8 @@ class GameRollout:
         for slot, name in zip(slots, names):
             played = episodes.get((slot.instance, slot.role, name), [])[:self.num_generations]
             for episode in played:
-                trajectory = _pick(episode, slot.role)
-                if trajectory is None:
-                    # the role never got a turn (the episode ended or failed before it): no
-                    # tokens to train, and no reward, so the row stays out of the group baseline
-                    out["prompt_ids"].append([eos])
-                    out["completion_ids"].append([eos])
-                    out["logprobs"].append([0.0])
-                    out["env_mask"].append([0])
-                    out["reward"].append(math.nan)
-                else:
-                    for key, value in trajectory.as_trl_row().items():
-                        out[key].append(value)
-                    out["reward"].append(float(trajectory.reward))
+                # the role never got a turn (the episode ended or failed before it): an empty row
+                append_row(out, _pick(episode, slot.role), eos)
                 out["outcome"].append(episode.outcome)
                 out["main_score"].append(float(episode.main_score))
                 out["role"].append(slot.role)
@@ -255,6 +244,20 @@ class GameRollout:
                 raise RuntimeError(f"slot {slot}: {len(played)} episodes for a group of "
                                    f"{self.num_generations}")
         return out
+
+
+def append_row(out: dict, trajectory, eos: int) -> None:
+    """Append ``trajectory``'s TRL row and reward to ``out``; for None (no turn to learn from)
+    a row of one masked EOS and a NaN reward, so that it stays out of every group's baseline."""
+    if trajectory is None:
+        for key, value in (("prompt_ids", [eos]), ("completion_ids", [eos]), ("logprobs", [0.0]),
+                           ("env_mask", [0])):
+            out[key].append(value)
+        out["reward"].append(math.nan)
+        return
+    for key, value in trajectory.as_trl_row().items():
+        out[key].append(value)
+    out["reward"].append(float(trajectory.reward))
 
 
 def _pick(episode, role: str):

@@ -200,20 +200,12 @@ class HierarchicalRollout:
         return out
 
     def _row(self, out: dict, episode: EpisodeResult, role: str, level: int, step: int) -> None:
-        from playpen.training.grpo import _pick
+        from playpen.training.grpo import _pick, append_row
         trajectory = _pick(episode, role)
-        if trajectory is None or not trajectory.trainable:
-            # no turn of the learner (a partner played it, or the episode failed before it) or
-            # a level not trained: no tokens to learn from, no reward in any mean
-            eos = self.tokenizer.eos_token_id
-            for key, value in (("prompt_ids", [eos]), ("completion_ids", [eos]), ("logprobs", [0.0]),
-                               ("env_mask", [0])):
-                out[key].append(value)
-            out["reward"].append(math.nan)
-        else:
-            for key, value in trajectory.as_trl_row().items():
-                out[key].append(value)
-            out["reward"].append(float(trajectory.reward))
+        # no turn of the learner (a partner played it, or the episode failed before it) or a
+        # level not trained: no tokens to learn from, no reward in any mean
+        append_row(out, trajectory if trajectory is not None and trajectory.trainable else None,
+                   self.tokenizer.eos_token_id)
         out["outcome"].append(episode.outcome)
         out["main_score"].append(float(episode.main_score))
         out["role"].append(role)
