@@ -212,19 +212,7 @@ def rollout_hierarchy(task: HierarchicalTask, learner: Learner, *,
         setup_seconds = time.perf_counter() - started
         loop = _TreeLoop(task, levels, plans, policy_version, learner, template_kwargs, None,
                          max_concurrent_episodes, reward_fn, writer, callbacks, raise_game_errors, kv_cache_mb)
-        if callbacks is not None:
-            callbacks.on_rollout_start(len(pending))
-        try:
-            if writer is not None:
-                for plan in plans.values():
-                    writer.start_game(plan.model_dir, plan.name, plan.spec.game_path, plan.model_infos,
-                                      plan.spec.instances)
-            loop.run(pending)
-        finally:
-            if writer is not None:
-                writer.close()
-            if callbacks is not None:
-                callbacks.on_rollout_end()
+        engine.run_loop(loop, list(plans.values()), pending, writer, callbacks)
     finally:
         for plan in plans.values():
             plan.benchmark.close()

@@ -34,6 +34,24 @@ from playpen.rollouts.steps import run_steps
 from playpen.rollouts.types import LEARNER, BranchPoint, EpisodeResult, Learner, TurnRecord
 
 
+def run_loop(loop, plans, pending: list, writer, callbacks) -> None:
+    """Run ``loop`` over ``pending`` with the rollout's bookkeeping around it: each game's
+    results folder started, the writer closed and ``on_rollout_end`` called however it ends."""
+    if callbacks is not None:
+        callbacks.on_rollout_start(len(pending))
+    try:
+        if writer is not None:
+            for plan in plans:
+                writer.start_game(plan.model_dir, plan.name, plan.spec.game_path, plan.model_infos,
+                                  plan.spec.instances)
+        loop.run(pending)
+    finally:
+        if writer is not None:
+            writer.close()
+        if callbacks is not None:
+            callbacks.on_rollout_end()
+
+
 def _direct_learner_call(learner: Learner, messages: list[dict], template_kwargs: dict):
     """A game master calling the learner's player outside the loop's steps: generate once,
     unrecorded (inside steps, :class:`SideCallServer` batches and records them)."""

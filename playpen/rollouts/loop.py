@@ -17,7 +17,7 @@ from typing import Callable, Mapping, Optional, Sequence, Union
 
 from playpen.callbacks import BaseCallback
 from playpen.errors import RolloutError
-from playpen.rollouts.lockstep import _direct_learner_call, _Loop
+from playpen.rollouts.lockstep import _direct_learner_call, _Loop, run_loop
 from playpen.rollouts.partners import as_partner, stand_in_model
 from playpen.rollouts.plan import check_keys_used, pending_episodes, plan_game
 from playpen.rollouts.steps import side_call
@@ -117,19 +117,7 @@ def rollout(games: Union[str, Sequence[str]],
         setup_seconds = time.perf_counter() - started
         loop = _Loop(learner, template_kwargs, branching, max_concurrent_episodes, reward_fn, writer,
                      callbacks, raise_game_errors, kv_cache_mb)
-        if callbacks is not None:
-            callbacks.on_rollout_start(len(pending))
-        try:
-            if writer is not None:
-                for plan in plans:
-                    writer.start_game(plan.model_dir, plan.name, plan.spec.game_path, plan.model_infos,
-                                      plan.spec.instances)
-            loop.run(pending)
-        finally:
-            if writer is not None:
-                writer.close()
-            if callbacks is not None:
-                callbacks.on_rollout_end()
+        run_loop(loop, plans, pending, writer, callbacks)
     finally:
         for plan in plans:
             plan.benchmark.close()
