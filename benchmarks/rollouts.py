@@ -151,9 +151,13 @@ class GenerateMeter:
         self.seconds = 0.0
         self.calls = 0
         model.generate = self._generate
-        # every forward pass, split into prefill (several positions per row) and decode steps
-        self.forward = model.forward
-        model.forward = self._forward
+        # every forward pass, split into prefill (several positions per row) and decode steps;
+        # timed by module hooks: replacing model.forward would hide its signature from
+        # generate, which then builds no position ids from the attention mask (left-padded
+        # rows would run at shifted positions; an earlier version of this meter did that)
+        self._started = None
+        model.register_forward_pre_hook(self._before, with_kwargs=True)
+        model.register_forward_hook(self._after, with_kwargs=True)
         self.prefill_seconds = self.decode_seconds = self.outside_forward_seconds = 0.0
         self.prefill_positions = self.decode_steps = 0
         # playpen's shared-prefix prefill runs outside generate: it is model time too
@@ -181,10 +185,12 @@ class GenerateMeter:
             self.tokens += len(row) if end is None else end + 1
         return out
 
-    def _forward(self, *args, **kwargs):
+    def _before(self, module, args, kwargs):
         ids = kwargs.get("input_ids") if kwargs.get("input_ids") is not None else (args[0] if args else None)
-        started = time.perf_counter()
-        out = self.forward(*args, **kwargs)
+        self._started = (time.perf_counter(), ids)
+
+    def _after(self, module, args, kwargs, output):
+        started, ids = self._started
         elapsed = time.perf_counter() - started
         if ids is not None and ids.shape[1] > 1:
             self.prefill_seconds += elapsed
@@ -192,7 +198,6 @@ class GenerateMeter:
         else:
             self.decode_seconds += elapsed
             self.decode_steps += 1
-        return out
 
     def reset(self):
         self.tokens, self.seconds, self.calls = 0, 0.0, 0

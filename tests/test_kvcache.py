@@ -142,7 +142,7 @@ class _Stores:
 
 
 def _play(tiny_pair, **kwargs):
-    kwargs.setdefault("kv_cache_mb", 1024.0)  # the cache is opt-in (see docs/rollouts.md)
+    kwargs.setdefault("kv_cache_mb", 1024.0)
     return rollout("relay", make_learner(tiny_pair, temperature=0.0, max_new_tokens=5),
                    partners={"Listener": "programmatic"},
                    instances=lambda row: row["experiment"]["name"] == "lenient", records_dir=None, **kwargs)
@@ -234,3 +234,25 @@ def test_forked_episodes_continue_their_parents_cache(toy_workspace, tiny_pair, 
     assert store.num_hits == 15 and store.num_misses == 3
     assert cached.stats.num_prefill_tokens < plain.stats.num_prefill_tokens / 2
     assert len(store) == 0
+
+
+def test_slab_layer_appends_in_place_and_grows_like_a_concatenation():
+    import torch
+    from playpen.rollouts.kvcache import _SlabLayer
+    torch.manual_seed(0)
+    keys, values = torch.randn(3, 2, 5, 4), torch.randn(3, 2, 5, 4)
+    buffer_k, buffer_v = torch.zeros(3, 2, 7, 4), torch.zeros(3, 2, 7, 4)
+    buffer_k[:, :, :5], buffer_v[:, :, :5] = keys, values
+    layer = _SlabLayer(buffer_k, buffer_v, 5)
+    expected_k, expected_v = keys, values
+    for step in range(6):  # past the 2 spare positions: the buffers grow
+        new_k, new_v = torch.randn(3, 2, 1 + step % 2, 4), torch.randn(3, 2, 1 + step % 2, 4)
+        out_k, out_v = layer.update(new_k, new_v)
+        expected_k, expected_v = torch.cat([expected_k, new_k], 2), torch.cat([expected_v, new_v], 2)
+        assert torch.equal(out_k, expected_k) and torch.equal(out_v, expected_v)
+        assert layer.get_seq_length() == expected_k.shape[2]
+    layer.drop_leading(3)
+    layer.batch_select_indices(torch.tensor([2, 0]))
+    assert torch.equal(layer.keys, expected_k[[2, 0], :, 3:])
+    out_k, _ = layer.update(torch.ones(2, 2, 1, 4), torch.ones(2, 2, 1, 4))
+    assert torch.equal(out_k[:, :, :-1], expected_k[[2, 0], :, 3:]) and bool((out_k[:, :, -1] == 1).all())

@@ -38,6 +38,27 @@ def device_of(model):
     return next(model.parameters()).device
 
 
+def cache_kwarg(model) -> str:
+    """The keyword that hands a KV cache to the model's forward and generate: ``cache`` in
+    transformers releases that renamed it (``past_key_values`` is deprecated there and warns
+    on every call), ``past_key_values`` before. Read from the forward of the model under any
+    peft wrapper, whose own forward takes ``**kwargs``."""
+    import inspect
+    unwrap = getattr(model, "get_base_model", None)  # a peft model
+    base = unwrap() if callable(unwrap) else model
+    name = _CACHE_KWARG.get(type(base))
+    if name is None:
+        try:
+            name = "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
+        except (TypeError, ValueError):
+            name = "past_key_values"
+        _CACHE_KWARG[type(base)] = name
+    return name
+
+
+_CACHE_KWARG: dict = {}
+
+
 def _common(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     i = 0

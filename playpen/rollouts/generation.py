@@ -11,11 +11,13 @@ one ``batch x vocab`` slice whatever ``max_new_tokens`` is.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any, Optional, Sequence
 
-from playpen.rollouts.decoding import (Generation, PrefixPlan, device_of as _device_of, eos_token_ids,  # noqa: F401
-                                       plan_prefixes)
+from playpen.rollouts.decoding import (Generation, PrefixPlan, cache_kwarg, device_of as _device_of,  # noqa: F401
+                                       eos_token_ids, plan_prefixes)
+from playpen.rollouts.mixed_lora import mixed_lora
 from playpen.rollouts.types import SamplingConfig
 
 
@@ -219,9 +221,10 @@ def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig, share_p
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad():
+        # rows of several LoRA adapters: one stacked LoRA matmul per layer (playpen.rollouts.mixed_lora)
+        with torch.no_grad(), (mixed_lora(model) if adapter_names is not None else nullcontext()):
             if plan is not None:
-                kwargs["past_key_values"] = _prefix_cache(model, plan, input_ids[:, :head].to(device),
+                kwargs[cache_kwarg(model)] = _prefix_cache(model, plan, input_ids[:, :head].to(device),
                                                           attention[:, :head].to(device), adapter_names)
             result = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device),
                                     **kwargs)
@@ -256,15 +259,15 @@ def _prefix_cache(model, plan: PrefixPlan, head_ids, head_mask, adapter_names=No
     mask = head_mask[firsts]
     positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache(config=model.config)
-    inputs = dict(input_ids=head_ids[firsts], attention_mask=mask, position_ids=positions,
-                  past_key_values=cache, use_cache=True)
+    inputs = {"input_ids": head_ids[firsts], "attention_mask": mask, "position_ids": positions,
+              cache_kwarg(model): cache, "use_cache": True}
     if adapter_names is not None:
         inputs["adapter_names"] = [adapter_names[i] for i in firsts]
     try:  # only the cache is wanted, not vocabulary-wide logits for every prefix position
         model(**inputs, logits_to_keep=1)
     except TypeError:  # a model without logits_to_keep
         cache = DynamicCache(config=model.config)
-        model(**dict(inputs, past_key_values=cache))
+        model(**dict(inputs, **{cache_kwarg(model): cache}))
     rows = torch.tensor([plan.group_of(r) for r in range(head_ids.shape[0])], device=head_ids.device)
     cache.batch_select_indices(rows)
     return cache

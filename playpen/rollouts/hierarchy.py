@@ -160,7 +160,7 @@ def rollout_hierarchy(task: HierarchicalTask, learner: Learner, *,
                       reward_fn: Optional[Callable] = None,
                       records_dir: Optional[Union[str, Path]] = "playpen-records", run_name: Optional[str] = None,
                       callbacks: Any = None, seed: Optional[int] = None, policy_version: int = 0,
-                      raise_game_errors: bool = False, kv_cache_mb: float = 0.0) -> HierarchyResult:
+                      raise_game_errors: bool = False, kv_cache_mb: float = 1024.0) -> HierarchyResult:
     """Play the top level's instances (``instances``/``instances_file``/``num_repeats`` as in
     :func:`playpen.rollouts.rollout`) and every sub-episode they start, in one loop.
     ``policy_version``: the optimizer step of ``learner``'s weights, stamped on every

