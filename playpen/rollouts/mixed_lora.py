@@ -1,0 +1,279 @@
+"""A faster mixed-adapter forward for peft LoRA models (issue 15, players as adapters).
+
+peft answers a batch whose rows name different adapters (``adapter_names=[...]``) by
+running every LoRA layer once per adapter present, on that adapter's rows: on a CPU the
+many small matmuls and row copies, not the arithmetic, are what a mixed batch costs. While
+:func:`mixed_lora` is active, every plain ``peft.tuners.lora.Linear`` of the model answers
+such a forward (inference only: no gradient, eval mode) in a fixed number of operations,
+whatever the number of adapters:
+
+- the base layer once for all rows;
+- ``h = x @ A_all^T``: the A matrices of the layer's adapters, stacked ``[n, r, in]`` and
+  read as one ``[n*r, in]`` matrix, in ONE matmul; each row keeps the ``r`` columns of its
+  own adapter (one ``index_select``) times its adapter's scaling (0 for ``"__base__"`` rows
+  and for adapters this layer does not have: their delta is exactly zero);
+- ``y = h @ B_all^T``: the B matrices stacked ``[n, out, r]`` and read as ``[n*out, r]``,
+  ONE matmul; each row keeps the ``out`` columns of its own adapter (one ``index_select``),
+  added to the base output.
+
+The stacks cost no memory: the adapters' ``lora_A``/``lora_B`` weights are made views of
+them (same values, same parameters, so training, optimisers, ``load_state_dict`` and
+saving see the same tensors; each weight stays contiguous). A stack is checked at the start
+of every :func:`mixed_lora` session (adapter set, shapes, data pointers: an adapter added,
+deleted, reloaded or moved) and rebuilt when it no longer matches; in-place updates (an
+optimiser step, ``copy_``) are seen as they happen. Adapters of one layer with different
+ranks, dtypes or devices get one stack per kind.
+
+Anything else goes to peft unchanged, layer by layer: a gradient-enabled or training
+forward, merged or disabled adapters, a variant (DoRA, aLoRA, ...), a LoRA bias, an active
+dropout, another LoRA layer type (embeddings, convolutions, quantised layers), or a batch
+so large (prefill of many long rows) that peft's sub-batches are cheaper than computing
+every adapter's columns for every row. ``PLAYPEN_MIXED_LORA=0`` switches the fast path
+off (peft everywhere), as does ``mixed_lora(model, enabled=False)``.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import weakref
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
+
+ENABLED = os.environ.get("PLAYPEN_MIXED_LORA", "1").strip() not in ("0", "false", "no", "off")
+"""Whether :func:`mixed_lora` uses the stacked path (``PLAYPEN_MIXED_LORA=0``: peft's)."""
+
+MAX_STACKED_ELEMENTS = 1 << 21
+"""The largest ``tokens x adapters-spanned x out`` intermediate the stacked path makes in
+one layer; a larger forward (a long prefill) runs peft's sub-batches, where the matmuls are
+big enough for their count not to matter."""
+
+BASE = "__base__"
+
+# module -> {kind key: _Stack}; weak, so a dropped model takes its stacks along
+_STACKS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
+class _Stack:
+    """The A and B weights of a layer's adapters of one kind (rank, dtype, device):
+    ``A [n, r, in]`` and ``B [n, out, r]``; the adapters' weights are views of them."""
+
+    __slots__ = ("names", "index", "A", "B", "rank", "scales", "layout")
+
+    def __init__(self, names: tuple, A, B):
+        self.names, self.A, self.B = names, A, B
+        self.index = {name: i for i, name in enumerate(names)}
+        self.rank = A.shape[1]
+        self.scales: tuple = ()
+        self.layout = 0
+
+    def matches(self, module, names: tuple) -> bool:
+        if names != self.names:
+            return False
+        for i, name in enumerate(names):
+            a, b = module.lora_A[name].weight, module.lora_B[name].weight
+            if (a.data_ptr() != self.A[i].data_ptr() or b.data_ptr() != self.B[i].data_ptr()
+                    or a.shape != self.A.shape[1:] or b.shape != self.B.shape[1:]
+                    or a.dtype != self.A.dtype or b.dtype != self.B.dtype
+                    or a.device != self.A.device or b.device != self.B.device):
+                return False
+        return True
+
+
+def _plain_adapters(module) -> dict:
+    """The layer's adapters the stacked path can answer, by kind ``(rank, dtype, device)``;
+    the others (variants, a LoRA bias, an active dropout, odd weights) are left out and send
+    any batch naming them to peft."""
+    import torch
+    kinds: dict = {}
+    for name, lora_a in module.lora_A.items():
+        lora_b = module.lora_B[name] if name in module.lora_B else None
+        if lora_b is None or name in getattr(module, "lora_variant", {}) or module.use_dora.get(name, False):
+            continue
+        if module.lora_bias.get(name, False) or getattr(lora_a, "bias", None) is not None \
+                or getattr(lora_b, "bias", None) is not None:
+            continue
+        dropout = module.lora_dropout[name] if name in module.lora_dropout else None
+        if dropout is not None and dropout.training and not isinstance(dropout, torch.nn.Identity):
+            continue
+        a, b = getattr(lora_a, "weight", None), getattr(lora_b, "weight", None)
+        if type(a) is not torch.nn.Parameter or type(b) is not torch.nn.Parameter:
+            continue  # DTensors, quantised or meta weights: peft's business
+        if a.dim() != 2 or b.dim() != 2 or a.shape[0] != b.shape[1] or a.dtype != b.dtype \
+                or a.device != b.device or a.device.type == "meta" or not a.dtype.is_floating_point:
+            continue
+        kinds.setdefault((a.shape[0], a.dtype, a.device), []).append(name)
+    return {kind: tuple(names) for kind, names in kinds.items()}
+
+
+def _build(module, names: tuple) -> _Stack:
+    """A new stack holding ``names``' current weights; the weights become its views."""
+    import torch
+    first_a, first_b = module.lora_A[names[0]].weight, module.lora_B[names[0]].weight
+    A = torch.empty((len(names),) + tuple(first_a.shape), dtype=first_a.dtype, device=first_a.device)
+    B = torch.empty((len(names),) + tuple(first_b.shape), dtype=first_b.dtype, device=first_b.device)
+    with torch.no_grad():
+        for i, name in enumerate(names):
+            a, b = module.lora_A[name].weight, module.lora_B[name].weight
+            A[i].copy_(a)
+            B[i].copy_(b)
+            a.data = A[i]
+            b.data = B[i]
+    return _Stack(names, A, B)
+
+
+def stacks_of(module) -> list:
+    """The layer's stacks, checked and (re)built as needed (see the module doc)."""
+    kinds = _plain_adapters(module)
+    old = _STACKS.get(module, {})
+    new = {}
+    for kind, names in kinds.items():
+        stack = old.get(kind)
+        new[kind] = stack if stack is not None and stack.matches(module, names) else _build(module, names)
+    _STACKS[module] = new
+    return list(new.values())
+
+
+class _Session:
+    """One :func:`mixed_lora` activation: each layer's stacks and layout, and the row
+    plans (gather indices, per-row scalings) shared by the layers of one layout."""
+
+    def __init__(self):
+        self.layer: dict = {}   # module -> (stacks, unsupported names, layout id)
+        self.layouts: dict = {}  # layout key -> id
+        self.plans: dict = {}
+        self.names_obj: Any = None
+        self.names_key: tuple = ()
+
+    def prepare(self, module) -> None:
+        stacks = stacks_of(module)
+        supported = set()
+        for stack in stacks:
+            stack.scales = tuple(float(module.scaling[name]) for name in stack.names)
+            supported.update(stack.names)
+        unsupported = frozenset(name for name in module.lora_A.keys() if name not in supported)
+        key = (tuple((s.names, s.scales, s.rank, s.A.shape[2], s.B.shape[1], s.A.dtype, s.A.device) for s in stacks),
+               unsupported)
+        layout = self.layouts.setdefault(key, len(self.layouts))
+        for stack in stacks:
+            stack.layout = layout
+        self.layer[module] = (stacks, unsupported, layout)
+
+    def plan(self, module, names, rows: int, tokens: int):
+        """Per stack with rows: (its position in the layer's stacks, first adapter index,
+        last + 1, row index into h and y, per-token scaling); None: this forward goes to
+        peft; []: no row has a LoRA delta. Shared by the layers of one layout."""
+        if names is not self.names_obj:  # peft hands every layer the same list per forward
+            self.names_obj, self.names_key = names, tuple(names)
+        stacks, unsupported, layout = self.layer[module]
+        key = (self.names_key, rows, tokens, layout)
+        if key in self.plans:
+            return self.plans[key]
+        self.plans[key] = plan = self._make_plan(stacks, unsupported, self.names_key, rows, tokens)
+        return plan
+
+    @staticmethod
+    def _make_plan(stacks, unsupported, names: tuple, rows: int, tokens: int):
+        import torch
+        if len(names) != rows or any(name in unsupported for name in names):
+            return None
+        plan = []
+        for position, stack in enumerate(stacks):
+            where = [stack.index.get(name) for name in names]
+            present = [i for i in where if i is not None]
+            if not present:
+                continue
+            lo, hi = min(present), max(present) + 1
+            span = hi - lo
+            out = stack.B.shape[1]
+            if span > 2 * len(set(present)) + 2 or rows * tokens * span * max(out, stack.rank) > MAX_STACKED_ELEMENTS:
+                return None  # mostly other adapters' columns, or a big forward: peft's sub-batches
+            local = torch.tensor([(i - lo) if i is not None else 0 for i in where], dtype=torch.long)
+            scale = torch.tensor([stack.scales[i] if i is not None else 0.0 for i in where], dtype=stack.A.dtype)
+            local = local.repeat_interleave(tokens)
+            pick = torch.arange(rows * tokens, dtype=torch.long) * span + local
+            device = stack.A.device
+            plan.append((position, lo, hi, pick.to(device), scale.repeat_interleave(tokens)[:, None].to(device)))
+        return plan
+
+
+def _forward(session: _Session, module, original, x, *args, **kwargs):
+    import torch
+    names = kwargs.get("adapter_names")
+    if (names is None or torch.is_grad_enabled() or module.training or module.merged or module.disable_adapters
+            or module not in session.layer or any(kwargs.get(k) is not None for k in _variant_keys())):
+        return original(x, *args, **kwargs)
+    if x.dim() < 2:
+        return original(x, *args, **kwargs)
+    features = x.shape[-1]
+    rows = x.shape[0]
+    tokens = x.numel() // max(1, rows * features)
+    plan = session.plan(module, names, rows, tokens)
+    if plan is None:
+        return original(x, *args, **kwargs)
+    kwargs.pop("adapter_names")
+    for k in _variant_keys():
+        kwargs.pop(k, None)
+    result = module.base_layer(x, *args, **kwargs)
+    if not plan:
+        return result
+    stacks = session.layer[module][0]
+    flat = None
+    delta = None
+    for position, lo, hi, pick, scale in plan:
+        stack = stacks[position]
+        if flat is None or flat.dtype != stack.A.dtype:
+            flat = x.reshape(-1, features).to(stack.A.dtype)
+        r, out = stack.rank, stack.B.shape[1]
+        h = torch.nn.functional.linear(flat, stack.A[lo:hi].view(-1, features))         # [tokens, span*r]
+        h = h.view(-1, r).index_select(0, pick).mul_(scale)                             # [tokens, r]
+        y = torch.nn.functional.linear(h, stack.B[lo:hi].view(-1, r))                   # [tokens, span*out]
+        y = y.view(-1, out).index_select(0, pick)                                       # [tokens, out]
+        delta = y if delta is None else delta.add_(y)
+    result += delta.view(result.shape).to(result.dtype)
+    return result
+
+
+@functools.lru_cache(maxsize=1)
+def _variant_keys() -> tuple:
+    try:
+        from peft.tuners.lora.layer import VARIANT_KWARG_KEYS
+    except ImportError:  # an older peft: no variant keywords
+        return ()
+    return tuple(VARIANT_KWARG_KEYS)
+
+
+def _lora_linear_class() -> Optional[type]:
+    try:
+        from peft.tuners.lora.layer import Linear
+    except ImportError:
+        return None
+    return Linear
+
+
+@contextmanager
+def mixed_lora(model: Any, enabled: Optional[bool] = None) -> Iterator[int]:
+    """While active, ``model``'s plain peft LoRA linear layers answer forwards with
+    per-row ``adapter_names`` by the stacked path (see the module doc); yields the number
+    of layers that got it (0: peft everywhere). Pass ``adapter_names`` to the model as
+    usual: peft still checks the names and hands them to every layer."""
+    linear = _lora_linear_class()
+    if not (ENABLED if enabled is None else enabled) or linear is None:
+        yield 0
+        return
+    import torch
+    session = _Session()
+    installed = []
+    try:
+        with torch.no_grad():
+            for module in model.modules():
+                # exactly peft's Linear (not its quantised subclasses), and no one else's forward override
+                if type(module) is not linear or "forward" in module.__dict__:
+                    continue
+                session.prepare(module)
+                original = type(module).forward.__get__(module)
+                module.forward = functools.partial(_forward, session, module, original)
+                installed.append(module)
+        yield len(installed)
+    finally:
+        for module in installed:
+            module.__dict__.pop("forward", None)
