@@ -161,3 +161,79 @@ def test_the_league_example_runs_with_playpen_run(toy_workspace):
     assert solo.returncode == 2 and "game 'sayword' has 1 player slot" in solo.stderr
     assert len(solo.stderr.strip().splitlines()) == 1
     assert not (toy_workspace / "other").exists()
+
+
+def test_a_competitive_game_is_rewarded_per_role_a_cooperative_one_per_outcome():
+    from playpen.outcomes import EpisodeOutcome
+    from playpen.population.trainer import MatchReward
+    reward = MatchReward()
+
+    def adv(outcome, **scores):  # adversarial_taboo's episode scores
+        base = {"Attacker Win": 0, "Defender Win": 0, "Tie": 0, "Attacker Aborted": 0, "Defender Aborted": 0}
+        return EpisodeOutcome(outcome=outcome, main_score=float("nan"), episode_scores={**base, **scores})
+    attacker_won = adv("success", **{"Attacker Win": 1})
+    assert (reward(attacker_won, "a", "Attacker"), reward(attacker_won, "b", "Defender")) == (1.0, -1.0)
+    defender_won = adv("failure", **{"Defender Win": 1})
+    assert (reward(defender_won, "a", "Attacker"), reward(defender_won, "b", "Defender")) == (-1.0, 1.0)
+    tie = adv("failure", Tie=1)
+    assert reward(tie, "a", "Attacker") == reward(tie, "b", "Defender") == 0.0
+    nan = float("nan")  # the format broken by the Attacker: a loss for it, a tie for the Defender
+    broken = adv("aborted", **{"Attacker Win": nan, "Defender Win": nan, "Tie": nan, "Attacker Aborted": 1})
+    assert (reward(broken, "a", "Attacker"), reward(broken, "b", "Defender")) == (-1.0, 0.0)
+    # a cooperative game (no "<Role> Win" scores): playpen's outcome reward, the same for both seats
+    won = EpisodeOutcome(outcome="success", main_score=100.0, episode_scores={"Main Score": 100})
+    assert reward(won, "a", "Giver") == reward(won, "b", "Follower") == 1.0
+
+
+def test_a_tournament_of_adversarial_taboo_has_winners(tmp_path, monkeypatch):
+    """Both seats used to get the game's one reward: every match a draw. Programmatic
+    players (no model) on 3 held-out instances, both seatings."""
+    from playpen.population.tournament import run_tournament
+    monkeypatch.chdir(tmp_path)
+    result = run_tournament(["programmatic", "mock"], "adversarial_taboo", out_dir=tmp_path / "cup",
+                            num_instances=3, num_samples=20, echo=lambda line: None)
+    lines = [json.loads(x) for x in (tmp_path / "cup" / "matches.jsonl").read_text().splitlines()]
+    assert len(lines) == 6
+    assert all(sorted(x["rewards"]) in ([-1.0, 1.0], [0.0, 0.0], [-1.0, 0.0]) for x in lines)
+    assert any(m.score_a != 0.5 for m in result.matches)
+    assert all(x["score"] == (1.0 if x["rewards"][0] > x["rewards"][1] else 0.0 if x["rewards"][0] <
+                              x["rewards"][1] else 0.5) for x in lines)
+
+
+class StopAt:
+    """A callback that stops a population run after ``n`` epochs."""
+
+    def __init__(self, n):
+        self.n, self.steps = n, []
+
+    def on_learn_start(self, name, total):
+        self.total = total
+
+    def on_train_step(self, step, metrics):
+        self.steps.append(step)
+        return step < self.n
+
+    def on_learn_end(self):
+        self.ended = True
+
+    def __getattr__(self, name):  # the rollout's hooks
+        return lambda *a, **k: None
+
+
+def test_a_callback_or_the_time_budget_stops_a_run_between_epochs(tiny_model_dir, tmp_path):
+    cfg = LeagueOptions(epochs=5, matches_per_epoch=1, lora_r=4, lora_dropout=0.0, models_dir=str(tmp_path / "a"))
+    stop = StopAt(2)
+    trainer = NumberDuel(tiny_learner(tiny_model_dir), config=cfg, seed=1, progress=False, callbacks=[stop])
+    trainer.learn()
+    assert stop.steps == [1, 2] and stop.total == 5 and stop.ended
+    assert trainer.population.names() == ["main-0", "main-1", "mx-1"]
+    metrics = [json.loads(x) for x in (trainer.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [m["epoch"] for m in metrics] == [0, 1] and metrics[1]["seconds"] >= metrics[0]["seconds"] > 0
+    # a budget smaller than one epoch: the first epoch runs, no second one starts
+    quick = LeagueOptions(epochs=5, matches_per_epoch=1, lora_r=4, lora_dropout=0.0, models_dir=str(tmp_path / "b"),
+                          time_budget=1e-6)
+    trainer = NumberDuel(tiny_learner(tiny_model_dir), config=quick, seed=1, progress=False)
+    trainer.learn()
+    assert trainer.population.names() == ["main-0"]
+    with pytest.raises(PlaypenError, match="--time-budget"):
+        LeagueOptions(time_budget=-1)

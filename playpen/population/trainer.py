@@ -62,6 +62,27 @@ class MatchResult:
         return 1.0 if mine > theirs else 0.5 if mine == theirs else 0.0
 
 
+@dataclass(frozen=True)
+class MatchReward:
+    """The reward of a population match, ``(EpisodeOutcome, player_name, role) -> float``.
+
+    A game that says who won (``<Role> Win`` episode scores, as adversarial_taboo logs
+    them) is scored per role: :class:`playpen.training.spag.RoleOutcomeReward` — win 1,
+    tie 0, lose -1; an aborted episode costs -1 to the role that broke the format and is a
+    tie for the other. Any other game (cooperative: taboo, referencegame) keeps playpen's
+    :class:`~playpen.rewards.OutcomeReward`, the same reward for every seat. Without the
+    per-role scores both seats of a competitive game would get the game's one outcome: every
+    match a draw, and the loser trained to lose."""
+
+    def __call__(self, outcome: Any, player_name: str = "", role: str = "") -> float:
+        scores = getattr(outcome, "episode_scores", None) or {}
+        if any(str(k).endswith(" Win") for k in scores):
+            from playpen.training.spag import RoleOutcomeReward
+            return RoleOutcomeReward()(outcome, player_name, role)
+        from playpen.rewards import OutcomeReward
+        return OutcomeReward()(outcome, player_name, role)
+
+
 @dataclass
 class PopulationOptions(LoraOptions):
     """The options of every population trainer."""
@@ -81,6 +102,8 @@ class PopulationOptions(LoraOptions):
     max_concurrent_episodes: int = option(16, "episodes generated together")
     models_dir: str = option("models", "root of the run folders")
     overwrite: bool = option(False, "start over in a run folder that holds a finished population")
+    time_budget: float = option(0.0, "minutes of wall time for the whole run: no epoch starts that would end "
+                                     "past it (estimated by the longest epoch so far); 0: no limit")
 
     def __post_init__(self):
         for name in ("epochs", "matches_per_epoch", "instances_per_match", "num_generations", "rows_per_step",
@@ -92,6 +115,8 @@ class PopulationOptions(LoraOptions):
             raise PlaypenError(f"option --learning-rate: {self.learning_rate!r} is not valid; expected a number > 0")
         if not 0 < self.clip < 1:
             raise PlaypenError(f"option --clip: {self.clip!r} is not valid; expected a number in (0, 1)")
+        if not self.time_budget >= 0:
+            raise PlaypenError(f"option --time-budget: {self.time_budget!r} is not valid; expected minutes >= 0")
         if not self.elo_k > 0:
             raise PlaypenError(f"option --elo-k: {self.elo_k!r} is not valid; expected a number > 0")
         if not split_list(self.games):
@@ -165,7 +190,15 @@ class PopulationPlayPen(BasePlayPen):
         self.population = self.make_population()
         self.elo, self.openskill, self.history = Elo(cfg.elo_initial, cfg.elo_k), OpenSkill(), RatingHistory()
         self._log_file = self.run_dir / "matches.jsonl"
+        import time
+        started, longest = time.monotonic(), 0.0
+        self.callbacks.on_learn_start(self.name, cfg.epochs)
         for epoch in range(cfg.epochs):
+            elapsed = time.monotonic() - started
+            if epoch and cfg.time_budget and elapsed + longest > cfg.time_budget * 60:
+                print(f"time budget: {elapsed / 60:.1f} of {cfg.time_budget:g} min used, an epoch takes up to "
+                      f"{longest / 60:.1f}; stopping after {epoch} epoch(s)", flush=True)
+                break
             self.epoch = epoch
             entrants = self._enter(self.entry(epoch))
             seatings = self.match(epoch, entrants)
@@ -181,7 +214,12 @@ class PopulationPlayPen(BasePlayPen):
             self.population.freeze()
             for name in entrants:
                 self.population.set_frozen(name)
+            longest = max(longest, time.monotonic() - started - elapsed)
+            metrics["seconds"] = round(time.monotonic() - started, 1)
             self._save_epoch(epoch, metrics)
+            if not self.callbacks.on_train_step(epoch + 1, metrics):  # a callback stops the run here
+                break
+        self.callbacks.on_learn_end()
 
     @property
     def temperature(self) -> float:
@@ -299,12 +337,14 @@ def play_game(trainer: PopulationPlayPen, seatings: Sequence[tuple[str, ...]], e
 def play_seating(population: Population, game: str, seats: Sequence[str], seating: Sequence[str],
                  rows: Sequence[dict], *, instances_file: str, num_repeats: int = 1, sampling: Any = None,
                  records_dir: Any = None, run_name: Optional[str] = None, max_concurrent_episodes: int = 16,
-                 seed: Optional[int] = None, callbacks: Any = None, partners: Optional[dict] = None) -> list[MatchResult]:
+                 seed: Optional[int] = None, callbacks: Any = None, partners: Optional[dict] = None,
+                 reward_fn: Any = None) -> list[MatchResult]:
     """One rollout of ``seating`` (player names, seat order) on ``rows``: every seat is a
     partner of the rollout (adapter players: the population's model, one generate per step
     for all of them), each episode one :class:`MatchResult` with every adapter player's
     experiences (grouped per instance and seat). ``partners``: ready partner objects by
-    player name (a tournament's loaded models)."""
+    player name (a tournament's loaded models). ``reward_fn``: each seat's reward (default
+    :class:`MatchReward`: per role where the game says who won)."""
     from playpen.rollouts import InstanceRef, Learner, SamplingConfig, rollout
     from playpen.rollouts.partners import as_partner
     partners = dict(partners or {})
@@ -320,7 +360,8 @@ def play_seating(population: Population, game: str, seats: Sequence[str], seatin
                    sampling=sampling or SamplingConfig())
     result = rollout(game, host, partners=seat_partners, instances=refs, instances_file=instances_file,
                      num_repeats=num_repeats, max_concurrent_episodes=max_concurrent_episodes,
-                     records_dir=records_dir, run_name=run_name, seed=seed, callbacks=callbacks)
+                     records_dir=records_dir, run_name=run_name, seed=seed, callbacks=callbacks,
+                     reward_fn=reward_fn or MatchReward())
     out = []
     tag = "-vs-".join(seating)
     for episode in result.episodes:
