@@ -262,7 +262,7 @@ def test_rubric_file_builds_the_same_rubric(tmp_path, monkeypatch):
     (lambda d: d["terms"][4].update(model="programmatic"), JudgeError, "'programmatic' cannot judge"),
     (lambda d: d["terms"][4].update(template="missing.jinja"), JudgeError, "neither a shipped prompt"),
     (lambda d: d["terms"][0].update(kind="outcomes"), RubricError, "term 1: kind 'outcomes' is not one of outcome, "
-                                                                   "score, check, judge"),
+                                                                   "reward, score, check, judge"),
     (lambda d: d["terms"][1].update(scale=0), RubricError, "\"scale\" must be a positive number"),
     (lambda d: d["terms"][1].update(weight="high"), RubricError, "weight 'high' is not a finite number"),
     (lambda d: d["terms"][2].update(pattern="("), RubricError, "no valid regex"),

@@ -21,6 +21,11 @@ trainers, e.g. ``--role-baselines Proposer:running``). ``--solver programmatic``
 registered model name: frozen solvers, only the proposer is trained. Rows older than
 ``--max-policy-lag`` optimizer steps are dropped or clipped (``--off-policy``).
 
+``--rubric FILE`` (docs/rubrics.md): the per-player rewards of one level's game from a rubric
+file (outcome, scores, checks, judges), e.g. the solvers' reward plus a brevity check; a rubric
+for ``arith_proposer`` replaces the proposer's reward, so keep it with a term of kind
+``reward`` (the rollout's reward, 1 - |2 r - 1|) and add to it. Checked before any model loads.
+
 Records go to ``<output_dir>/hierarchical-grpo+lora/<learner>/<solver>/`` (one run folder
 per step, every episode scorable by ``clem score``; a proposer's episode.json links its
 solver episodes), checkpoints to ``models/hierarchical-grpo+lora/<learner>/<solver>/``,
@@ -39,6 +44,7 @@ from playpen.training import anticollapse
 from playpen.training.advantages import CreditOptions
 from playpen.training.config import option
 from playpen.training.grpo_steps import GRPOStepOptions, grpo_trainer_class, step_args
+from playpen.training.rubric_files import RUBRIC_HELP
 
 
 @dataclass
@@ -60,6 +66,8 @@ class HierarchicalOptions(CreditOptions):
     learning_rate: float = option(5e-5, "learning rate")
     lora_dropout: float = option(0.0, "LoRA dropout (0: the trained policy is the one that played)")
     credit: str = option("hierarchical", "hierarchical (groups by level, episode type, role, group) or flat")
+    rubric: str = option("", RUBRIC_HELP.replace("instead of --reward", "instead of the level's reward; for "
+                                                "arith_proposer, a term of kind reward keeps 1 - |2 r - 1|"))
 
     def validate(self) -> None:
         super().validate()  # the run's and LoRA's options (the classes after this one)
@@ -101,6 +109,7 @@ class HierarchicalGRPOTrainer(BasePlayPen):
         named = anticollapse.role_baselines(config)
         if named:
             anticollapse.check_roles(named, [PROPOSER_GAME, SOLVER_GAME], config.train_instances, "--role-baselines")
+        anticollapse.check_rubric(config, [PROPOSER_GAME, SOLVER_GAME])
         store = store_file(config, learner)
         if store.exists() and not (config.resume or config.overwrite):
             from playpen.errors import TrainingSetupError
@@ -115,7 +124,7 @@ class HierarchicalGRPOTrainer(BasePlayPen):
         from playpen.rewards import BinaryReward, OutcomeReward
         from playpen.rollouts.types import SamplingConfig
         from playpen.training.advantages import install
-        from playpen.training.grpo import reward_functions
+        from playpen.training.grpo import load_rubric, reward_functions
         from playpen.training.instance_store import InstanceStore
         from playpen.training.plotting import LOG_FILE
         from playpen.training.proposer_solver import (PROPOSER, PROPOSER_GAME, SOLVER, SOLVER_GAME,
@@ -148,7 +157,8 @@ class HierarchicalGRPOTrainer(BasePlayPen):
             sampling=sampling, records_dir=self.output_dir / run_name, store=store, store_path=store_path,
             instances=cfg.train_instances, seed=self.seed, reward_fn=reward_fn,
             max_concurrent_episodes=cfg.max_concurrent_episodes,
-            callbacks=CallbackList([self.callbacks, JsonlLogCallback(run.run_dir / LOG_FILE)]))
+            callbacks=CallbackList([self.callbacks, JsonlLogCallback(run.run_dir / LOG_FILE)]),
+            rubric=load_rubric(cfg.rubric, self.learner, run.run_dir))
         advantages = anticollapse.advantages(cfg, {PROPOSER_GAME: [PROPOSER], SOLVER_GAME: [SOLVER]}, reward_fn)
         guard = anticollapse.guard(cfg)
         model, peft_config = lifecycle.model_of(self.learner), cfg.lora_config()

@@ -47,8 +47,8 @@ def validate_credit(cfg) -> None:
 def check(config, learner: str, teacher: Optional[str] = None) -> None:
     """Before any model loads: ``--init-adapter`` trained on the learner's base model,
     every ``--partners`` name a partner kind or a registered model, every ``--game-shares``
-    game known (and ``--games`` not saying otherwise), every game declaring a chance level
-    for ``--baseline chance``."""
+    game known (and ``--games`` not saying otherwise), ``--rubric`` (:func:`check_rubric`),
+    every game declaring a chance level for ``--baseline chance``."""
     from playpen.training.preference import check_init_adapter
     check_init_adapter(config.init_adapter, learner)
     if config.partners:
@@ -62,11 +62,25 @@ def check(config, learner: str, teacher: Optional[str] = None) -> None:
     named = role_baselines(config)
     if named:
         check_roles(named, games, config.train_instances, "--role-baselines")
+    check_rubric(config, games)
     if "chance" in (config.baseline, *named.values()):
         lacking = [g for g in games if chance_level(g) is None]
         if lacking:
             raise TrainingSetupError(f"--baseline chance: {', '.join(lacking)} declares no chance level "
                                      f"(\"chance_success\" in its clemgame.json); use --baseline running")
+
+
+def check_rubric(config, games) -> None:
+    """``--rubric FILE``: the file checked (game, roles, terms, judge models; nothing loaded),
+    its game one of ``games``, and no chance baseline (the chance level is the outcome
+    reward's, not the rubric's)."""
+    if not getattr(config, "rubric", ""):
+        return
+    from playpen.training.rubric_files import check_rubric_option
+    check_rubric_option(config.rubric, list(games))
+    if "chance" in (config.baseline, *role_baselines(config).values()):
+        raise TrainingSetupError("option --rubric: --baseline chance is the chance level of the outcome reward, "
+                                 "not of a rubric; use --baseline group or running")
 
 
 def dataset(cfg, per_instance: list, seed: int):

@@ -34,6 +34,7 @@ from playpen.envs.loading import game_roles  # noqa: F401  (its home before; cal
 from playpen.training.advantages import CreditOptions
 from playpen.training.config import option, split_list
 from playpen.training.plotting import LOG_FILE
+from playpen.training.rubric_files import RUBRIC_HELP
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ class GameRollout:
                  game_roles: dict[str, list[str]], teacher: Any = None, sampling: Any = None,
                  records_dir: Any = None, callbacks: Any = None, reward_fn: Optional[Callable] = None,
                  max_concurrent_episodes: int = 16, instances: str = TRAIN_INSTANCES, seed: int = 0,
-                 mix: Any = None, augment: bool = False):
+                 mix: Any = None, augment: bool = False, rubric: Any = None):
         from playpen.training.mixes import PartnerMix
         self.learner_name = learner_name
         self.tokenizer = tokenizer
@@ -161,6 +162,7 @@ class GameRollout:
         self.mix = mix or PartnerMix({"teacher": 1.0} if teacher is not None else {"self": 1.0},
                                      {"teacher": teacher, "self": "learner"})
         self.augment = augment
+        self.rubric = rubric  # a Rubric (--rubric): its game's episodes rescored after each rollout
         self.last_rows: dict[str, list] = {}
         self.last_metrics: dict[str, float] = {}
         self.num_calls = 0
@@ -211,7 +213,7 @@ class GameRollout:
                     others = {r: partner for r in self.game_roles[game] if r != role}
                     calls.append(([InstanceRef(*i) for i in dict.fromkeys(instances)], others, [role], name))
         found: dict[tuple, list] = {}
-        stats = []
+        stats, scores = [], []
         for refs, partners, roles, name in calls:
             games = list(dict.fromkeys(r.game for r in refs))
             result = rollout(games, learner, roles=roles, partners=partners, instances=refs,
@@ -220,11 +222,17 @@ class GameRollout:
                              reward_fn=self.reward_fn, records_dir=self.records_dir,
                              callbacks=self.callbacks, seed=self.seed * 100003 + step, augment=self.augment)
             stats.append(result.stats)
+            if self.rubric is not None:  # per-player rewards of the rubric's game (judges batched per call)
+                result = self.rubric.apply(result, policy=learner.model)
+                scores.append(self.rubric.last_scores)
             for episode in result.episodes:
                 key = (episode.game, episode.experiment, episode.game_id)
                 for slot_role in (roles or self.game_roles[episode.game]):
                     found.setdefault((key, slot_role, name), []).append(episode)
         self.last_metrics = _merge_stats(stats)
+        if scores:
+            from playpen.training.rubric_files import merged_metrics
+            self.last_metrics.update(merged_metrics(scores))
         return found
 
     def _rows(self, slots: list[Slot], names: list[str], episodes: dict) -> dict[str, list]:
@@ -305,6 +313,7 @@ class GRPOOptions(CreditOptions):
                                   "training instance of --games alike")
     augment: bool = option(True, "apply the rollout augmentations a game declares (referencegame: the grid "
                                  "order shuffled per episode)")
+    rubric: str = option("", RUBRIC_HELP)
 
     def validate(self) -> None:
         super().validate()  # the run's and LoRA's options (the classes after this one)
@@ -350,6 +359,16 @@ class GRPOParts:
         return out
 
 
+def load_rubric(path: str, learner: Any, run_dir) -> Any:
+    """The :class:`~playpen.training.rubrics.Rubric` of ``--rubric`` (None without one), its
+    judges loaded; unparsable judge replies are logged to ``rubric-judge.jsonl`` in the run folder."""
+    if not path:
+        return None
+    from pathlib import Path
+    from playpen.training.rubric_files import read_rubric
+    return read_rubric(path).build(learner=learner, log_file=Path(run_dir) / "rubric-judge.jsonl")
+
+
 def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
     """Build the TRL-facing parts of a GRPO run of ``playpen`` (a BasePlayPen whose config
     has :class:`GRPOOptions`, LoRA options and :class:`~playpen.training.config.RunConfig`)
@@ -381,7 +400,7 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
         teacher=teacher, sampling=sampling, records_dir=records_dir, callbacks=episode_callbacks,
         reward_fn=reward_fn, max_concurrent_episodes=cfg.max_concurrent_episodes, instances=cfg.train_instances,
         seed=playpen.seed, mix=anticollapse.partner_mix(playpen, teacher, tokenizer, sampling),
-        augment=cfg.augment)
+        augment=cfg.augment, rubric=load_rubric(cfg.rubric, playpen.learner, run.run_dir))
     advantages = anticollapse.advantages(cfg, roles_of_games, reward_fn)
     model, peft_config = lifecycle.model_of(playpen.learner), cfg.lora_config()
     if cfg.init_adapter:

@@ -139,12 +139,13 @@ class HierarchicalRollout:
     def __init__(self, learner_name: str, tokenizer: Any, *, num_generations: int, solver: Any,
                  train_solvers: bool, sampling: Any, records_dir: Any, store: Any, store_path: Any,
                  instances: str, seed: int = 0, reward_fn: Optional[Callable] = None,
-                 max_concurrent_episodes: int = 32, callbacks: Any = None):
+                 max_concurrent_episodes: int = 32, callbacks: Any = None, rubric: Any = None):
         self.learner_name, self.tokenizer, self.num_generations = learner_name, tokenizer, num_generations
         self.solver, self.train_solvers, self.sampling = solver, train_solvers, sampling
         self.records_dir, self.store, self.store_path = records_dir, store, store_path
         self.instances, self.seed, self.reward_fn = instances, seed, reward_fn
         self.max_concurrent_episodes, self.callbacks = max_concurrent_episodes, callbacks
+        self.rubric = rubric  # --rubric: its game's episodes (one level) rescored after the rollout
         self.fallback = solver_problems(instances)
         self.last_rows: dict[str, list] = {}
         self.last_metrics: dict[str, float] = {}
@@ -168,6 +169,11 @@ class HierarchicalRollout:
             instances_file=self.instances, num_repeats=size, max_concurrent_episodes=self.max_concurrent_episodes,
             reward_fn=self.reward_fn, records_dir=self.records_dir, callbacks=self.callbacks,
             seed=self.seed * 100003 + step, policy_version=step)
+        rubric_metrics = {}
+        if self.rubric is not None:  # after the task's rewards: a "reward" term reads the proposer's
+            from dataclasses import replace
+            result = replace(result, rollout=self.rubric.apply(result.rollout, policy=model))
+            rubric_metrics = self.rubric.last_scores.metrics()
         kept = task.keep(result, step)
         if self.store is not None and self.store_path is not None:
             self.store.save(self.store_path)
@@ -175,7 +181,7 @@ class HierarchicalRollout:
         self.last_rows = {k: out[k] for k in ("reward", "role", "game", "level", "group_id", "policy_version",
                                               "logprobs")}
         self.last_metrics = {**result.stats.as_metrics(), **self._metrics(result, task, out), "store/kept": kept,
-                             "store/size": len(self.store) if self.store is not None else 0}
+                             "store/size": len(self.store) if self.store is not None else 0, **rubric_metrics}
         return out
 
     def _rows(self, slots, result, step: int) -> dict[str, list]:

@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from playpen.errors import PlaypenError, RubricError
-from playpen.training.rubrics import (SCOPES, CheckTerm, JudgeTerm, LengthCheck, OutcomeTerm, RegexCheck, Rubric,
-                                      ScoreTerm, Term, Weighted, game_roles)
+from playpen.training.rubrics import (SCOPES, CheckTerm, JudgeTerm, LengthCheck, OutcomeTerm, RegexCheck, RewardTerm,
+                                      Rubric, ScoreTerm, Term, Weighted, game_roles)
 
-KINDS = ("outcome", "score", "check", "judge")
+KINDS = ("outcome", "reward", "score", "check", "judge")
+RUBRIC_HELP = ("a rubric file (JSON, docs/rubrics.md): per-player rewards of its game's episodes (outcome, "
+               "scores, checks, judges) instead of --reward; checked before any model loads")
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ class RubricSpec:
             kind = entry["kind"]
             if kind == "outcome":
                 term: Term = OutcomeTerm()
+            elif kind == "reward":
+                term = RewardTerm(float(entry.get("missing", 0.0)))
             elif kind == "score":
                 term = ScoreTerm(entry["key"], float(entry.get("scale", 1.0)), float(entry.get("missing", 0.0)))
             elif kind == "check":
@@ -83,7 +87,8 @@ def _relative(value: str, path: str) -> str:
     return str(candidate) if candidate.exists() and not Path(value).is_absolute() else value
 
 
-TERM_FIELDS = {"outcome": set(), "score": {"key", "scale", "missing"}, "check": {"check", "pattern", "max_chars"},
+TERM_FIELDS = {"outcome": set(), "reward": {"missing"}, "score": {"key", "scale", "missing"},
+               "check": {"check", "pattern", "max_chars"},
                "judge": {"model", "template", "regex", "score_min", "score_max", "scope", "missing", "max_tokens",
                          "batch_size"}}
 COMMON_FIELDS = {"kind", "weight", "roles"}
@@ -180,6 +185,31 @@ def read_rubric(path: Union[str, Path]) -> RubricSpec:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise RubricError(f"{where}: \"{name}\" must be a whole number >= 0")
     return RubricSpec(str(path), game, roles, tuple(data["terms"]), retries, reask)
+
+
+def check_rubric_option(path: str, games: Sequence[str], option_name: str = "--rubric") -> Optional[RubricSpec]:
+    """A trainer's ``--rubric FILE``, before any model loads: the file checked by
+    :func:`read_rubric` and its game one of ``games`` (those the run plays); None when no
+    file is given. A mistake: the error of :func:`read_rubric` (one line, exit code 2),
+    prefixed with the option."""
+    if not path:
+        return None
+    try:
+        spec = read_rubric(path)
+    except PlaypenError as e:
+        raise type(e)(f"option {option_name}: {e}") from e
+    if spec.game not in games:
+        raise RubricError(f"option {option_name}: rubric {path} is for game '{spec.game}', which this run does not "
+                          f"train (its games: {', '.join(games)})")
+    return spec
+
+
+def merged_metrics(scores: Sequence[Any]) -> dict[str, float]:
+    """The ``rubric/*`` metrics of several :class:`~playpen.training.rubrics.RubricScores`
+    (one per rollout call of a step) as one: judge counts summed, rewards per role averaged."""
+    from playpen.training.rubrics import RubricScores
+    return RubricScores(tuple(r for s in scores for r in s.rewards), sum(s.judge_requests for s in scores),
+                        sum(s.judge_unparsable for s in scores), sum(s.judge_retries for s in scores)).metrics()
 
 
 def _positive(value: Any) -> bool:

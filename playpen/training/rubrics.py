@@ -17,6 +17,8 @@ Terms:
 
 - :class:`OutcomeTerm` — any playpen reward function of the outcome
   (:class:`playpen.rewards.OutcomeReward` by default);
+- :class:`RewardTerm` — the reward the rollout already gave the player (the game's, or
+  in a hierarchy the task's: a proposer's ``1 - |2 r - 1|``), to add checks or judges to it;
 - :class:`ScoreTerm` — an episode score the game logs, ``{role}``/``{player}`` filled in
   (``"{role} Wins"`` in debate, ``"Improvement"`` in refine), divided by ``scale``;
 - :class:`CheckTerm` — any programmatic check ``(episode, player_name, role) -> float``;
@@ -66,6 +68,21 @@ class OutcomeTerm:
 
     def value(self, episode: Any, player_name: str, role: str) -> float:
         return float(self.reward(outcome_of_episode(episode), player_name, role))
+
+
+@dataclass(frozen=True)
+class RewardTerm:
+    """The reward the rollout gave the player (``episode.rewards``: the game's reward
+    function, or in a hierarchy the task's reward of a parent); `missing` when the episode
+    has none for the player. NaN (unscored, e.g. a proposer none of whose solvers could
+    play) stays NaN, so the player stays out of every mean and baseline."""
+
+    missing: float = 0.0
+    name: str = "reward"
+
+    def value(self, episode: Any, player_name: str, role: str) -> float:
+        rewards = getattr(episode, "rewards", None) or {}
+        return float(rewards[player_name]) if player_name in rewards else self.missing
 
 
 @dataclass(frozen=True)
@@ -171,7 +188,7 @@ class JudgeTerm:
         return (score - low) / (high - low)
 
 
-Term = Union[OutcomeTerm, ScoreTerm, CheckTerm, JudgeTerm]
+Term = Union[OutcomeTerm, RewardTerm, ScoreTerm, CheckTerm, JudgeTerm]
 
 
 @dataclass(frozen=True)
@@ -248,6 +265,7 @@ class Rubric:
         self.roles = tuple(roles) if roles is not None else game_roles(game)
         self.retries, self.reask, self.retry_pause_s = int(retries), int(reask), float(retry_pause_s)
         self.log_file = Path(log_file) if log_file else None
+        self.last_scores: Optional[RubricScores] = None  # of the last apply() call
         if not self.terms:
             raise RubricError(f"rubric for game '{game}': no terms")
         for number, weighted in enumerate(self.terms, start=1):
@@ -261,15 +279,16 @@ class Rubric:
 
     @property
     def needs_turns(self) -> bool:
-        """Whether a term reads the turns (checks, judges): then only :meth:`score` /
-        :meth:`apply` work, not the reward-function form."""
-        return any(isinstance(w.term, (CheckTerm, JudgeTerm)) for w in self.terms)
+        """Whether a term reads more than the outcome (checks, judges: the turns; the
+        rollout's reward): then only :meth:`score` / :meth:`apply` work, not the
+        reward-function form."""
+        return any(isinstance(w.term, (CheckTerm, JudgeTerm, RewardTerm)) for w in self.terms)
 
     def reward_function(self) -> RewardFunction:
         """The rubric as a rollout ``reward_fn`` ``(outcome, player_name, role)`` — for
         rubrics of outcome and score terms only (they need no turns and no judge)."""
         if self.needs_turns:
-            raise RubricError(f"rubric for game '{self.game}' has check or judge terms, which need the whole "
+            raise RubricError(f"rubric for game '{self.game}' has check, judge or reward terms, which need the whole "
                               f"episode: score the rollout with Rubric.apply(result) instead")
 
         def reward(outcome: EpisodeOutcome, player_name: str = "", role: str = "") -> float:
@@ -331,7 +350,8 @@ class Rubric:
         """`result` (a :class:`~playpen.rollouts.types.RolloutResult`) with every episode's
         and trajectory's reward replaced by the rubric's; episodes of other games keep theirs."""
         mine = [e for e in result.episodes if e.game == self.game or e.game.rpartition(":")[2] == self.game]
-        scored = dict(zip((e.episode_id for e in mine), self.score(mine, policy).rewards))
+        self.last_scores = self.score(mine, policy)
+        scored = dict(zip((e.episode_id for e in mine), self.last_scores.rewards))
         episodes = []
         for episode in result.episodes:
             if episode.episode_id not in scored:
