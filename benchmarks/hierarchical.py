@@ -154,6 +154,9 @@ def main(argv=None) -> int:
     facts = {"learner": args.learner, "steps": args.steps, "warmup_steps": args.warmup_steps,
              "num_generations": args.num_generations, "max_tokens": args.max_tokens, "quick": args.quick}
     if not args.report:
+        # the report reads every proposer episode under records/: an earlier run's must not mix in
+        import shutil
+        shutil.rmtree(work / "records", ignore_errors=True)
         adapter = None
         if args.warmup_steps:
             facts["warmup_seconds"] = round(train("sft_trainer_lora.py", dict(
