@@ -128,7 +128,7 @@ def test_training_and_gradient_forwards_stay_peft(peft_model, peft_calls):
     assert peft_calls
 
 
-def test_unsupported_adapters_and_big_forwards_fall_back_to_peft(peft_model, peft_calls, monkeypatch):
+def test_unsupported_adapters_fall_back_to_peft(peft_model, peft_calls):
     model, _ = peft_model
     model.add_adapter("biased", lora(lora_bias=True))
     ids = _ids()
@@ -140,10 +140,26 @@ def test_unsupported_adapters_and_big_forwards_fall_back_to_peft(peft_model, pef
     peft_calls.clear()
     _logits(model, ids, NAMES, fast=True)  # a batch without it: stacked
     assert not peft_calls
-    monkeypatch.setattr(ml, "MAX_STACKED_ELEMENTS", 0)
-    assert torch.allclose(_logits(model, ids, NAMES, fast=True), _logits(model, ids, NAMES, fast=False),
-                          atol=1e-5, rtol=0)
-    assert peft_calls
+
+
+def test_big_forwards_run_sub_batches_by_adapter(peft_model, peft_calls, monkeypatch):
+    model, tokenizer = peft_model
+    ids = _ids(length=40)
+    reference = _logits(model, ids, NAMES, fast=False)
+    peft_calls.clear()
+    monkeypatch.setattr(ml, "MAX_STACKED_ELEMENTS", 0)  # every forward by sub-batches
+    assert torch.allclose(_logits(model, ids, NAMES, fast=True), reference, atol=1e-5, rtol=0)
+    only_base = [BASE] * 6
+    assert torch.allclose(_logits(model, ids, only_base, fast=True), _logits(model, ids, only_base, fast=False),
+                          atol=1e-6, rtol=0)
+    prompts = [chat.prompt_ids(tokenizer, m) for m in MESSAGES] * 2
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=4)
+    peft_calls.clear()
+    sub_batches = generate(model, tokenizer, prompts, sampling, adapter_names=NAMES)
+    assert not peft_calls
+    monkeypatch.setattr(ml, "ENABLED", False)
+    assert [g.token_ids for g in sub_batches] == [g.token_ids for g in
+                                                  generate(model, tokenizer, prompts, sampling, adapter_names=NAMES)]
 
 
 def test_dora_adapters_are_left_to_peft(peft_model):

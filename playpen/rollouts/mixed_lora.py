@@ -16,6 +16,12 @@ whatever the number of adapters:
   ONE matmul; each row keeps the ``out`` columns of its own adapter (one ``index_select``),
   added to the base output.
 
+A forward over many tokens (a prefill of long rows) would make that second product, every
+adapter's columns for every token, large; there the layer runs sub-batches instead: the
+rows sorted by adapter once per forward (one row gather), then per adapter present its two
+matmuls on its slice of the sorted rows and one ``index_add_`` into the base output (peft:
+about twice the operations per adapter). ``MAX_STACKED_ELEMENTS`` draws the line.
+
 The stacks cost no memory: the adapters' ``lora_A``/``lora_B`` weights are made views of
 them (same values, same parameters, so training, optimisers, ``load_state_dict`` and
 saving see the same tensors; each weight stays contiguous). A stack is checked at the start
@@ -25,11 +31,10 @@ optimiser step, ``copy_``) are seen as they happen. Adapters of one layer with d
 ranks, dtypes or devices get one stack per kind.
 
 Anything else goes to peft unchanged, layer by layer: a gradient-enabled or training
-forward, merged or disabled adapters, a variant (DoRA, aLoRA, ...), a LoRA bias, an active
-dropout, another LoRA layer type (embeddings, convolutions, quantised layers), or a batch
-so large (prefill of many long rows) that peft's sub-batches are cheaper than computing
-every adapter's columns for every row. ``PLAYPEN_MIXED_LORA=0`` switches the fast path
-off (peft everywhere), as does ``mixed_lora(model, enabled=False)``.
+forward, merged or disabled adapters, a batch naming an adapter with a variant (DoRA,
+aLoRA, ...), a LoRA bias or an active dropout, and other LoRA layer types (embeddings,
+convolutions, quantised layers). ``PLAYPEN_MIXED_LORA=0`` switches the fast path off (peft
+everywhere), as does ``mixed_lora(model, enabled=False)``.
 """
 from __future__ import annotations
 
@@ -42,10 +47,10 @@ from typing import Any, Iterator, Optional
 ENABLED = os.environ.get("PLAYPEN_MIXED_LORA", "1").strip() not in ("0", "false", "no", "off")
 """Whether :func:`mixed_lora` uses the stacked path (``PLAYPEN_MIXED_LORA=0``: peft's)."""
 
-MAX_STACKED_ELEMENTS = 1 << 21
-"""The largest ``tokens x adapters-spanned x out`` intermediate the stacked path makes in
-one layer; a larger forward (a long prefill) runs peft's sub-batches, where the matmuls are
-big enough for their count not to matter."""
+MAX_STACKED_ELEMENTS = 1 << 19
+"""The largest ``tokens x adapters spanned x out`` product the stacked path makes in one
+layer; a larger forward (a prefill) runs sub-batches by adapter, whose matmuls are big
+enough for their count not to matter."""
 
 BASE = "__base__"
 
@@ -57,10 +62,11 @@ class _Stack:
     """The A and B weights of a layer's adapters of one kind (rank, dtype, device):
     ``A [n, r, in]`` and ``B [n, out, r]``; the adapters' weights are views of them."""
 
-    __slots__ = ("names", "index", "A", "B", "rank", "scales", "layout")
+    __slots__ = ("names", "index", "A", "B", "A_flat", "B_flat", "rank", "scales", "layout")
 
     def __init__(self, names: tuple, A, B):
         self.names, self.A, self.B = names, A, B
+        self.A_flat, self.B_flat = A.view(-1, A.shape[2]), B.view(-1, B.shape[2])  # [n*r, in], [n*out, r]
         self.index = {name: i for i, name in enumerate(names)}
         self.rank = A.shape[1]
         self.scales: tuple = ()
@@ -143,6 +149,7 @@ class _Session:
         self.plans: dict = {}
         self.names_obj: Any = None
         self.names_key: tuple = ()
+        self.variant_keys: tuple = _variant_keys()
 
     def prepare(self, module) -> None:
         stacks = stacks_of(module)
@@ -159,9 +166,12 @@ class _Session:
         self.layer[module] = (stacks, unsupported, layout)
 
     def plan(self, module, names, rows: int, tokens: int):
-        """Per stack with rows: (its position in the layer's stacks, first adapter index,
-        last + 1, row index into h and y, per-token scaling); None: this forward goes to
-        peft; []: no row has a LoRA delta. Shared by the layers of one layout."""
+        """How the layer computes this forward's LoRA deltas; shared by the layers of one
+        layout. None: peft does; (): no row has a delta; ("stacked", [per stack with rows:
+        its position, first and last + 1 adapter index spanned, whether that is the whole
+        stack, each token's row in h and y, each token's scaling]); ("segments", rows sorted
+        by adapter, [per adapter present: stack position, its index there, its slice of the
+        sorted rows, its scaling, its rows])."""
         if names is not self.names_obj:  # peft hands every layer the same list per forward
             self.names_obj, self.names_key = names, tuple(names)
         stacks, unsupported, layout = self.layer[module]
@@ -176,60 +186,84 @@ class _Session:
         import torch
         if len(names) != rows or any(name in unsupported for name in names):
             return None
-        plan = []
+        found = []  # per stack with rows: its position, each row's adapter index there (None: not there)
         for position, stack in enumerate(stacks):
             where = [stack.index.get(name) for name in names]
+            if any(i is not None for i in where):
+                found.append((position, where))
+        if not found:
+            return ()
+        device = stacks[0].A.device
+        stacked = []
+        for position, where in found:
+            stack = stacks[position]
             present = [i for i in where if i is not None]
-            if not present:
-                continue
             lo, hi = min(present), max(present) + 1
             span = hi - lo
-            out = stack.B.shape[1]
-            if span > 2 * len(set(present)) + 2 or rows * tokens * span * max(out, stack.rank) > MAX_STACKED_ELEMENTS:
-                return None  # mostly other adapters' columns, or a big forward: peft's sub-batches
+            if span > 2 * len(set(present)) + 2 or \
+                    rows * tokens * span * max(stack.B.shape[1], stack.rank) > MAX_STACKED_ELEMENTS:
+                break  # mostly other adapters' columns, or a big forward: by sub-batches
             local = torch.tensor([(i - lo) if i is not None else 0 for i in where], dtype=torch.long)
             scale = torch.tensor([stack.scales[i] if i is not None else 0.0 for i in where], dtype=stack.A.dtype)
-            local = local.repeat_interleave(tokens)
-            pick = torch.arange(rows * tokens, dtype=torch.long) * span + local
-            device = stack.A.device
-            plan.append((position, lo, hi, pick.to(device), scale.repeat_interleave(tokens)[:, None].to(device)))
-        return plan
+            pick = torch.arange(rows * tokens, dtype=torch.long) * span + local.repeat_interleave(tokens)
+            full = lo == 0 and hi == len(stack.names)
+            stacked.append((position, lo, hi, full, pick.to(device), scale.repeat_interleave(tokens)[:, None].to(device)))
+        else:
+            return ("stacked", stacked)
+        # sub-batches: rows sorted by adapter, one slice (and two matmuls) per adapter present
+        order, segments = [], []
+        for position, where in found:
+            stack = stacks[position]
+            for i in sorted({i for i in where if i is not None}):
+                rows_of = [row for row, j in enumerate(where) if j == i]
+                segments.append((position, i, len(order), len(order) + len(rows_of), stack.scales[i],
+                                 torch.tensor(rows_of, dtype=torch.long, device=device)))
+                order.extend(rows_of)
+        return ("segments", torch.tensor(order, dtype=torch.long, device=device), segments)
 
 
 def _forward(session: _Session, module, original, x, *args, **kwargs):
     import torch
     names = kwargs.get("adapter_names")
-    if (names is None or torch.is_grad_enabled() or module.training or module.merged or module.disable_adapters
-            or module not in session.layer or any(kwargs.get(k) is not None for k in _variant_keys())):
+    if (names is None or x.dim() < 2 or torch.is_grad_enabled() or module.training or module.merged_adapters
+            or module.disable_adapters or module not in session.layer
+            or any(kwargs.get(k) is not None for k in session.variant_keys)):
         return original(x, *args, **kwargs)
-    if x.dim() < 2:
-        return original(x, *args, **kwargs)
-    features = x.shape[-1]
-    rows = x.shape[0]
-    tokens = x.numel() // max(1, rows * features)
-    plan = session.plan(module, names, rows, tokens)
+    rows, features = x.shape[0], x.shape[-1]
+    plan = session.plan(module, names, rows, x.numel() // max(1, rows * features))
     if plan is None:
         return original(x, *args, **kwargs)
-    kwargs.pop("adapter_names")
-    for k in _variant_keys():
+    del kwargs["adapter_names"]
+    for k in session.variant_keys:
         kwargs.pop(k, None)
     result = module.base_layer(x, *args, **kwargs)
     if not plan:
         return result
     stacks = session.layer[module][0]
-    flat = None
-    delta = None
-    for position, lo, hi, pick, scale in plan:
+    linear = torch.nn.functional.linear
+    if plan[0] == "stacked":
+        out = result.shape[-1]
+        delta = None
+        for position, lo, hi, full, pick, scale in plan[1]:
+            stack = stacks[position]
+            xs = x if x.dtype == stack.A.dtype else x.to(stack.A.dtype)
+            r = stack.rank
+            a = stack.A_flat if full else stack.A[lo:hi].view(-1, features)
+            b = stack.B_flat if full else stack.B[lo:hi].view(-1, r)
+            h = linear(xs, a).view(-1, r).index_select(0, pick).mul_(scale)   # each token's own adapter's r
+            y = linear(h, b).view(-1, out).index_select(0, pick)              # each token's own adapter's out
+            delta = y if delta is None else delta.add_(y)
+        result += delta.view(result.shape) if delta.dtype == result.dtype else delta.view(result.shape).to(result.dtype)
+        return result
+    _, order, segments = plan
+    xs = x.index_select(0, order)
+    for position, i, start, end, scale, rows_of in segments:
         stack = stacks[position]
-        if flat is None or flat.dtype != stack.A.dtype:
-            flat = x.reshape(-1, features).to(stack.A.dtype)
-        r, out = stack.rank, stack.B.shape[1]
-        h = torch.nn.functional.linear(flat, stack.A[lo:hi].view(-1, features))         # [tokens, span*r]
-        h = h.view(-1, r).index_select(0, pick).mul_(scale)                             # [tokens, r]
-        y = torch.nn.functional.linear(h, stack.B[lo:hi].view(-1, r))                   # [tokens, span*out]
-        y = y.view(-1, out).index_select(0, pick)                                       # [tokens, out]
-        delta = y if delta is None else delta.add_(y)
-    result += delta.view(result.shape).to(result.dtype)
+        part = xs[start:end]
+        if part.dtype != stack.A.dtype:
+            part = part.to(stack.A.dtype)
+        y = linear(linear(part, stack.A[i]).mul_(scale), stack.B[i])
+        result.index_add_(0, rows_of, y if y.dtype == result.dtype else y.to(result.dtype))
     return result
 
 
