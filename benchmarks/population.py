@@ -13,7 +13,9 @@ Two measurements (issue 15's targets in brackets):
   different lengths, greedy) spread evenly over the N adapters in ONE ``generate``
   (peft's per-row ``adapter_names``), against the same batch on one adapter (the plain
   path: that adapter active, no per-row names; and, for reference, per-row names that all
-  name it). Fresh LoRA adapters (B = 0) generate the same tokens in every variant, so the
+  name it). The spread batch runs playpen's stacked mixed-adapter forward
+  (``playpen.rollouts.mixed_lora``) and, for reference, peft's own mixed batch (one
+  sub-batch per adapter in every LoRA layer). Fresh LoRA adapters (B = 0) generate the same tokens in every variant, so the
   ratio measures only the cost of mixing. Variants alternate, the median of the repeats counts.
 
 Prints a table and writes benchmarks/results/population-<date>.json.
@@ -94,23 +96,30 @@ def measure_speed(num_adapters: int, batch: int, new_tokens: int, repeats: int) 
     pop = population(num_adapters)
     prompts = prompts_for(pop.tokenizer, batch)
     sampling = SamplingConfig(temperature=0.0, max_new_tokens=new_tokens, max_batch_size=batch)
-    variants = {"one adapter (active)": None, "one adapter (per-row names)": ["player0"] * batch,
-                "spread over adapters": [f"player{i % num_adapters}" for i in range(batch)]}
+    import playpen.rollouts.mixed_lora as mixed_lora
+    spread = [f"player{i % num_adapters}" for i in range(batch)]
+    # name: (per-row adapter names, playpen's stacked mixed-adapter LoRA forward on)
+    variants = {"one adapter (active)": (None, True), "one adapter (per-row names)": (["player0"] * batch, True),
+                "spread over adapters": (spread, True), "spread, peft's mixed batch": (spread, False)}
     pop.model.set_adapter("player0")
     generate(pop.model, pop.tokenizer, prompts[:2], sampling)  # warm-up
+    generate(pop.model, pop.tokenizer, prompts[:2], sampling, adapter_names=spread[:2])  # builds the stacks
     rates: dict[str, list[float]] = {k: [] for k in variants}
     tokens: dict[str, int] = {}
     for _ in range(repeats):
-        for name, names in variants.items():
+        for name, (names, stacked) in variants.items():
+            mixed_lora.ENABLED = stacked
             started = time.perf_counter()
             gens = generate(pop.model, pop.tokenizer, prompts, sampling, share_prefix=False, adapter_names=names)
             elapsed = time.perf_counter() - started
+            mixed_lora.ENABLED = True
             tokens[name] = sum(len(g.token_ids) for g in gens)
             rates[name].append(tokens[name] / elapsed)
     median = {k: statistics.median(v) for k, v in rates.items()}
     return {"tokens_per_s": median, "tokens": tokens, "all_rates": rates,
             "ratio": median["spread over adapters"] / median["one adapter (active)"],
-            "ratio_vs_named": median["spread over adapters"] / median["one adapter (per-row names)"]}
+            "ratio_vs_named": median["spread over adapters"] / median["one adapter (per-row names)"],
+            "ratio_peft": median["spread, peft's mixed batch"] / median["one adapter (active)"]}
 
 
 def main(argv=None) -> int:
@@ -138,7 +147,8 @@ def main(argv=None) -> int:
     for name, rate in speed["tokens_per_s"].items():
         print(f"speed   {name:<28} {rate:8.1f} tokens/s ({speed['tokens'][name]} tokens)")
     print(f"speed   spread / one adapter: {speed['ratio']:.3f} (target >= 0.7); "
-          f"spread / per-row names: {speed['ratio_vs_named']:.3f}")
+          f"spread / per-row names: {speed['ratio_vs_named']:.3f}; peft's mixed batch / one adapter: "
+          f"{speed['ratio_peft']:.3f}")
     result = {"benchmark": "population", "date": datetime.now().isoformat(timespec="seconds"),
               "quick": args.quick, "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
               "adapters": args.adapters, "batch": args.batch, "new_tokens": args.new_tokens, "repeats": args.repeats,
