@@ -11,6 +11,8 @@ leaving the batch as soon as they end. Tokens and logprobs are those of the plai
 The keys and values of a prefix depend only on its ids, the weights and the adapter that
 produced them: a store is valid while the weights do not change (one rollout call) and
 its entries are keyed by adapter as well as by conversation.
+
+Longer than 400 lines because the store, the prefill and the decode loop share one cache layout and are read together.
 """
 from __future__ import annotations
 

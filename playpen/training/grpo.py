@@ -19,6 +19,8 @@ Rewards: one TRL reward function per role (``role:<R>``, None for other roles' r
 that TRL logs each role's mean/std and each row is trained with its own role's reward;
 ``played`` (weight 0) logs the share of non-aborted episodes. The advantages against
 ``--baseline`` and the other options against collapse: :mod:`playpen.training.anticollapse`.
+
+Longer than 400 lines because the rollout-to-rows conversion and its trainer hooks must be read together.
 """
 from __future__ import annotations
 

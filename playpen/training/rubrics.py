@@ -36,6 +36,8 @@ replies never become training data: a term returns a number, nothing else.
 
 A rubric file (JSON) describes the same for the trainers and is checked before anything
 loads (:mod:`playpen.training.rubric_files`). See docs/rubrics.md.
+
+Longer than 400 lines because every rubric term kind and the judge calls they share are read together.
 """
 from __future__ import annotations
 
