@@ -34,7 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learning_report import build_report  # beside this script (a script's folder is on sys.path)
+from learning_report import WIN_SETTING, attacker_win_rate, build_report  # beside this script (a script's folder is on sys.path)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAINERS = REPO_ROOT / "examples" / "trl"
@@ -101,6 +101,14 @@ METHODS = {
                    trains=("referencegame", "taboo"),
                    code=("playpen/training/spin.py", "playpen/training/preference.py"),
                    description="SPIN: programmatic demonstration turns vs the learner's own, 3 rounds"),
+    "spin-3games": Method("spin_trainer_lora.py", dict(games="referencegame,taboo,adversarial_taboo",
+                                                      roles=f"{FOLLOWER_ROLES},Attacker", rounds=3,
+                                                      demo_max_instances=12, pairs_per_round=40, max_steps=30,
+                                                      learning_rate=5e-5),
+                          trains=GAMES, code=("playpen/training/spin.py", "playpen/training/preference.py"),
+                          description="SPIN on all three games: the follower, the guesser and the attacker "
+                                      "(demonstrations: the programmatic players' won episodes of 12 instances per "
+                                      "experiment, so that the attacker's turns are ~1/5 of the pairs), 3 rounds"),
     "self-rewarding": Method("self_rewarding_trainer_lora.py", dict(games="referencegame,taboo",
                                                                    roles=FOLLOWER_ROLES, max_steps=30, rounds=2,
                                                                    judge_max_tokens=48),
@@ -129,9 +137,11 @@ METHODS = {
                             trains=("referencegame", "taboo"), code=("playpen/training/grpo.py",),
                             description="GRPO self-play with the anti-collapse options (running baseline, "
                                         "KL to the SFT adapter, a taboo share, shuffled grids)"),
-    "spag": Method("spag_trainer_lora.py", dict(games="adversarial_taboo"), teacher="programmatic",
+    # SPAG-1 sized to its budget: imitation ~10 s a step here, then one self-play epoch
+    "spag": Method("spag_trainer_lora.py", dict(games="adversarial_taboo", imitation_steps=56,
+                                                episodes_per_epoch=32, max_steps=12), teacher="programmatic",
                    trains=("adversarial_taboo",), code=("playpen/training/spag.py", "playpen/training/spag_run.py"),
-                   description="SPAG-1 on adversarial_taboo (imitation + one self-play epoch)"),
+                   description="SPAG-1 on adversarial_taboo (56 imitation steps + one self-play epoch of 32 episodes)"),
 }
 # what every result depends on besides its own trainer; deliberately narrow (a change of a
 # log line elsewhere must not cost hours of re-runs): --force re-runs after wider changes
@@ -220,6 +230,8 @@ def evaluate_settings(base: str, adapter: Path | None, label: str, args, work: P
         game = table.to_dict()["games"][0]
         rows[setting.name] = {"percent_played": game["percent_played"], "quality": game["quality"],
                               "episodes": game["num_episodes"]}
+        if setting.name == WIN_SETTING:
+            rows[setting.name]["win_rate"] = attacker_win_rate(Path(table.run_dir))
         if setting.game == "referencegame" and setting.partner:
             answers[setting.name] = answer_distribution(Path(table.run_dir))
         print(f"  {setting.name:<28} played {game['percent_played']:6.1f}  quality "
@@ -319,7 +331,7 @@ def main(argv=None) -> int:
     parser.add_argument("--temperature", type=float, default=0.7, help="sampling temperature while training")
     parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"))
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--force", action="store_true", help="re-run the methods although cached")
+    parser.add_argument("--force", action="store_true", help="re-run the methods named in --methods although cached (the SFT warm-up only when named)")
     parser.add_argument("--table", action="store_true", help="only rebuild the table and PNG from the cache")
     parser.add_argument("--quick", action="store_true", help="tiny budgets: checks the plumbing only")
     args = parser.parse_args(argv)
@@ -347,8 +359,9 @@ def run_methods(wanted: list[str], args, out: Path) -> None:
     sft_adapter: Path | None = None
 
     def cached(name, method):
+        # --force re-runs the methods named in --methods; the shared warm-up only when named too
         path = cache_path(out, name)
-        if args.force or not path.exists():
+        if (args.force and name in wanted) or not path.exists():
             return None
         data = json.loads(path.read_text())
         return data if data.get("fingerprint") == fingerprint(name, method, args) else None

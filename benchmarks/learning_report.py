@@ -9,12 +9,44 @@ GAIN = 10.0       # target A: quality points over the SFT warm-up, held out
 MAX_DROP = 10.0   # target B: % played that a game a method did not train may lose
 
 
+WIN_SETTING = "adversarial_taboo/attacker"  # the issue's measure there: the attacker's win rate
+
+
+def attacker_win_rate(run_dir: Path) -> float | None:
+    """% of ALL episodes (aborted ones included) that the Attacker won, from the records'
+    ``scores.json``; None when the folder holds no episode."""
+    wins = episodes = 0
+    for path in Path(run_dir).rglob("scores.json"):
+        try:
+            scores = json.loads(path.read_text()).get("episode scores", {})
+        except (OSError, json.JSONDecodeError):
+            continue
+        episodes += 1
+        wins += scores.get("Attacker Win") == 1
+    return round(100 * wins / episodes, 2) if episodes else None
+
+
+def _records_label(name: str) -> str:
+    return {"baseline": "+baseline", "sft": "+sft"}.get(name, f"+sft+{name}")
+
+
 def load_results(out: Path, names) -> dict:
+    """The cached results; an attacker win rate missing from an older cache entry is read
+    from its records (``learning/results/``) when they are here, and kept in the cache."""
     results = {}
     for name in names:
         path = Path(out) / f"learning-{name}.json"
-        if path.exists():
-            results[name] = json.loads(path.read_text())
+        if not path.exists():
+            continue
+        data = results[name] = json.loads(path.read_text())
+        row = data.get("settings", {}).get(WIN_SETTING)
+        if row is not None and "win_rate" not in row:
+            folder = WIN_SETTING.replace("/", "-")
+            found = sorted((Path(out) / "learning" / "results").glob(f"*{_records_label(name)}--{folder}"))
+            rate = attacker_win_rate(found[0]) if found else None
+            if rate is not None:
+                row["win_rate"] = rate
+                path.write_text(json.dumps(data, indent=2) + "\n")
     return results
 
 
@@ -22,7 +54,8 @@ def _cell(row: dict | None) -> str:
     if row is None:
         return "—"
     quality = "n/a" if row["quality"] is None else f"{row['quality']:.1f}"
-    return f"{row['percent_played']:.0f} / {quality}"
+    wins = f" (wins {row['win_rate']:.0f} %)" if row.get("win_rate") is not None else ""
+    return f"{row['percent_played']:.0f} / {quality}{wins}"
 
 
 def _game(setting: str) -> str:
@@ -45,8 +78,9 @@ def targets(results: dict, settings) -> tuple[list[str], list[str]]:
         gains = {}
         for setting in settings:
             mine, base = data["settings"].get(setting), sft["settings"].get(setting)
-            if mine and base and mine["quality"] is not None and base["quality"] is not None:
-                gains.setdefault(_game(setting), []).append((mine["quality"] - base["quality"], setting))
+            key = "win_rate" if setting == WIN_SETTING else "quality"  # the issue's measure per game
+            if mine and base and mine.get(key) is not None and base.get(key) is not None:
+                gains.setdefault(_game(setting), []).append((mine[key] - base[key], setting))
         won = sorted(g for g, values in gains.items() if max(values)[0] >= GAIN)
         best = ", ".join(f"{max(v)[1]} {max(v)[0]:+.1f}" for g, v in sorted(gains.items()))
         lines_a.append(f"- {name}: {'MET' if len(won) >= 2 else 'not met'} "
@@ -97,10 +131,11 @@ def build_report(out: Path, names, methods: dict, settings) -> str:
         return "no cached results yet"
     lines_a, lines_b = targets(results, settings)
     text = "\n".join([
-        "# Learning methods, held out (cells: % played / quality)", "",
+        "# Learning methods, held out (cells: % played / quality; adversarial_taboo: + the attacker's win rate "
+        "over all episodes)", "",
         table_markdown(results, settings), "",
         "Methods: " + "; ".join(f"**{n}**: {d.get('description', '')}" for n, d in results.items()), "",
-        f"Target A (≥ +{GAIN:.0f} quality over SFT on ≥ 2 games):", *lines_a, "",
+        f"Target A (≥ +{GAIN:.0f} quality over SFT on ≥ 2 games; adversarial_taboo: attacker win rate):", *lines_a, "",
         f"Target B (≤ {MAX_DROP:.0f} points of % played lost on games a method did not train):", *lines_b, "",
         "referencegame follower answers (with the programmatic giver; a constant answer scores 33.3):",
         answers_markdown(results) or "- none yet", ""])

@@ -46,6 +46,33 @@ def test_targets_on_hand_made_results():
     assert "| good | 0 | 0 | 100 / 40.0 | 80 / 25.0 | 80 / 20.0 |" in table
 
 
+def test_attacker_win_rate_counts_aborted_episodes_as_not_won(tmp_path):
+    report = report_module()
+    episodes = [{"Attacker Win": 1}, {"Attacker Win": 0}, {"Attacker Win": float("nan"), "Aborted": 1},
+                {"Attacker Win": 1}]
+    for i, scores in enumerate(episodes):
+        folder = tmp_path / "adversarial_taboo" / "low_en" / f"instance_{i:05d}"
+        folder.mkdir(parents=True)
+        (folder / "scores.json").write_text(json.dumps({"episode scores": scores}))
+    assert report.attacker_win_rate(tmp_path) == 50.0
+    assert report.attacker_win_rate(tmp_path / "adversarial_taboo" / "none") is None
+
+
+def test_target_a_uses_the_attacker_win_rate_for_adversarial_taboo():
+    report = report_module()
+    settings = ["taboo/guesser", "adversarial_taboo/attacker"]
+    sft = result(["taboo", "adversarial_taboo"], taboo__guesser=(100, 10.0), adversarial_taboo__attacker=(0, None))
+    sft["settings"]["adversarial_taboo/attacker"]["win_rate"] = 0.0
+    # quality n/a for SFT (nothing played), but the win rate compares: 0 -> 12.5 is +12.5
+    better = result(["taboo", "adversarial_taboo"], taboo__guesser=(100, 25.0),
+                    adversarial_taboo__attacker=(50, 25.0))
+    better["settings"]["adversarial_taboo/attacker"]["win_rate"] = 12.5
+    lines_a, _ = report.targets({"sft": sft, "better": better}, settings)
+    assert lines_a[0].startswith("- better: MET") and "adversarial_taboo/attacker +12.5" in lines_a[0]
+    assert "| better | 0 | 0 | 100 / 25.0 | 50 / 25.0 (wins 12 %) |" in report.table_markdown(
+        {"better": better}, settings)
+
+
 @pytest.mark.slow
 def test_learning_comparison_quick_on_smol(clem_workspace, tmp_path):
     out = tmp_path / "bench"
