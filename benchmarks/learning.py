@@ -109,6 +109,13 @@ METHODS = {
                           description="SPIN on all three games: the follower, the guesser and the attacker "
                                       "(demonstrations: the programmatic players' won episodes of 12 instances per "
                                       "experiment, so that the attacker's turns are ~1/5 of the pairs), 3 rounds"),
+    "spin-taboos": Method("spin_trainer_lora.py", dict(games="taboo,adversarial_taboo", roles="Guesser,Attacker",
+                                                      rounds=3, pairs_per_round=40, max_steps=30,
+                                                      learning_rate=5e-5),
+                          trains=("taboo", "adversarial_taboo"),
+                          code=("playpen/training/spin.py", "playpen/training/preference.py"),
+                          description="SPIN on the taboo guesser and the adversarial_taboo attacker (all their "
+                                      "won training episodes: ~40 % of the pairs are attacker turns), 3 rounds"),
     "self-rewarding": Method("self_rewarding_trainer_lora.py", dict(games="referencegame,taboo",
                                                                    roles=FOLLOWER_ROLES, max_steps=30, rounds=2,
                                                                    judge_max_tokens=48),
