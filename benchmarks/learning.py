@@ -34,7 +34,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learning_report import WIN_SETTING, attacker_win_rate, build_report  # beside this script (a script's folder is on sys.path)
+from learning_report import (  # beside this script (a script's folder is on sys.path)
+    WIN_SETTING, attacker_win_rate, build_report, method_label, setting_run_name)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAINERS = REPO_ROOT / "examples" / "trl"
@@ -231,7 +232,7 @@ def evaluate_settings(base: str, adapter: Path | None, label: str, args, work: P
         if setting.partner and setting.partner not in partners:
             partners[setting.partner] = load_model_by_name(setting.partner, gen_args=greedy, role="partner")
         players = setting.players(learner, partners.get(setting.partner))
-        run_name = f"{label}--{setting.name.replace('/', '-')}"
+        run_name = setting_run_name(label, setting.name)
         table = evaluate(players, [setting.game], results_dir=work / "results", batch_size=16,
                          max_instances=args.eval_instances, run_name=run_name, overwrite=True)
         game = table.to_dict()["games"][0]
@@ -383,7 +384,7 @@ def run_methods(wanted: list[str], args, out: Path) -> None:
         print("== sft (warm-up)", flush=True)
         seed_everything(args.seed)
         sft_adapter, facts = train("sft", method, args, work, None)
-        facts.update(evaluate_settings(args.learner, sft_adapter, f"{args.learner}+sft", args, work))
+        facts.update(evaluate_settings(args.learner, sft_adapter, method_label(args.learner, "sft"), args, work))
         write_json(cache_path(out, "sft"), {"method": "sft", "fingerprint": fingerprint("sft", method, args),
                                              "adapter": str(sft_adapter), "trains": list(method.trains),
                                              "description": method.description, **facts})
@@ -397,7 +398,7 @@ def run_methods(wanted: list[str], args, out: Path) -> None:
             method = Method("", trains=())
             if cached(name, method) is None:
                 print("== baseline", flush=True)
-                facts = evaluate_settings(args.learner, None, f"{args.learner}+baseline", args, work)
+                facts = evaluate_settings(args.learner, None, method_label(args.learner, name), args, work)
                 write_json(cache_path(out, name), {"method": name, "fingerprint": fingerprint(name, method, args),
                                                     "trains": [], "description": "the learner as is", **facts})
             continue
@@ -424,7 +425,7 @@ def run_methods(wanted: list[str], args, out: Path) -> None:
                                                "settings": {}, "steps": 0, "train_seconds": 0})
             build_report(out, ["baseline", *METHODS], METHODS, [s.name for s in SETTINGS])
             continue
-        facts.update(evaluate_settings(args.learner, final, f"{args.learner}+sft+{name}", args, work))
+        facts.update(evaluate_settings(args.learner, final, method_label(args.learner, name), args, work))
         write_json(cache_path(out, name), {"method": name, "fingerprint": fingerprint(name, method, args),
                                            "adapter": str(final), "trains": list(method.trains),
                                            "description": method.description, **facts})

@@ -26,8 +26,14 @@ def attacker_win_rate(run_dir: Path) -> float | None:
     return round(100 * wins / episodes, 2) if episodes else None
 
 
-def _records_label(name: str) -> str:
-    return {"baseline": "+baseline", "sft": "+sft"}.get(name, f"+sft+{name}")
+def method_label(learner: str, name: str) -> str:
+    """The label of a method's evaluation runs (every method but the baseline starts from SFT)."""
+    return learner + {"baseline": "+baseline", "sft": "+sft"}.get(name, f"+sft+{name}")
+
+
+def setting_run_name(label: str, setting: str) -> str:
+    """The results folder of one evaluation setting of a labelled run."""
+    return f"{label}--{setting.replace('/', '-')}"
 
 
 def load_results(out: Path, names) -> dict:
@@ -41,8 +47,8 @@ def load_results(out: Path, names) -> dict:
         data = results[name] = json.loads(path.read_text())
         row = data.get("settings", {}).get(WIN_SETTING)
         if row is not None and "win_rate" not in row:
-            folder = WIN_SETTING.replace("/", "-")
-            found = sorted((Path(out) / "learning" / "results").glob(f"*{_records_label(name)}--{folder}"))
+            pattern = setting_run_name(method_label("*", name), WIN_SETTING)
+            found = sorted((Path(out) / "learning" / "results").glob(pattern))
             rate = attacker_win_rate(found[0]) if found else None
             if rate is not None:
                 row["win_rate"] = rate
