@@ -139,6 +139,7 @@ def spag_advantage(reward: float, kl: float, beta: float) -> float:
 
 def spag_sample_loss(logps, ref_logps, reward: float, beta: float, clip: float) -> tuple[Any, dict]:
     """The offline policy loss of one sample and its numbers (kl, advantage, clipped fraction)."""
+    ref_logps = ref_logps.to(logps.device)  # resumed samples come back from disk on the CPU
     kl = sample_kl(logps, ref_logps)
     advantage = spag_advantage(reward, kl, beta)
     ratio = (logps.detach() - ref_logps).exp()
@@ -151,8 +152,10 @@ def token_logps(model, ids: Sequence[int], mask: Sequence[int], full: bool = Fal
     """Log-probabilities of the tokens of `ids` where `mask` is 1 (the first token never
     counts); with ``full`` also the log-softmax rows at those positions (for a KL)."""
     import torch
-    input_ids = torch.tensor([list(ids)])
-    where = torch.tensor(list(mask)[1:], dtype=torch.bool)
+    from playpen.rollouts.decoding import device_of
+    device = device_of(model)  # a GPU: the ids go where the model is
+    input_ids = torch.tensor([list(ids)], device=device)
+    where = torch.tensor(list(mask)[1:], dtype=torch.bool, device=device)
     positions = torch.nonzero(where).squeeze(1)  # position t predicts token t + 1
     try:  # the vocabulary projection only where it counts (most of a game's tokens are prompt)
         logits = model(input_ids=input_ids, logits_to_keep=positions).logits[0]

@@ -137,7 +137,8 @@ class SpagRun:
         model.save_pretrained(str(folder))
         torch.save(optimizer.state_dict(), folder / "optimizer.pt")
         if samples is not None:
-            torch.save([(s.ids, s.mask, s.role, s.reward, s.ref_logps) for s in samples], folder / "samples.pt")
+            torch.save([(s.ids, s.mask, s.role, s.reward, None if s.ref_logps is None else s.ref_logps.cpu())
+                        for s in samples], folder / "samples.pt")
         write_json(folder / STATE_FILE, {"phase": name, "phase_step": phase_step, "global_step": self.step,
                                          "collected": collected or {}}, indent=1)
         print(f"[playpen] {name} stopped after step {phase_step}: {folder}", flush=True)
