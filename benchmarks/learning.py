@@ -77,8 +77,10 @@ class Method:
     trains: tuple = ()
     code: tuple = ()
     description: str = ""
+    temperature: float | None = None  # the learner's sampling temperature while training (None: --temperature)
 
 
+DEFAULT_TEMPERATURE = 0.7
 FOLLOWER_ROLES = "Instruction Follower,Guesser"
 METHODS = {
     "sft": Method("sft_trainer_lora.py", dict(games="referencegame,taboo,adversarial_taboo", max_steps=8,
@@ -145,6 +147,15 @@ METHODS = {
                             trains=("referencegame", "taboo"), code=("playpen/training/grpo.py",),
                             description="GRPO self-play with the anti-collapse options (running baseline, "
                                         "KL to the SFT adapter, a taboo share, shuffled grids)"),
+    "grpo-selfplay-hot": Method("grpo_trainer_lora_sp.py", dict(games="referencegame", num_generations=8,
+                                                               groups_per_step=2, beta=0.02, learning_rate=2e-4,
+                                                               max_steps=200, save_steps=5, baseline="running",
+                                                               game_shares="referencegame:0.7,taboo:0.3",
+                                                               augment=True),
+                                trains=("referencegame", "taboo"), code=("playpen/training/grpo.py",),
+                                temperature=1.0,
+                                description="grpo-selfplay sampling at temperature 1.0 instead of 0.7: more "
+                                            "answers other than the SFT adapter's constant one in each group"),
     # SPAG-1 sized to its budget: imitation ~10 s a step here, then one self-play epoch
     "spag": Method("spag_trainer_lora.py", dict(games="adversarial_taboo", imitation_steps=56,
                                                 episodes_per_epoch=32, max_steps=12), teacher="programmatic",
@@ -162,6 +173,9 @@ def fingerprint(name: str, method: Method, args) -> str:
     protocol = dict(learner=args.learner, minutes=args.minutes, eval_instances=args.eval_instances,
                     max_tokens=args.max_tokens, seed=args.seed, quick=args.quick,
                     settings=[s.name for s in SETTINGS])
+    temperature = method.temperature if method.temperature is not None else args.temperature
+    if temperature != DEFAULT_TEMPERATURE:  # the caches made at the default keep their fingerprints
+        protocol["temperature"] = temperature
     digest.update(json.dumps([name, method.options, method.teacher, protocol], sort_keys=True).encode())
     trainer = (f"examples/trl/{method.trainer}",) if method.trainer else ()
     for path in (*trainer, *method.code, *SHARED_CODE):
@@ -282,7 +296,8 @@ def train(name: str, method: Method, args, work: Path, init_adapter: Path | None
     if name == "dpo-records":
         recorded_play(args, work, init_adapter)
     cls, config, options = configure(name, method, args, work, init_adapter)
-    gen_args = dict(temperature=args.temperature, max_tokens=args.max_tokens)
+    temperature = method.temperature if method.temperature is not None else args.temperature
+    gen_args = dict(temperature=temperature, max_tokens=args.max_tokens)
     learner = load_model_by_name(args.learner, gen_args=gen_args, role="learner")
     teacher = load_model_by_name(method.teacher, gen_args=gen_args, role="teacher") if method.teacher else None
     trainer = cls(learner, teacher, config=config, output_dir=work / "records" / name, seed=args.seed)
@@ -336,7 +351,8 @@ def main(argv=None) -> int:
                         help="held-out instances per experiment (6 = each referencegame target position twice: "
                              "a constant answer scores 33.3)")
     parser.add_argument("--max-tokens", type=int, default=40, help="tokens per generated turn")
-    parser.add_argument("--temperature", type=float, default=0.7, help="sampling temperature while training")
+    parser.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE,
+                        help="sampling temperature while training (a method may set its own)")
     parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"))
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--force", action="store_true", help="re-run the methods named in --methods although cached (the SFT warm-up only when named)")

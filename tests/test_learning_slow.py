@@ -73,6 +73,36 @@ def test_target_a_uses_the_attacker_win_rate_for_adversarial_taboo():
         {"better": better}, settings)
 
 
+def learning_module():
+    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))  # learning.py imports learning_report beside it
+    try:
+        spec = importlib.util.spec_from_file_location("learning_bench", REPO_ROOT / "benchmarks" / "learning.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # its dataclasses look their module up while they are made
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(REPO_ROOT / "benchmarks"))
+    return module
+
+
+def test_a_methods_own_temperature_is_used_and_fingerprinted_only_off_the_default():
+    import argparse
+    import dataclasses
+    learning = learning_module()
+    args = argparse.Namespace(learner="smol-135m", minutes=15.0, eval_instances=6, max_tokens=40, seed=42,
+                              quick=False, temperature=learning.DEFAULT_TEMPERATURE)
+    method = learning.Method("no_such_trainer.py", {"max_steps": 3})
+    base = learning.fingerprint("m", method, args)
+    # results cached at the default temperature keep their fingerprints
+    assert learning.fingerprint("m", dataclasses.replace(method, temperature=learning.DEFAULT_TEMPERATURE), args) == base
+    hot = dataclasses.replace(method, temperature=1.0)
+    assert learning.fingerprint("m", hot, args) != base
+    assert learning.fingerprint("m", method, argparse.Namespace(**{**vars(args), "temperature": 1.0})) == \
+        learning.fingerprint("m", hot, args)
+    assert learning.METHODS["grpo-selfplay-hot"].temperature == 1.0
+    assert learning.METHODS["grpo-selfplay"].temperature is None
+
+
 @pytest.mark.slow
 def test_learning_comparison_quick_on_smol(clem_workspace, tmp_path):
     out = tmp_path / "bench"
