@@ -156,6 +156,15 @@ METHODS = {
                                 temperature=1.0,
                                 description="grpo-selfplay sampling at temperature 1.0 instead of 0.7: more "
                                             "answers other than the SFT adapter's constant one in each group"),
+    "grpo-partner-hot": Method("grpo_trainer_lora_mp.py", dict(games="referencegame,taboo", roles=FOLLOWER_ROLES,
+                                                              num_generations=8, groups_per_step=2, beta=0.02,
+                                                              learning_rate=2e-4, max_steps=200, save_steps=5,
+                                                              baseline="running", augment=True),
+                               teacher="programmatic", trains=("referencegame", "taboo"),
+                               code=("playpen/training/grpo.py",), temperature=1.0,
+                               description="GRPO as follower/guesser with the programmatic partner, sampling at "
+                                           "temperature 1.0, with the anti-collapse options (running baseline, "
+                                           "KL to the SFT adapter, shuffled grids)"),
     # SPAG-1 sized to its budget: imitation ~10 s a step here, then one self-play epoch
     "spag": Method("spag_trainer_lora.py", dict(games="adversarial_taboo", imitation_steps=56,
                                                 episodes_per_epoch=32, max_steps=12), teacher="programmatic",
