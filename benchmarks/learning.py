@@ -82,6 +82,10 @@ class Method:
 
 DEFAULT_TEMPERATURE = 0.7
 FOLLOWER_ROLES = "Instruction Follower,Guesser"
+# GRPO self-play with the anti-collapse options (grpo-selfplay; grpo-selfplay-hot samples hotter)
+SELFPLAY_GRPO = dict(games="referencegame", num_generations=8, groups_per_step=2, beta=0.02, learning_rate=2e-4,
+                     max_steps=200, save_steps=5, baseline="running", game_shares="referencegame:0.7,taboo:0.3",
+                     augment=True)
 METHODS = {
     "sft": Method("sft_trainer_lora.py", dict(games="referencegame,taboo,adversarial_taboo", max_steps=8,
                                              batch_size=8, max_length=768, learning_rate=2e-4),
@@ -139,19 +143,11 @@ METHODS = {
                            teacher="programmatic", trains=("referencegame", "taboo"),
                            code=("playpen/training/grpo.py",),
                            description="GRPO as follower/guesser with the programmatic partner"),
-    "grpo-selfplay": Method("grpo_trainer_lora_sp.py", dict(games="referencegame", num_generations=8,
-                                                           groups_per_step=2, beta=0.02, learning_rate=2e-4,
-                                                           max_steps=200, save_steps=5, baseline="running",
-                                                           game_shares="referencegame:0.7,taboo:0.3",
-                                                           augment=True),
+    "grpo-selfplay": Method("grpo_trainer_lora_sp.py", SELFPLAY_GRPO,
                             trains=("referencegame", "taboo"), code=("playpen/training/grpo.py",),
                             description="GRPO self-play with the anti-collapse options (running baseline, "
                                         "KL to the SFT adapter, a taboo share, shuffled grids)"),
-    "grpo-selfplay-hot": Method("grpo_trainer_lora_sp.py", dict(games="referencegame", num_generations=8,
-                                                               groups_per_step=2, beta=0.02, learning_rate=2e-4,
-                                                               max_steps=200, save_steps=5, baseline="running",
-                                                               game_shares="referencegame:0.7,taboo:0.3",
-                                                               augment=True),
+    "grpo-selfplay-hot": Method("grpo_trainer_lora_sp.py", SELFPLAY_GRPO,
                                 trains=("referencegame", "taboo"), code=("playpen/training/grpo.py",),
                                 temperature=1.0,
                                 description="grpo-selfplay sampling at temperature 1.0 instead of 0.7: more "
