@@ -152,6 +152,12 @@ METHODS = {
                                 temperature=1.0,
                                 description="grpo-selfplay sampling at temperature 1.0 instead of 0.7: more "
                                             "answers other than the SFT adapter's constant one in each group"),
+    "grpo-selfplay-warm": Method("grpo_trainer_lora_sp.py",
+                                 dict(SELFPLAY_GRPO, game_shares="referencegame:0.5,taboo:0.5"),
+                                 trains=("referencegame", "taboo"), code=("playpen/training/grpo.py",),
+                                 temperature=0.85,
+                                 description="grpo-selfplay at temperature 0.85 (1.0 broke the format for 6 steps) "
+                                             "with half of the episodes on taboo (the guesser's game) instead of 30 %"),
     "grpo-partner-hot": Method("grpo_trainer_lora_mp.py", dict(games="referencegame,taboo", roles=FOLLOWER_ROLES,
                                                               num_generations=8, groups_per_step=2, beta=0.02,
                                                               learning_rate=2e-4, max_steps=200, save_steps=5,
