@@ -82,7 +82,10 @@ class Method:
 
 DEFAULT_TEMPERATURE = 0.7
 FOLLOWER_ROLES = "Instruction Follower,Guesser"
-# GRPO self-play with the anti-collapse options (grpo-selfplay; grpo-selfplay-hot samples hotter)
+# GRPO as follower/guesser with the programmatic partner (grpo-partner; grpo-partner-hot adds to it)
+PARTNER_GRPO = dict(games="referencegame,taboo", roles=FOLLOWER_ROLES, num_generations=8, groups_per_step=2, beta=0.0,
+                    learning_rate=2e-4, max_steps=200, save_steps=5)
+# GRPO self-play with the anti-collapse options (grpo-selfplay; the -hot and -warm variants start from it)
 SELFPLAY_GRPO = dict(games="referencegame", num_generations=8, groups_per_step=2, beta=0.02, learning_rate=2e-4,
                      max_steps=200, save_steps=5, baseline="running", game_shares="referencegame:0.7,taboo:0.3",
                      augment=True)
@@ -137,9 +140,7 @@ METHODS = {
                                   code=("playpen/training/self_rewarding.py", "playpen/training/preference.py"),
                                   description="self-rewarding, external-reward variant: candidates ranked by "
                                               "the game's outcome, best vs worst -> DPO"),
-    "grpo-partner": Method("grpo_trainer_lora_mp.py", dict(games="referencegame,taboo", roles=FOLLOWER_ROLES,
-                                                          num_generations=8, groups_per_step=2, beta=0.0,
-                                                          learning_rate=2e-4, max_steps=200, save_steps=5),
+    "grpo-partner": Method("grpo_trainer_lora_mp.py", PARTNER_GRPO,
                            teacher="programmatic", trains=("referencegame", "taboo"),
                            code=("playpen/training/grpo.py",),
                            description="GRPO as follower/guesser with the programmatic partner"),
@@ -158,10 +159,8 @@ METHODS = {
                                  temperature=0.85,
                                  description="grpo-selfplay at temperature 0.85 (1.0 broke the format for 6 steps) "
                                              "with half of the episodes on taboo (the guesser's game) instead of 30 %"),
-    "grpo-partner-hot": Method("grpo_trainer_lora_mp.py", dict(games="referencegame,taboo", roles=FOLLOWER_ROLES,
-                                                              num_generations=8, groups_per_step=2, beta=0.02,
-                                                              learning_rate=2e-4, max_steps=200, save_steps=5,
-                                                              baseline="running", augment=True),
+    "grpo-partner-hot": Method("grpo_trainer_lora_mp.py",
+                               dict(PARTNER_GRPO, beta=0.02, baseline="running", augment=True),
                                teacher="programmatic", trains=("referencegame", "taboo"),
                                code=("playpen/training/grpo.py",), temperature=1.0,
                                description="GRPO as follower/guesser with the programmatic partner, sampling at "
@@ -178,13 +177,18 @@ METHODS = {
 SHARED_CODE = ("playpen/evaluation.py",)
 
 
+def training_temperature(method: Method, args) -> float:
+    """The learner's sampling temperature while a method trains: its own, else ``--temperature``."""
+    return method.temperature if method.temperature is not None else args.temperature
+
+
 def fingerprint(name: str, method: Method, args) -> str:
     """What decides a method's result: its options, the shared protocol and its code."""
     digest = hashlib.sha256()
     protocol = dict(learner=args.learner, minutes=args.minutes, eval_instances=args.eval_instances,
                     max_tokens=args.max_tokens, seed=args.seed, quick=args.quick,
                     settings=[s.name for s in SETTINGS])
-    temperature = method.temperature if method.temperature is not None else args.temperature
+    temperature = training_temperature(method, args)
     if temperature != DEFAULT_TEMPERATURE:  # the caches made at the default keep their fingerprints
         protocol["temperature"] = temperature
     digest.update(json.dumps([name, method.options, method.teacher, protocol], sort_keys=True).encode())
@@ -307,8 +311,7 @@ def train(name: str, method: Method, args, work: Path, init_adapter: Path | None
     if name == "dpo-records":
         recorded_play(args, work, init_adapter)
     cls, config, options = configure(name, method, args, work, init_adapter)
-    temperature = method.temperature if method.temperature is not None else args.temperature
-    gen_args = dict(temperature=temperature, max_tokens=args.max_tokens)
+    gen_args = dict(temperature=training_temperature(method, args), max_tokens=args.max_tokens)
     learner = load_model_by_name(args.learner, gen_args=gen_args, role="learner")
     teacher = load_model_by_name(method.teacher, gen_args=gen_args, role="teacher") if method.teacher else None
     trainer = cls(learner, teacher, config=config, output_dir=work / "records" / name, seed=args.seed)

@@ -101,6 +101,9 @@ def test_a_methods_own_temperature_is_used_and_fingerprinted_only_off_the_defaul
         learning.fingerprint("m", hot, args)
     assert learning.METHODS["grpo-selfplay-hot"].temperature == 1.0
     assert learning.METHODS["grpo-selfplay"].temperature is None
+    # the temperature the learner trains at: the method's own, else --temperature
+    assert learning.training_temperature(hot, args) == 1.0
+    assert learning.training_temperature(method, args) == learning.DEFAULT_TEMPERATURE
 
 
 @pytest.mark.slow
