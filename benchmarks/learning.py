@@ -94,6 +94,17 @@ METHODS = {
                                              batch_size=8, max_length=768, learning_rate=2e-4),
                   trains=GAMES, code=("playpen/training/sft.py",),
                   description="SFT-LoRA warm-up on the programmatic players' won training episodes"),
+    "sft-more": Method("sft_trainer_lora.py", dict(games="referencegame,taboo", roles=FOLLOWER_ROLES, max_steps=200,
+                                                  batch_size=8, max_length=768, learning_rate=2e-4),
+                       trains=("referencegame", "taboo"), code=("playpen/training/sft.py",),
+                       description="15 more minutes of the warm-up's SFT, on the follower's and the guesser's "
+                                   "demonstration turns only: the supervised signal at the same budget"),
+    "sft-more-taboos": Method("sft_trainer_lora.py", dict(games="taboo,adversarial_taboo", roles="Guesser,Attacker",
+                                                         max_steps=200, batch_size=8, max_length=768,
+                                                         learning_rate=2e-4),
+                              trains=("taboo", "adversarial_taboo"), code=("playpen/training/sft.py",),
+                              description="15 more minutes of the warm-up's SFT, on the taboo guesser's and the "
+                                          "adversarial_taboo attacker's demonstration turns only"),
     "dpo-branch": Method("dpo_trainer_lora.py", dict(games="referencegame,taboo", source="branching",
                                                     roles=FOLLOWER_ROLES, fork_turns="0", branches=4,
                                                     pair_instances=8, max_steps=40, learning_rate=5e-5),
@@ -166,6 +177,20 @@ METHODS = {
                                description="GRPO as follower/guesser with the programmatic partner, sampling at "
                                            "temperature 1.0, with the anti-collapse options (running baseline, "
                                            "KL to the SFT adapter, shuffled grids)"),
+    "grpo-selfplay-mix": Method("grpo_trainer_lora_sp.py",
+                                dict(SELFPLAY_GRPO, partners="self:0.5,programmatic:0.5",
+                                     game_shares="referencegame:0.5,taboo:0.5"),
+                                trains=("referencegame", "taboo"), code=("playpen/training/grpo.py",),
+                                temperature=1.0,
+                                description="grpo-selfplay-hot with a partner mix: half of the groups play against "
+                                            "the programmatic partner (clear clues and expressions), half in "
+                                            "self-play, half of them on taboo"),
+    "grpo-selfplay-sft": Method("grpo_trainer_lora_sp.py", dict(SELFPLAY_GRPO, sft_coef=1.0, sft_batch=8),
+                                trains=("referencegame", "taboo"),
+                                code=("playpen/training/grpo.py", "playpen/training/sft_anchor.py"),
+                                temperature=1.0,
+                                description="grpo-selfplay-hot with a supervised anchor: every step adds the SFT "
+                                            "loss of 8 demonstration conversations (--sft-coef 1)"),
     # SPAG-1 sized to its budget: imitation ~10 s a step here, then one self-play epoch
     "spag": Method("spag_trainer_lora.py", dict(games="adversarial_taboo", imitation_steps=56,
                                                 episodes_per_epoch=32, max_steps=12), teacher="programmatic",

@@ -106,6 +106,23 @@ def test_a_methods_own_temperature_is_used_and_fingerprinted_only_off_the_defaul
     assert learning.training_temperature(method, args) == learning.DEFAULT_TEMPERATURE
 
 
+def test_every_method_passes_its_trainers_checks(clem_workspace, monkeypatch):
+    """Every method's options are known to its trainer and pass the trainer's own checks
+    (the benchmark runs these before anything trains), so a typo fails here, not after hours."""
+    import argparse
+    monkeypatch.chdir(clem_workspace)
+    learning = learning_module()
+    args = argparse.Namespace(learner="smol-135m", quick=False)
+    for name, method in learning.METHODS.items():
+        cls, config, options = learning.configure(name, method, args, clem_workspace / "work")
+        for key, value in method.options.items():
+            assert getattr(config, key) == value, (name, key)
+        assert cls.config_class is type(config)
+    with pytest.raises(SystemExit, match="has no option"):
+        learning.configure("x", learning.Method("sft_trainer_lora.py", {"no_such_option": 1}), args,
+                           clem_workspace / "work")
+
+
 @pytest.mark.slow
 def test_learning_comparison_quick_on_smol(clem_workspace, tmp_path):
     out = tmp_path / "bench"

@@ -84,6 +84,7 @@ _RULES = {
     "imitation_steps": (lambda v: v >= 0, "an integer >= 0"),
     "imitation_kl": (lambda v: v >= 0, "a number >= 0"),
     "sft_coef": (lambda v: v >= 0, "a number >= 0"),
+    "sft_batch": (lambda v: v >= 1, "an integer >= 1"),
     "clip": (lambda v: 0 < v < 1, "a number in (0, 1)"),
     "report_to": (lambda v: all(t in TRACKERS for t in split_list(v) or ["none"]),
                   "none or a comma-separated list of " + ", ".join(TRACKERS[1:])),

@@ -316,6 +316,10 @@ class GRPOOptions(CreditOptions):
     augment: bool = option(True, "apply the rollout augmentations a game declares (referencegame: the grid "
                                  "order shuffled per episode)")
     rubric: str = option("", RUBRIC_HELP)
+    sft_coef: float = option(0.0, "weight of a supervised loss on demonstration turns (the programmatic players' "
+                                  "won training episodes, of the trained roles) added to every step: teaches what "
+                                  "rollouts rarely find and keeps the format (0 = none)")
+    sft_batch: int = option(4, "with --sft-coef: demonstration conversations per step")
 
     def validate(self) -> None:
         super().validate()  # the run's and LoRA's options (the classes after this one)
@@ -345,11 +349,14 @@ class GRPOParts:
     batch_size: int
     advantages: Any = None
     guard: Any = None
+    sft_anchor: Any = None
 
     def attach(self, trainer) -> None:
-        """Give ``trainer`` (TRL's GRPOTrainer built from these parts) the run's baseline."""
+        """Give ``trainer`` (TRL's GRPOTrainer built from these parts) the run's baseline
+        and, with ``--sft-coef``, its supervised anchor."""
         from playpen.training.advantages import install
         install(trainer, self.advantages, lambda: self.rollout_func.last_rows, self.guard)
+        trainer.sft_anchor = self.sft_anchor
 
     def extra_metrics(self) -> dict:
         """Per step, next to TRL's: rollout statistics, partner shares, dropped groups, baselines."""
@@ -358,6 +365,8 @@ class GRPOParts:
             out.update({**self.advantages.metrics, **self.advantages.advantage_metrics})
         if self.guard is not None:
             out.update(self.guard.metrics)
+        if self.sft_anchor is not None:
+            out.update(self.sft_anchor.metrics)
         return out
 
 
@@ -411,6 +420,13 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
         model = PeftModel.from_pretrained(model, str(check_adapter(cfg.init_adapter)), is_trainable=True)
         lifecycle.set_lora_dropout(model, cfg.lora_dropout)
         peft_config = None
+    anchor = None
+    if cfg.sft_coef > 0:  # demonstrations of the trained roles, played (and kept) beside the records
+        from pathlib import Path
+        from playpen.training.sft_anchor import SFTAnchor, demonstration_rows
+        rows = demonstration_rows(cfg.game_list, split_list(cfg.roles), cfg.train_instances, Path(records_dir),
+                                  tokenizer, playpen.seed)
+        anchor = SFTAnchor(rows, cfg.sft_coef, cfg.sft_batch)
     return GRPOParts(dataset, reward_funcs, reward_weights, rollout_func, model, peft_config, tokenizer,
                      sampling.temperature, cfg.num_generations * cfg.groups_per_step, advantages,
-                     anticollapse.guard(cfg))
+                     anticollapse.guard(cfg), anchor)

@@ -151,6 +151,9 @@ def grpo_trainer_class():
             self._backward_ended = time.perf_counter()
             # what the step spent outside input preparation and the loss forward: the backward pass
             self.clock.add("backward", max(0.0, self._backward_ended - began - self._inside))
+            anchor = getattr(self, "sft_anchor", None)
+            if anchor is not None and anchor.apply(self, model):  # --sft-coef: once per optimizer step
+                self._backward_ended = time.perf_counter()
             return out
 
     return PlaypenGRPOTrainer
