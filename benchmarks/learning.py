@@ -216,6 +216,9 @@ def fingerprint(name: str, method: Method, args) -> str:
     temperature = training_temperature(method, args)
     if temperature != DEFAULT_TEMPERATURE:  # the caches made at the default keep their fingerprints
         protocol["temperature"] = temperature
+    overrides = getattr(args, "set", None) or {}
+    if overrides and name != "sft":  # --set (not the shared warm-up); without it the fingerprints stay as they were
+        protocol["set"] = dict(sorted(overrides.items()))
     digest.update(json.dumps([name, method.options, method.teacher, protocol], sort_keys=True).encode())
     trainer = (f"examples/trl/{method.trainer}",) if method.trainer else ()
     for path in (*trainer, *method.code, *SHARED_CODE):
@@ -309,6 +312,8 @@ def configure(name: str, method: Method, args, work: Path, init_adapter: Path | 
     cls = load_trainer_class(TRAINERS / method.trainer)
     fields = {f for f in cls.config_class.__dataclass_fields__}
     options = dict(method.options, models_dir=str(work / "models" / name), overwrite=True, evaluate=False)
+    if name != "sft":  # --set KEY=VALUE: for every method whose trainer has KEY; the warm-up stays the same
+        options.update({k: v for k, v in (getattr(args, "set", None) or {}).items() if k in fields})
     if init_adapter is not None:
         options["init_adapter"] = str(init_adapter)
     if name == "dpo-records":  # filled by recorded_play() before training
@@ -376,6 +381,21 @@ def recorded_play(args, work: Path, sft_adapter: Path | None) -> Path:
     return folder
 
 
+def parse_settings(items: list[str]) -> dict:
+    """``--set`` values: KEY=VALUE with VALUE read as JSON (numbers, true/false), else a string."""
+    settings = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key.isidentifier():
+            raise ValueError(f"{item!r} is not KEY=VALUE (e.g. micro_batch_size=16)")
+        try:
+            settings[key] = json.loads(value)
+        except json.JSONDecodeError:
+            settings[key] = value
+    return settings
+
+
 def cache_path(out: Path, name: str) -> Path:
     return out / f"learning-{name}.json"
 
@@ -397,7 +417,15 @@ def main(argv=None) -> int:
     parser.add_argument("--force", action="store_true", help="re-run the methods named in --methods although cached (the SFT warm-up only when named)")
     parser.add_argument("--table", action="store_true", help="only rebuild the table and PNG from the cache")
     parser.add_argument("--quick", action="store_true", help="tiny budgets: checks the plumbing only")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option for every method whose trainer has it (not the SFT warm-up), e.g. "
+                             "micro_batch_size=16 on a GPU; part of the methods' fingerprints")
     args = parser.parse_args(argv)
+    try:
+        args.set = parse_settings(args.set)
+    except ValueError as error:
+        print(f"learning.py: --set: {error}", file=sys.stderr)
+        return 2
     if args.quick:
         args.minutes, args.eval_instances = min(args.minutes, 1.0), 1
     out = Path(args.out)
@@ -445,9 +473,15 @@ def run_methods(wanted: list[str], args, out: Path) -> None:
                                              "description": method.description, **facts})
         return sft_adapter
 
+    known = set()
     for name in wanted:  # every method's options, checked by its trainer before anything runs
         if name not in ("baseline", "sft") and (TRAINERS / METHODS[name].trainer).exists():
-            configure(name, METHODS[name], args, work)
+            cls, _, _ = configure(name, METHODS[name], args, work)
+            known |= set(cls.config_class.__dataclass_fields__)
+    unused = sorted(set(args.set or {}) - known)
+    if unused:
+        raise SystemExit(f"learning.py: --set {', '.join(unused)}: no trainer of the methods {wanted} has "
+                         f"such an option")
     for name in wanted:
         if name == "baseline":
             method = Method("", trains=())

@@ -142,3 +142,40 @@ def test_learning_comparison_quick_on_smol(clem_workspace, tmp_path):
     # cached: a second call trains and plays nothing
     again = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "== dpo-branch: cached" in again.stdout, again.stderr[-2000:]
+
+
+def test_set_overrides_every_trainer_that_has_the_option_and_changes_the_fingerprint(clem_workspace, monkeypatch):
+    """``--set micro_batch_size=16`` (a GPU run's setting) reaches every GRPO method, not the
+    shared SFT warm-up, and makes those results cache apart from the CPU runs' ones."""
+    import argparse
+    monkeypatch.chdir(clem_workspace)
+    learning = learning_module()
+    assert learning.parse_settings(["micro_batch_size=16", "baseline=running", "augment=true"]) == \
+        {"micro_batch_size": 16, "baseline": "running", "augment": True}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        learning.parse_settings(["micro_batch_size"])
+    plain = argparse.Namespace(learner="smol-135m", minutes=15.0, eval_instances=6, max_tokens=40, seed=42,
+                               quick=False, temperature=learning.DEFAULT_TEMPERATURE, set={})
+    gpu = argparse.Namespace(**{**vars(plain), "set": {"micro_batch_size": 16}})
+    work = clem_workspace / "work"
+    _, config, _ = learning.configure("grpo-selfplay-sft", learning.METHODS["grpo-selfplay-sft"], gpu, work)
+    assert config.micro_batch_size == 16 and config.sft_coef == 1.0
+    _, config, _ = learning.configure("grpo-selfplay-sft", learning.METHODS["grpo-selfplay-sft"], plain, work)
+    assert config.micro_batch_size == 1
+    # an option that a trainer lacks is left out for it (SPIN has no micro-batches), the warm-up never changes
+    _, config, options = learning.configure("spin", learning.METHODS["spin"], gpu, work)
+    assert "micro_batch_size" not in options
+    for name in ("grpo-partner", "spin"):
+        assert learning.fingerprint(name, learning.METHODS[name], gpu) != \
+            learning.fingerprint(name, learning.METHODS[name], plain)
+    assert learning.fingerprint("sft", learning.METHODS["sft"], gpu) == \
+        learning.fingerprint("sft", learning.METHODS["sft"], plain)
+    # a key that no method's trainer has: one line, before anything trains
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "learning.py"), "--methods", "spin",
+                           "--set", "no_such_option=1", "--out", str(clem_workspace / "out")],
+                          cwd=clem_workspace, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "no_such_option" in done.stderr and "Traceback" not in done.stderr
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "learning.py"), "--set", "oops",
+                           "--out", str(clem_workspace / "out")], cwd=clem_workspace, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2 and "KEY=VALUE" in done.stderr
