@@ -43,6 +43,10 @@ class RolloutError(PlaypenError):
     """Bad rollout arguments: unknown roles or instances, nobody for a role."""
 
 
+class DivergedModelError(PlaypenError):
+    """The model's next-token scores hold NaN: its weights have diverged (no sampling from it)."""
+
+
 class ContextOverflowError(PlaypenError):
     """A learner prompt does not fit the model's context window (the episode fails)."""
 

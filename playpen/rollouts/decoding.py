@@ -106,3 +106,16 @@ def plan_prefixes(prompts: Sequence[Sequence[int]], keys: Optional[Sequence[str]
         groups.append((prefix, tuple(sorted(order[i - 1:j]))))
         j = i - 1
     return PrefixPlan(tuple(sorted(groups, key=lambda g: g[1][0])))
+
+
+def check_finite_scores(scores) -> None:
+    """Refuse to sample from next-token scores that hold NaN (weights that diverged): one
+    clear error instead of torch's sampling error on a CPU or a device-side assert, which
+    ends the process, on a GPU."""
+    import torch
+    if bool(torch.isnan(scores).any()):
+        from playpen.errors import DivergedModelError
+        raise DivergedModelError(
+            "the model's next-token scores are NaN: its weights have diverged (a training step with non-finite "
+            "gradients or too high a learning rate); resume from an earlier checkpoint or lower "
+            "--learning-rate")

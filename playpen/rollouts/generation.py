@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any, Optional, Sequence
 
 from playpen.rollouts.decoding import (Generation, PrefixPlan, cache_kwarg, device_of as _device_of,  # noqa: F401
-                                       eos_token_ids, plan_prefixes)
+                                       check_finite_scores, eos_token_ids, plan_prefixes)
 from playpen.rollouts.mixed_lora import mixed_lora
 from playpen.rollouts.types import SamplingConfig
 
@@ -36,6 +36,7 @@ class _LogprobRecorder:
 
     def __call__(self, input_ids, scores):
         import torch
+        check_finite_scores(scores)
         if self.previous is not None:
             self.steps.append(self.previous.gather(1, input_ids[:, -1:]).squeeze(1))
         self.previous = torch.log_softmax(scores.float() / self.temperature, dim=-1)

@@ -378,6 +378,8 @@ def _choose(logits, sampling: SamplingConfig):
     """The next token of each row: greedy at temperature 0, else sampled after temperature,
     top-k, then top-p (the order of transformers' generate)."""
     import torch
+    from playpen.rollouts.decoding import check_finite_scores
+    check_finite_scores(logits)
     if not sampling.temperature or sampling.temperature <= 0:
         return torch.argmax(logits, dim=-1)
     scores = logits / sampling.temperature
