@@ -38,8 +38,11 @@ def grpo_trainer(tiny_pair, tmp_path):
                                              init_lora_weights=False))
     args = GRPOConfig(output_dir=str(tmp_path / "out"), beta=0.1, num_generations=2, max_steps=1,
                       per_device_train_batch_size=2, report_to=[], use_cpu=True, logging_steps=1,
-                      disable_tqdm=True)
-    trainer = grpo_trainer_class()(model=model, reward_funcs=[lambda completions, **kw: [0.0] * len(completions)],
+                      disable_tqdm=True, max_completion_length=4, learning_rate=1e-2)
+
+    def by_position(completions, **kwargs):  # a group's two rows differ: advantages are not 0
+        return [float(i) for i in range(len(completions))]
+    trainer = grpo_trainer_class()(model=model, reward_funcs=[by_position],
                                    args=args, train_dataset=Dataset.from_dict({"prompt": ["a", "b"]}),
                                    processing_class=tokenizer)
     yield trainer
@@ -133,3 +136,30 @@ def test_sampling_from_diverged_weights_is_one_clear_error(tiny_pair):
         with torch.no_grad():
             head.copy_(saved)
     assert len(generate(model, tokenizer, [[5, 6, 7]], SamplingConfig(temperature=1.0, max_new_tokens=3))) == 1
+
+
+def test_a_real_grpo_run_drops_a_nan_step_and_keeps_training(grpo_trainer):
+    """TRL's own training loop with the guard: step 1's gradients are made NaN (a hook on
+    one LoRA weight); the weights stay finite, step 1 is logged as skipped, step 2 trains."""
+    import torch
+    trainer = grpo_trainer
+    trainer.args.max_steps = 2
+    model = trainer.model
+    lora = [p for n, p in model.named_parameters() if p.requires_grad and "lora_B" in n]
+    calls = []
+
+    def poison(grad):
+        calls.append(int(trainer.state.global_step))
+        return grad * float("nan") if trainer.state.global_step == 0 else grad
+    handle = lora[0].register_hook(poison)
+    before = [p.detach().clone() for p in lora]
+    try:
+        trainer.train()
+    finally:
+        handle.remove()
+    assert calls and 0 in calls and 1 in calls  # both steps ran their backward
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert trainer.nonfinite.skipped == 1 and trainer.nonfinite.in_a_row == 0
+    logged = [row for row in trainer.state.log_history if "loss" in row]
+    assert len(logged) == 2 and logged[0]["skipped_steps"] == 1 and logged[1]["skipped_steps"] == 1
+    assert any(not torch.equal(b, p.detach()) for b, p in zip(before, lora))  # step 2 changed the adapter
