@@ -1,12 +1,14 @@
-"""GRPO steps that must not poison the weights: the KL term at masked completion positions
-(the game master's tokens inside a multi-turn completion) stays finite however far the
-policy moves, a step with non-finite gradients leaves the weights as they were, and
-sampling from weights that diverged is one clear error, not a device-side assert."""
-from types import SimpleNamespace
+"""Training steps that must not poison the weights: GRPO's KL term at masked completion
+positions (the game master's tokens inside a multi-turn completion) stays finite however far
+the policy moves, a step with non-finite gradients leaves the weights as they were (every
+trainer: playpen's trainer callback; SPAG's loop), and sampling from weights that diverged
+is one clear error, not a device-side assert."""
+import json
 
 import pytest
 
-from playpen.training.grpo_steps import MASKED_REFERENCE_LOGP, NonFiniteGuard, masked_reference
+from playpen.training.finite import NonFiniteGuard
+from playpen.training.grpo_steps import MASKED_REFERENCE_LOGP, masked_reference
 
 
 def test_masked_reference_changes_only_masked_positions():
@@ -89,25 +91,28 @@ def test_a_step_with_nonfinite_gradients_leaves_the_weights_and_stops_after_thre
     model, _ = tiny_pair
     weight = next(model.parameters())
     guard = NonFiniteGuard(limit=3)
-    control = SimpleNamespace(should_training_stop=False)
+    assert guard.check(model, 0) is False and guard.metrics() == {}  # no gradients yet: nothing to check
     weight.grad = torch.ones_like(weight)
-    assert guard.check(torch.tensor(2.5), model, 1, control) is False
-    assert weight.grad is not None and guard.skipped == 0
+    assert guard.check(model, 1) is False
+    assert weight.grad is not None and guard.skipped == 0 and guard.metrics() == {}
     for step in (2, 3):
-        weight.grad = torch.full_like(weight, float("nan"))
-        assert guard.check(torch.tensor(float("nan")), model, step, control) is True
+        weight.grad = torch.ones_like(weight)
+        weight.grad[0, 0] = float("nan")  # one NaN anywhere is enough
+        assert guard.check(model, step) is True
         assert all(p.grad is None for p in model.parameters())
-        assert control.should_training_stop is False
+        assert not guard.stop
     # a finite step in between resets the count of steps in a row, not the total
-    assert guard.check(1.0, model, 4, control) is False and guard.in_a_row == 0 and guard.skipped == 2
+    weight.grad = torch.ones_like(weight)
+    assert guard.check(model, 4) is False and guard.in_a_row == 0 and guard.skipped == 2
     optimizer = torch.optim.AdamW([weight], lr=0.1)
+    optimizer.zero_grad()
     before = weight.detach().clone()
     for step in (5, 6, 7):
         weight.grad = torch.full_like(weight, float("inf"))
-        guard.check(float("inf"), model, step, control)
+        guard.check(model, step)
         optimizer.step()  # what the trainer does next: nothing for parameters without a gradient
     assert torch.equal(weight.detach(), before)
-    assert control.should_training_stop is True and guard.skipped == 5
+    assert guard.stop and guard.skipped == 5 and guard.metrics() == {"train/skipped_steps": 5}
     out = capsys.readouterr().out
     assert "step 2: the gradient norm is nan" in out and "3 steps in a row" in out
 
@@ -138,11 +143,16 @@ def test_sampling_from_diverged_weights_is_one_clear_error(tiny_pair):
     assert len(generate(model, tokenizer, [[5, 6, 7]], SamplingConfig(temperature=1.0, max_new_tokens=3))) == 1
 
 
-def test_a_real_grpo_run_drops_a_nan_step_and_keeps_training(grpo_trainer):
-    """TRL's own training loop with the guard: step 1's gradients are made NaN (a hook on
-    one LoRA weight); the weights stay finite, step 1 is logged as skipped, step 2 trains."""
+def test_a_real_grpo_run_drops_a_nan_step_and_keeps_training(grpo_trainer, tmp_path):
+    """TRL's own training loop with playpen's trainer callback: step 1's gradients are made
+    NaN (a hook on one LoRA weight); the weights stay finite, the run's log counts the
+    skipped step, step 2 trains."""
     import torch
+
+    from playpen.callbacks import CallbackList
+    from playpen.training.run import make_trainer_callback
     trainer = grpo_trainer
+    trainer.add_callback(make_trainer_callback(CallbackList(), tmp_path / "run"))
     trainer.args.max_steps = 2
     model = trainer.model
     lora = [p for n, p in model.named_parameters() if p.requires_grad and "lora_B" in n]
@@ -159,7 +169,9 @@ def test_a_real_grpo_run_drops_a_nan_step_and_keeps_training(grpo_trainer):
         handle.remove()
     assert calls and 0 in calls and 1 in calls  # both steps ran their backward
     assert all(torch.isfinite(p).all() for p in model.parameters())
-    assert trainer.nonfinite.skipped == 1 and trainer.nonfinite.in_a_row == 0
-    logged = [row for row in trainer.state.log_history if "loss" in row]
-    assert len(logged) == 2 and logged[0]["skipped_steps"] == 1 and logged[1]["skipped_steps"] == 1
+    log = [json.loads(line) for line in (tmp_path / "run" / "playpen-log.jsonl").read_text().splitlines()]
+    steps = [row for row in log if row.get("event") == "train_step"]
+    assert [row["step"] for row in steps] == [1, 2]
+    assert [row["train/skipped_steps"] for row in steps] == [1, 1]
+    assert steps[1]["train/grad_norm"] > 0
     assert any(not torch.equal(b, p.detach()) for b, p in zip(before, lora))  # step 2 changed the adapter

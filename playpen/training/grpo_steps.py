@@ -65,38 +65,6 @@ def masked_reference(inputs: dict) -> dict:
     return {**inputs, "ref_per_token_logps": ref.masked_fill(mask == 0, MASKED_REFERENCE_LOGP)}
 
 
-class NonFiniteGuard:
-    """Keeps a step whose gradient norm is NaN or inf out of the weights: its gradients are
-    dropped before the optimizer step (the step counts as skipped, logged as
-    ``train/skipped_steps``), and after ``limit`` such steps in a row training stops, with
-    the adapter as the last finite step left it."""
-
-    def __init__(self, limit: int = 3):
-        self.limit = limit
-        self.skipped = 0
-        self.in_a_row = 0
-
-    def check(self, norm, model, step: int, control) -> bool:
-        """True when the step's gradients were dropped."""
-        import math
-        value = float(norm) if norm is not None else 0.0
-        if math.isfinite(value):
-            self.in_a_row = 0
-            return False
-        for parameter in model.parameters():
-            parameter.grad = None  # the optimizer skips parameters without a gradient
-        self.skipped += 1
-        self.in_a_row += 1
-        print(f"[playpen] step {step}: the gradient norm is {value}; the step's gradients were dropped "
-              f"(the weights did not change)", flush=True)
-        if self.in_a_row >= self.limit:
-            control.should_training_stop = True
-            print(f"[playpen] {self.in_a_row} steps in a row had non-finite gradients: training stops here, "
-                  f"the adapter as the last finite step left it; lower --learning-rate or --beta, or check "
-                  f"the rewards", flush=True)
-        return True
-
-
 def step_args(rows: int, micro_batch_size: int, gradient_checkpointing: bool) -> dict:
     """``GRPOConfig`` keywords for steps of ``rows`` trajectories generated once, used once,
     trained in micro-batches of at most ``micro_batch_size`` rows. In a data-parallel run of
@@ -160,7 +128,6 @@ def grpo_trainer_class():
             self._backward_ended: Optional[float] = None
             self._inside = 0.0
             self.add_callback(_ClockCallback(self))
-            self.nonfinite = NonFiniteGuard()
             if self.rollout_func is not None:
                 rollout_func = self.rollout_func
 
@@ -172,8 +139,6 @@ def grpo_trainer_class():
         def log(self, logs, *args, **kwargs):
             if self.model.training and "loss" in logs:  # a training step's line, not the summary
                 logs = {**logs, **self.clock.metrics()}
-                if self.nonfinite.skipped:
-                    logs["skipped_steps"] = self.nonfinite.skipped
             return super().log(logs, *args, **kwargs)
 
         def _generate_and_score_completions(self, inputs):
@@ -199,11 +164,6 @@ def grpo_trainer_class():
             # the KL term is computed at every completion position, then masked: keep it finite
             # at the game master's and partners' tokens (see masked_reference)
             return super()._compute_loss(model, masked_reference(inputs))
-
-        def _get_grad_norm(self, model, grad_norm=None):
-            norm = super()._get_grad_norm(model, grad_norm)
-            self.nonfinite.check(norm, model, int(self.state.global_step) + 1, self.control)
-            return norm
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             began = time.perf_counter()

@@ -184,9 +184,13 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
     step's memory (``memory/peak_rss_mb``: the highest resident memory since the step
     began; :func:`playpen.training.memory.memory_metrics`), stops when a callback returns
     False, and saves + stops after a Ctrl-C. Each step begins with the memory the previous
-    one freed handed back to the system (:func:`~playpen.training.memory.release_memory`)."""
+    one freed handed back to the system (:func:`~playpen.training.memory.release_memory`).
+    A step whose gradients are not finite is dropped before the optimizer step
+    (:class:`~playpen.training.finite.NonFiniteGuard`: ``train/skipped_steps``; 3 in a row
+    save and stop)."""
     from transformers import TrainerCallback
 
+    from playpen.training.finite import NonFiniteGuard
     log = JsonlLogCallback(Path(run_dir) / LOG_FILE)
 
     class PlaypenTrainerCallback(TrainerCallback):
@@ -195,6 +199,7 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
             self._last_tokens = None
             self._stop = False
             self._keep = None
+            self.guard = NonFiniteGuard()  # steps with NaN/inf gradients never reach the weights
 
         def on_train_begin(self, args, state, control, **kwargs):
             prepare_for_training()  # allocator and log-prob tiles: benchmarks/memory.py
@@ -212,6 +217,11 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
         def on_step_begin(self, args, state, control, **kwargs):
             release_memory()
             reset_peak()
+
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+            # after clipping, before the optimizer: the gradients are the whole step's (all ranks')
+            if model is not None and self.guard.check(model, int(state.global_step) + 1) and self.guard.stop:
+                self._stop = True  # saved and stopped at the step's end, the weights as they were
 
         def on_save(self, args, state, control, **kwargs):
             if distributed.is_main():  # the rank that saved (transformers saves from rank 0)
@@ -232,6 +242,7 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
             if extra_metrics is not None:
                 metrics.update(extra_metrics())
             metrics.update(memory_metrics())
+            metrics.update(self.guard.metrics())
             step = int(state.global_step)
             keep_going = callbacks.on_train_step(step, metrics)
             log.on_train_step(step, metrics)

@@ -24,6 +24,7 @@ from playpen.errors import ResumeError
 from playpen.files import write_json
 from playpen.training import spag
 from playpen.training.checkpoints import STATE_FILE, is_complete, remove_checkpoint
+from playpen.training.finite import NonFiniteGuard
 from playpen.training.plotting import CURVE_FILE, LOG_FILE, plot_run
 from playpen.training.memory import memory_metrics, prepare_for_training, release_memory, reset_peak
 from playpen.training.run import GracefulInterrupt, lock_run_folder, model_of, safe_name, set_lora_dropout, tokenizer_of
@@ -49,6 +50,7 @@ class SpagRun:
         self.eval_name = f"{playpen.learner.name}+{self.kind}-{self.phases[-1]}"
         self.lock = lock_run_folder(self.run_dir)
         self.step = 0
+        self.guard = NonFiniteGuard()  # steps with NaN/inf gradients never reach the weights
         self.partial: Optional[dict] = None  # the state of partial/ when --resume continues it
         try:
             self.done = self._refusals()
@@ -172,10 +174,10 @@ class SpagRun:
     def _step(self, phase: int, metrics: dict) -> bool:
         """Log one optimizer step; False when the run must stop (signal or callback)."""
         self.step += 1
-        metrics = {**metrics, "spag/phase": phase, **memory_metrics()}
+        metrics = {**metrics, "spag/phase": phase, **memory_metrics(), **self.guard.metrics()}
         keep_going = self.playpen.callbacks.on_train_step(self.step, metrics)
         self.log.on_train_step(self.step, metrics)
-        self.stopped = self.stopped or not keep_going or self.interrupt.requested
+        self.stopped = self.stopped or not keep_going or self.interrupt.requested or self.guard.stop
         return not self.stopped
 
     def imitate(self, model, rows: list, steps: int) -> bool:
@@ -194,6 +196,7 @@ class SpagRun:
                 loss, info = spag.imitation_loss(model, *rows[i], cfg.imitation_kl)
                 (loss / len(batch)).backward()
                 nll, kl = nll + info["nll"] / len(batch), kl + info["kl"] / len(batch)
+            self.guard.check(model, self.step + 1)  # NaN/inf gradients: dropped, the weights stay
             optimizer.step()
             if not self._step(0, {"train/loss": nll + cfg.imitation_kl * kl, "train/nll": nll, "train/kl": kl}) \
                     and k + 1 < steps:
@@ -262,6 +265,7 @@ class SpagRun:
                     nll, _ = spag.imitation_loss(model, *imitation_rows[j], 0.0)
                     (cfg.sft_coef * nll / len(rows)).backward()
                     sums["sft"] += nll.item() / len(rows)
+            self.guard.check(model, self.step + 1)
             optimizer.step()
             metrics = {"train/loss": sums["loss"] + cfg.sft_coef * sums["sft"], "train/kl": sums["kl"],
                        "spag/advantage_mean": sums["advantage"], "spag/clipped_fraction": sums["clipped"],
