@@ -210,7 +210,10 @@ def training_temperature(method: Method, args) -> float:
 def fingerprint(name: str, method: Method, args) -> str:
     """What decides a method's result: its options, the shared protocol and its code."""
     digest = hashlib.sha256()
-    protocol = dict(learner=args.learner, minutes=args.minutes, eval_instances=args.eval_instances,
+    # the warm-up trains its own steps whatever --minutes says: its fingerprint keeps the default's
+    # budget, so that one warm-up serves runs of any --minutes (and the caches made before stay valid)
+    minutes = 15.0 if name == "sft" and not args.quick else args.minutes
+    protocol = dict(learner=args.learner, minutes=minutes, eval_instances=args.eval_instances,
                     max_tokens=args.max_tokens, seed=args.seed, quick=args.quick,
                     settings=[s.name for s in SETTINGS])
     temperature = training_temperature(method, args)

@@ -179,3 +179,17 @@ def test_set_overrides_every_trainer_that_has_the_option_and_changes_the_fingerp
                            "--out", str(clem_workspace / "out")], cwd=clem_workspace, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 2 and "KEY=VALUE" in done.stderr
+
+
+def test_the_warm_up_serves_every_minutes_budget():
+    """--minutes bounds the methods after the warm-up, not the warm-up's 8 steps: a longer
+    run reuses the cached warm-up; the methods' own caches still tell budgets apart."""
+    import argparse
+    learning = learning_module()
+    args = argparse.Namespace(learner="smol-135m", minutes=15.0, eval_instances=6, max_tokens=40, seed=42,
+                              quick=False, temperature=learning.DEFAULT_TEMPERATURE, set={})
+    longer = argparse.Namespace(**{**vars(args), "minutes": 45.0})
+    assert learning.fingerprint("sft", learning.METHODS["sft"], longer) == \
+        learning.fingerprint("sft", learning.METHODS["sft"], args)
+    assert learning.fingerprint("spin", learning.METHODS["spin"], longer) != \
+        learning.fingerprint("spin", learning.METHODS["spin"], args)
