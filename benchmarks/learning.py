@@ -358,7 +358,8 @@ def train(name: str, method: Method, args, work: Path, init_adapter: Path | None
     log = read_log(run_dir) if run_dir is not None else []
     keep = ("step", "time", "train/loss", "rollout/reward_mean", "rollout/percent_played", "train/peak_rss_mb",
             "peak_rss_mb", "train/rewards/margins", "train/rewards/accuracies", "rollout/dropped_groups")
-    curve = [{k: v for k, v in row.items() if k in keep or k.startswith(("train/", "rollout/"))}
+    curve = [{k: v for k, v in row.items()  # the step's time split and memory too: tables from the cache
+              if k in keep or k.startswith(("train/", "rollout/", "time/", "memory/"))}
              for row in log]
     return final_adapter(run_dir), {"train_seconds": round(seconds, 1), "steps": len(log), "log": curve,
                                     "options": {k: v for k, v in options.items() if k != "models_dir"}}
