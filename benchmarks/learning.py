@@ -207,6 +207,11 @@ def training_temperature(method: Method, args) -> float:
     return method.temperature if method.temperature is not None else args.temperature
 
 
+def settings_of(args) -> dict:
+    """The ``--set`` options of a run (none for arguments made without them)."""
+    return getattr(args, "set", None) or {}
+
+
 def fingerprint(name: str, method: Method, args) -> str:
     """What decides a method's result: its options, the shared protocol and its code."""
     digest = hashlib.sha256()
@@ -219,7 +224,7 @@ def fingerprint(name: str, method: Method, args) -> str:
     temperature = training_temperature(method, args)
     if temperature != DEFAULT_TEMPERATURE:  # the caches made at the default keep their fingerprints
         protocol["temperature"] = temperature
-    overrides = getattr(args, "set", None) or {}
+    overrides = settings_of(args)
     if overrides and name != "sft":  # --set (not the shared warm-up); without it the fingerprints stay as they were
         protocol["set"] = dict(sorted(overrides.items()))
     digest.update(json.dumps([name, method.options, method.teacher, protocol], sort_keys=True).encode())
@@ -316,7 +321,7 @@ def configure(name: str, method: Method, args, work: Path, init_adapter: Path | 
     fields = {f for f in cls.config_class.__dataclass_fields__}
     options = dict(method.options, models_dir=str(work / "models" / name), overwrite=True, evaluate=False)
     if name != "sft":  # --set KEY=VALUE: for every method whose trainer has KEY; the warm-up stays the same
-        options.update({k: v for k, v in (getattr(args, "set", None) or {}).items() if k in fields})
+        options.update({k: v for k, v in settings_of(args).items() if k in fields})
     if init_adapter is not None:
         options["init_adapter"] = str(init_adapter)
     if name == "dpo-records":  # filled by recorded_play() before training
@@ -482,7 +487,7 @@ def run_methods(wanted: list[str], args, out: Path) -> None:
         if name not in ("baseline", "sft") and (TRAINERS / METHODS[name].trainer).exists():
             cls, _, _ = configure(name, METHODS[name], args, work)
             known |= set(cls.config_class.__dataclass_fields__)
-    unused = sorted(set(args.set or {}) - known)
+    unused = sorted(set(settings_of(args)) - known)
     if unused:
         raise SystemExit(f"learning.py: --set {', '.join(unused)}: no trainer of the methods {wanted} has "
                          f"such an option")

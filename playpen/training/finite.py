@@ -37,8 +37,7 @@ class NonFiniteGuard:
         grads = [p.grad for p in model.parameters() if p.grad is not None]
         if not grads:
             return False
-        norms = torch.stack([g.detach().float().norm() for g in grads])  # one sync, on any device
-        norm = float(norms.norm())
+        norm = float(torch.nn.utils.get_total_norm(grads))  # the step's 2-norm (NaN or inf when any is)
         if math.isfinite(norm):
             self.in_a_row = 0
             return False
