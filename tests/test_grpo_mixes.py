@@ -240,6 +240,34 @@ def test_augmented_referencegame_episodes_score_right(tiny_workspace, tiny_pair,
                 if t.role == "Instruction Follower"}) == 1
 
 
+def test_augment_variants_share_draws_within_a_group(tiny_workspace, tiny_pair):
+    """--augment-variants N: repeat r of an instance plays draw r mod N, so the episodes of one
+    draw see the same prompt (and --share-prompts can run it once); draws stay per instance."""
+    from playpen.rollouts import InstanceRef, rollout
+    from rollout_helpers import make_learner
+
+    refs = [InstanceRef("referencegame", "letter_grids", i) for i in range(2)]
+    result = rollout("referencegame", make_learner(tiny_pair), roles=[],
+                     partners={"Instruction Giver": "programmatic", "Instruction Follower": "programmatic"},
+                     instances=refs, instances_file="instances_train", num_repeats=8, seed=3, augment=True,
+                     augment_variants=3, records_dir=None)
+    by_instance: dict = {}
+    for episode in result.episodes:
+        prompt = next(t.context for t in episode.turns if t.role == "Instruction Follower")
+        by_instance.setdefault(episode.game_id, {}).setdefault(episode.repeat % 3, set()).add(json.dumps(prompt))
+    assert len(by_instance) == 2
+    for variants in by_instance.values():
+        assert sorted(variants) == [0, 1, 2]
+        assert all(len(prompts) == 1 for prompts in variants.values())  # one prompt per draw
+    # a draw per episode (the default): 8 repeats see more than 3 prompts
+    free = rollout("referencegame", make_learner(tiny_pair), roles=[],
+                   partners={"Instruction Giver": "programmatic", "Instruction Follower": "programmatic"},
+                   instances=refs[:1], instances_file="instances_train", num_repeats=8, seed=3, augment=True,
+                   records_dir=None)
+    assert len({json.dumps(t.context) for e in free.episodes for t in e.turns
+                if t.role == "Instruction Follower"}) > 3
+
+
 # ----------------------------------------------------------------------------- bad input
 
 def _other_base_adapter(folder: Path) -> Path:
@@ -268,6 +296,7 @@ def _other_base_adapter(folder: Path) -> Path:
     (SP_TRAINER, ["--baseline", "chance", "--games", "wordle"], "--baseline chance: wordle declares no chance "
                                                                 "level"),
     (SP_TRAINER, ["--past-every", "0"], "option --past-every: 0 is not valid"),
+    (MP_TRAINER, ["-t", "programmatic", "--augment-variants", "-1"], "option --augment-variants: must be >= 0"),
 ])
 def test_bad_options_are_one_line_before_any_model_loads(tiny_workspace, monkeypatch, tmp_path, trainer, args,
                                                          expected):

@@ -188,6 +188,7 @@ class HierarchicalGRPOTrainer(BasePlayPen):
             callbacks=[run.trainer_callback(extra_metrics=extra_metrics)])
         # the advantages of --credit/--baseline per level and role; stale rows dropped or clipped
         install(trainer, advantages, lambda: rollout_func.last_rows, guard)
+        trainer.share_prompts = cfg.share_prompts  # rows sharing their prompt run it once
 
         # 4. train (Ctrl-C saves a checkpoint and stops); 5. evaluate on the held-out instances
         run.train(trainer)

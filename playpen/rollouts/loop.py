@@ -38,7 +38,7 @@ def rollout(games: Union[str, Sequence[str]],
             run_name: Optional[str] = None,
             callbacks: Optional[BaseCallback] = None,
             seed: Optional[int] = None,
-            raise_game_errors: bool = False, augment: bool = False,
+            raise_game_errors: bool = False, augment: bool = False, augment_variants: int = 0,
             kv_cache_mb: float = 1024.0) -> RolloutResult:
     """Play ``len(instances) * num_repeats`` episodes (plus branches) and return them.
 
@@ -70,6 +70,9 @@ def rollout(games: Union[str, Sequence[str]],
         raise_game_errors: re-raise an exception from game code (default: record the
             episode as ``outcome="error"`` with ``error.json`` and go on).
         augment: play each episode's instance as the game's ``augment_instance`` rewrites it (seeded).
+        augment_variants: with ``augment``, 0: every episode its own draw; N > 0: the repeats of an
+            instance share N draws (repeat r plays draw r mod N), so that episodes of the same draw
+            share their prompts (a GRPO step runs a shared prompt once: ``--share-prompts``).
         kv_cache_mb: most megabytes of KV cache kept between the learner's turns (each
             running conversation continues its cache and prefills only its new tokens;
             least recently used caches are evicted beyond this and re-prefilled when
@@ -79,6 +82,8 @@ def rollout(games: Union[str, Sequence[str]],
     started = time.perf_counter()
     if num_repeats < 1:
         raise RolloutError(f"num_repeats must be >= 1, got {num_repeats}")
+    if augment_variants < 0:
+        raise RolloutError(f"augment_variants must be >= 0 (0: a draw per episode), got {augment_variants}")
     if max_concurrent_episodes < 1:
         raise RolloutError(f"max_concurrent_episodes must be >= 1, got {max_concurrent_episodes}")
     if not kv_cache_mb >= 0:
@@ -103,7 +108,8 @@ def rollout(games: Union[str, Sequence[str]],
         for name in game_names:
             plans.append(plan_game(name, learner_model, partner_objects, roles, instances, instances_file))
         check_keys_used(plans, roles, partner_objects)
-        pending = pending_episodes(plans, instances, num_repeats, (seed or 0) if augment else None)
+        pending = pending_episodes(plans, instances, num_repeats, (seed or 0) if augment else None,
+                                   augment_variants)
         writer = None
         if records_dir is not None:
             from playpen.rollouts.records import RunWriter

@@ -99,13 +99,16 @@ def check_keys_used(plans, roles, partner_objects) -> None:
                                f"Roles and players of {', '.join(p.name for p in plans)}: {', '.join(known)}")
 
 
-def pending_episodes(plans, instances, num_repeats, augment_seed=None) -> list[tuple]:
+def pending_episodes(plans, instances, num_repeats, augment_seed=None, augment_variants: int = 0) -> list[tuple]:
     """The episodes to play, ``(order, plan, row, repeat)`` in request order; with an
-    ``augment_seed``, each episode's row as its game's augmentation rewrites it (:func:`augmented`)."""
+    ``augment_seed``, each episode's row as its game's augmentation rewrites it (:func:`augmented`):
+    every episode its own draw, or with ``augment_variants`` N > 0 the repeats of an
+    instance drawn from N variants (repeat r plays variant r mod N)."""
     out = _pending(plans, instances, num_repeats)
     if augment_seed is None:
         return out
-    return [(order, plan, augmented(plan, row, augment_seed, i), repeat)
+    return [(order, plan, augmented(plan, row, augment_seed, repeat % augment_variants if augment_variants else i),
+             repeat)
             for i, (order, plan, row, repeat) in enumerate(out)]
 
 
@@ -113,7 +116,8 @@ def augmented(plan, row: dict, seed: int, index: int) -> dict:
     """``row`` with the game instance its game's benchmark rewrites for one episode: a game
     declares a rollout augmentation by a method ``augment_instance(game_instance, rng)``
     that returns a new instance (same game_id) playing the same and scoring right, e.g.
-    referencegame shuffles the order of the follower's grids. Games without one: ``row``."""
+    referencegame shuffles the order of the follower's grids. Games without one: ``row``.
+    The draw is seeded by ``seed``, the game, the instance and ``index`` (equal: equal draws)."""
     augment = getattr(plan.benchmark, "augment_instance", None)
     if augment is None:
         return row

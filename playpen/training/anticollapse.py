@@ -63,6 +63,9 @@ def check(config, learner: str, teacher: Optional[str] = None) -> None:
     if named:
         check_roles(named, games, config.train_instances, "--role-baselines")
     check_rubric(config, games)
+    if getattr(config, "augment_variants", 0) < 0:
+        raise TrainingSetupError(f"option --augment-variants: must be >= 0 (0: a draw per episode), "
+                                 f"got {config.augment_variants}")
     if "chance" in (config.baseline, *named.values()):
         lacking = [g for g in games if chance_level(g) is None]
         if lacking:

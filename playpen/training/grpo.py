@@ -137,6 +137,7 @@ class GameRollout:
             (anything :data:`playpen.rollouts.PartnerLike` accepts); ignored with ``mix``.
         mix: a :class:`playpen.training.mixes.PartnerMix`: each group draws its partner.
         augment: apply the games' rollout augmentations (referencegame: grid order per episode).
+        augment_variants: with ``augment``, the draws a group's episodes share (0: one per episode).
         sampling: the learner's :class:`playpen.rollouts.SamplingConfig`.
         records_dir: where each call's run folder of clemcore-layout records goes.
         callbacks: playpen callbacks (episodes are reported to them).
@@ -147,7 +148,7 @@ class GameRollout:
                  game_roles: dict[str, list[str]], teacher: Any = None, sampling: Any = None,
                  records_dir: Any = None, callbacks: Any = None, reward_fn: Optional[Callable] = None,
                  max_concurrent_episodes: int = 16, instances: str = TRAIN_INSTANCES, seed: int = 0,
-                 mix: Any = None, augment: bool = False, rubric: Any = None):
+                 mix: Any = None, augment: bool = False, rubric: Any = None, augment_variants: int = 0):
         from playpen.training.mixes import PartnerMix
         self.learner_name = learner_name
         self.tokenizer = tokenizer
@@ -164,6 +165,7 @@ class GameRollout:
         self.mix = mix or PartnerMix({"teacher": 1.0} if teacher is not None else {"self": 1.0},
                                      {"teacher": teacher, "self": "learner"})
         self.augment = augment
+        self.augment_variants = augment_variants
         self.rubric = rubric  # a Rubric (--rubric): its game's episodes rescored after each rollout
         self.last_rows: dict[str, list] = {}
         self.last_metrics: dict[str, float] = {}
@@ -222,7 +224,8 @@ class GameRollout:
                              instances_file=self.instances, num_repeats=self.num_generations,
                              max_concurrent_episodes=self.max_concurrent_episodes,
                              reward_fn=self.reward_fn, records_dir=self.records_dir,
-                             callbacks=self.callbacks, seed=self.seed * 100003 + step, augment=self.augment)
+                             callbacks=self.callbacks, seed=self.seed * 100003 + step, augment=self.augment,
+                             augment_variants=self.augment_variants)
             stats.append(result.stats)
             if self.rubric is not None:  # per-player rewards of the rubric's game (judges batched per call)
                 result = self.rubric.apply(result, policy=learner.model)
@@ -315,6 +318,9 @@ class GRPOOptions(CreditOptions):
                                   "training instance of --games alike")
     augment: bool = option(True, "apply the rollout augmentations a game declares (referencegame: the grid "
                                  "order shuffled per episode)")
+    augment_variants: int = option(0, "with --augment: 0 = every episode its own draw; N = a group's episodes "
+                                      "share N draws (episode r plays draw r mod N), so that the episodes of a "
+                                      "draw share their prompt and --share-prompts runs it once")
     rubric: str = option("", RUBRIC_HELP)
     sft_coef: float = option(0.0, "weight of a supervised loss on demonstration turns (the programmatic players' "
                                   "won training episodes, of the trained roles) added to every step: teaches what "
@@ -350,6 +356,7 @@ class GRPOParts:
     advantages: Any = None
     guard: Any = None
     sft_anchor: Any = None
+    share_prompts: bool = True
 
     def attach(self, trainer) -> None:
         """Give ``trainer`` (TRL's GRPOTrainer built from these parts) the run's baseline
@@ -357,6 +364,7 @@ class GRPOParts:
         from playpen.training.advantages import install
         install(trainer, self.advantages, lambda: self.rollout_func.last_rows, self.guard)
         trainer.sft_anchor = self.sft_anchor
+        trainer.share_prompts = self.share_prompts  # --share-prompts (playpen.training.shared_prefix)
 
     def extra_metrics(self) -> dict:
         """Per step, next to TRL's: rollout statistics, partner shares, dropped groups, baselines."""
@@ -411,7 +419,8 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
         teacher=teacher, sampling=sampling, records_dir=records_dir, callbacks=episode_callbacks,
         reward_fn=reward_fn, max_concurrent_episodes=cfg.max_concurrent_episodes, instances=cfg.train_instances,
         seed=playpen.seed, mix=anticollapse.partner_mix(playpen, teacher, tokenizer, sampling),
-        augment=cfg.augment, rubric=load_rubric(cfg.rubric, playpen.learner, run.run_dir))
+        augment=cfg.augment, rubric=load_rubric(cfg.rubric, playpen.learner, run.run_dir),
+        augment_variants=cfg.augment_variants)
     advantages = anticollapse.advantages(cfg, roles_of_games, reward_fn)
     model, peft_config = lifecycle.model_of(playpen.learner), cfg.lora_config()
     if cfg.init_adapter:
@@ -429,4 +438,4 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
         anchor = SFTAnchor(rows, cfg.sft_coef, cfg.sft_batch)
     return GRPOParts(dataset, reward_funcs, reward_weights, rollout_func, model, peft_config, tokenizer,
                      sampling.temperature, cfg.num_generations * cfg.groups_per_step, advantages,
-                     anticollapse.guard(cfg), anchor)
+                     anticollapse.guard(cfg), anchor, cfg.share_prompts)

@@ -127,6 +127,8 @@ def grpo_trainer_class():
             self.clock = clock or StepClock()
             self._backward_ended: Optional[float] = None
             self._inside = 0.0
+            self.share_prompts = True  # GRPOParts.attach sets --share-prompts
+            self.shared_prompt_rows = 0  # rows of the step whose prompt ran shared in the training forward
             self.add_callback(_ClockCallback(self))
             if self.rollout_func is not None:
                 rollout_func = self.rollout_func
@@ -138,7 +140,8 @@ def grpo_trainer_class():
 
         def log(self, logs, *args, **kwargs):
             if self.model.training and "loss" in logs:  # a training step's line, not the summary
-                logs = {**logs, **self.clock.metrics()}
+                logs = {**logs, **self.clock.metrics(), "train/shared_prompt_rows": self.shared_prompt_rows}
+                self.shared_prompt_rows = 0
             return super().log(logs, *args, **kwargs)
 
         def _generate_and_score_completions(self, inputs):
@@ -149,14 +152,49 @@ def grpo_trainer_class():
 
         def _get_per_token_logps_and_entropies(self, *args, **kwargs):
             if torch.is_grad_enabled():  # the training forward: timed by compute_loss
-                return super()._get_per_token_logps_and_entropies(*args, **kwargs)
+                return self._logps_sharing_prompts(*args, **kwargs)
             with self.clock.phase("logprob"):
-                return super()._get_per_token_logps_and_entropies(*args, **kwargs)
+                return self._logps_sharing_prompts(*args, **kwargs)
+
+        def _logps_sharing_prompts(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                                   compute_entropy=False, compute_aux_loss=False, **extra):
+            """TRL's per-token log-probs, with the rows of each chunk that share their prompt
+            running it once (:mod:`playpen.training.shared_prefix`; ``--share-prompts``)."""
+            plain = functools.partial(super()._get_per_token_logps_and_entropies, model,
+                                      compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra)
+            if not self.share_prompts or compute_aux_loss or any(v is not None for v in extra.values()) \
+                    or _checkpointing(model) or self.accelerator.num_processes > 1:
+                return plain(input_ids, attention_mask, logits_to_keep, batch_size)
+            from playpen.training.shared_prefix import shared_prefix_logps
+            batch_size = batch_size or input_ids.size(0)
+            logps, entropies = [], []
+            for start in range(0, input_ids.size(0), batch_size):
+                ids, mask = input_ids[start:start + batch_size], attention_mask[start:start + batch_size]
+                with self.accelerator.autocast():
+                    out = shared_prefix_logps(model, ids, mask, logits_to_keep, compute_entropy)
+                if out is None:  # no two rows of this chunk share their prompt
+                    out = plain(ids, mask, logits_to_keep)[:2]
+                elif torch.is_grad_enabled():  # counted in the training forward (not the reference pass)
+                    self.shared_prompt_rows += ids.size(0)
+                logps.append(out[0])
+                entropies.append(out[1])
+            return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None), None
 
         def _prepare_inputs(self, generation_batch):
             began = time.perf_counter()
             try:
-                return super()._prepare_inputs(generation_batch)
+                if not self.share_prompts:
+                    return super()._prepare_inputs(generation_batch)
+                # TRL shuffles a step's rows before cutting them into micro-batches; rows are used
+                # once and their gradients summed over the step, so the order changes nothing but
+                # which rows meet in a micro-batch: keep rows of one prompt together instead
+                import trl.trainer.grpo_trainer as trl_grpo
+                shuffle = trl_grpo.shuffle_sequence_dict
+                trl_grpo.shuffle_sequence_dict = rows_by_prompt
+                try:
+                    return super()._prepare_inputs(generation_batch)
+                finally:
+                    trl_grpo.shuffle_sequence_dict = shuffle
             finally:
                 self._inside += time.perf_counter() - began
 
@@ -188,12 +226,53 @@ def grpo_trainer_class():
     return PlaypenGRPOTrainer
 
 
+def rows_by_prompt(batch: dict) -> dict:
+    """``batch`` (TRL's dict of per-row sequences) with the rows of each distinct prompt
+    (``prompt_ids`` with ``prompt_mask``) next to each other, prompts in order of first
+    appearance, rows in their order within a prompt: the micro-batches cut from it hold as
+    few distinct prompts as possible (``--share-prompts`` runs each once)."""
+    import torch
+    ids, mask = batch.get("prompt_ids"), batch.get("prompt_mask")
+    if not isinstance(ids, torch.Tensor) or ids.ndim != 2:
+        return batch
+    if isinstance(mask, torch.Tensor) and mask.shape == ids.shape:
+        ids = torch.cat([ids, mask.to(ids.dtype)], dim=1)
+    seen: dict[tuple, int] = {}
+    keys = [seen.setdefault(tuple(row), len(seen)) for row in ids.tolist()]
+    order = sorted(range(len(keys)), key=lambda i: (keys[i], i))
+
+    def permute(value):
+        if value is None or (isinstance(value, torch.Tensor) and value.ndim == 0):
+            return value
+        if isinstance(value, torch.Tensor):
+            return value[torch.tensor(order, device=value.device)]
+        return [value[i] for i in order]
+
+    return {key: permute(value) for key, value in batch.items()}
+
+
+def _checkpointing(model) -> bool:
+    """Whether activation checkpointing is on (it recomputes layers without their caches)."""
+    for module in (model, getattr(model, "base_model", None), getattr(model, "module", None)):
+        if module is None:
+            continue
+        name = "is_activation_checkpointing" if hasattr(module, "is_activation_checkpointing") \
+            else "is_gradient_checkpointing"  # transformers < 5.24
+        if getattr(module, name, False):
+            return True
+    return False
+
+
 @dataclass
 class GRPOStepOptions:
     """How a GRPO step runs its trajectories (memory against time; the step's result is the same)."""
 
     micro_batch_size: int = option(1, "trajectories per forward and backward pass (gradients are accumulated over "
                                       "the step's micro-batches; more = more memory, hardly faster on a CPU)")
+    share_prompts: bool = option(True, "rows of a micro-batch that share their prompt (a group's episodes up to the "
+                                       "learner's first reply) run it once, in the training and the reference "
+                                       "pass: same gradients, less time and memory; needs --micro-batch-size > 1 "
+                                       "(e.g. the step's rows); off with --gradient-checkpointing")
     gradient_checkpointing: bool = option(False, "keep only each layer's input for the backward pass and recompute "
                                                  "the rest: less memory for longer trajectories (~0.4 instead of "
                                                  "~1.7 GB per 512-token row on smol-135m), ~1.35x the backward time")
