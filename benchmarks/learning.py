@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from learning_report import (  # beside this script (a script's folder is on sys.path)
-    WIN_SETTING, attacker_win_rate, build_report, method_label, setting_run_name)
+    WIN_SETTING, attacker_win_rate, build_report, episode_scores, method_label, setting_run_name)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAINERS = REPO_ROOT / "examples" / "trl"
@@ -204,6 +204,16 @@ METHODS = {
                                                "per group): ~4x the episodes of grpo-partner in the same 15 minutes; "
                                                "lr 5e-5 and KL 0.04 to the SFT adapter (at lr 2e-4 without KL the "
                                                "answers collapsed to `second` within 8 steps)"),
+    "grpo-selfplay-sft-shared": Method("grpo_trainer_lora_sp.py",
+                                       dict(SELFPLAY_GRPO, sft_coef=1.0, sft_batch=8, micro_batch_size=8,
+                                            augment_variants=3),
+                                       trains=("referencegame", "taboo"),
+                                       code=("playpen/training/grpo.py", "playpen/training/sft_anchor.py",
+                                             "playpen/training/grpo_steps.py", "playpen/training/shared_prefix.py"),
+                                       temperature=1.0,
+                                       description="grpo-selfplay-sft with steps sharing their prompts' passes "
+                                                   "(micro-batches of 8 rows, 3 grid orders per group): more "
+                                                   "episodes in the same 15 minutes"),
     # SPAG-1 sized to its budget: imitation ~10 s a step here, then one self-play epoch
     "spag": Method("spag_trainer_lora.py", dict(games="adversarial_taboo", imitation_steps=56,
                                                 episodes_per_epoch=32, max_steps=12), teacher="programmatic",
@@ -316,6 +326,7 @@ def evaluate_settings(base: str, adapter: Path | None, label: str, args, work: P
         game = table.to_dict()["games"][0]
         rows[setting.name] = {"percent_played": game["percent_played"], "quality": game["quality"],
                               "episodes": game["num_episodes"]}
+        rows[setting.name]["scores"] = episode_scores(Path(table.run_dir))  # for the gains' intervals
         if setting.name == WIN_SETTING:
             rows[setting.name]["win_rate"] = attacker_win_rate(Path(table.run_dir))
         if setting.game == "referencegame" and setting.partner:

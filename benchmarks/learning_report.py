@@ -26,6 +26,51 @@ def attacker_win_rate(run_dir: Path) -> float | None:
     return round(100 * wins / episodes, 2) if episodes else None
 
 
+def episode_scores(run_dir: Path) -> dict:
+    """Every episode's main score by ``<experiment>/<instance folder>`` (None: aborted), from
+    the records' ``scores.json``: what the intervals of the gains are computed from."""
+    out = {}
+    for path in sorted(Path(run_dir).rglob("scores.json")):
+        try:
+            scores = json.loads(path.read_text()).get("episode scores", {})
+        except (OSError, json.JSONDecodeError):
+            continue
+        main = scores.get("Main Score")
+        aborted = scores.get("Aborted") == 1 or main is None or main != main  # NaN: not scored
+        out[f"{path.parent.parent.name}/{path.parent.name}"] = None if aborted else float(main)
+    return out
+
+
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def gain_interval(mine: dict, base: dict, seed: int = 0) -> tuple | None:
+    """The 95 % interval of a quality gain over ``base`` (both: :func:`episode_scores` of the
+    same held-out instances), by a paired bootstrap over the instances: each resample draws
+    instances with replacement and compares the mean score of the played episodes in it.
+    None when fewer than two instances are in both."""
+    import random
+    keys = sorted(set(mine) & set(base))
+    if len(keys) < 2:
+        return None
+    rng = random.Random(seed)
+
+    def quality(scores, drawn):
+        played = [scores[k] for k in drawn if scores[k] is not None]
+        return sum(played) / len(played) if played else None
+
+    gains = []
+    for _ in range(BOOTSTRAP_RESAMPLES):
+        drawn = [keys[rng.randrange(len(keys))] for _ in keys]
+        a, b = quality(mine, drawn), quality(base, drawn)
+        if a is not None and b is not None:
+            gains.append(a - b)
+    if len(gains) < BOOTSTRAP_RESAMPLES // 2:
+        return None
+    gains.sort()
+    return gains[int(0.025 * len(gains))], gains[int(0.975 * len(gains)) - 1]
+
+
 def method_label(learner: str, name: str) -> str:
     """The label of a method's evaluation runs (every method but the baseline starts from SFT)."""
     return learner + {"baseline": "+baseline", "sft": "+sft"}.get(name, f"+sft+{name}")
@@ -45,15 +90,48 @@ def load_results(out: Path, names) -> dict:
         if not path.exists():
             continue
         data = results[name] = json.loads(path.read_text())
-        row = data.get("settings", {}).get(WIN_SETTING)
-        if row is not None and "win_rate" not in row:
-            pattern = setting_run_name(method_label("*", name), WIN_SETTING)
+        changed = False
+        for setting, row in data.get("settings", {}).items():
+            wants_rate = setting == WIN_SETTING and "win_rate" not in row
+            if not wants_rate and "scores" in row:
+                continue
+            pattern = setting_run_name(method_label("*", name), setting)
             found = sorted((Path(out) / "learning" / "results").glob(pattern))
-            rate = attacker_win_rate(found[0]) if found else None
-            if rate is not None:
-                row["win_rate"] = rate
-                path.write_text(json.dumps(data, indent=2) + "\n")
+            if not found:
+                continue
+            if wants_rate and attacker_win_rate(found[0]) is not None:
+                row["win_rate"], changed = attacker_win_rate(found[0]), True
+            if "scores" not in row and episode_scores(found[0]):
+                row["scores"], changed = episode_scores(found[0]), True
+        if changed:
+            path.write_text(json.dumps(data, indent=2) + "\n")
     return results
+
+
+def gains_markdown(results: dict, settings) -> str:
+    """Each method's quality gain over SFT per setting with its 95 % interval (paired
+    bootstrap over the held-out instances; settings without per-episode scores: the gain alone)."""
+    sft = results.get("sft")
+    if sft is None:
+        return "- no SFT warm-up result yet"
+    head = "| method | " + " | ".join(s for s in settings if s != WIN_SETTING) + " |"
+    lines = [head, "|" + "---|" * (1 + len([s for s in settings if s != WIN_SETTING]))]
+    for name, data in results.items():
+        if name in ("baseline", "sft") or data.get("failed"):
+            continue
+        cells = []
+        for setting in settings:
+            if setting == WIN_SETTING:
+                continue
+            mine, base = data["settings"].get(setting) or {}, sft["settings"].get(setting) or {}
+            if mine.get("quality") is None or base.get("quality") is None:
+                cells.append("n/a")
+                continue
+            gain = mine["quality"] - base["quality"]
+            interval = gain_interval(mine.get("scores") or {}, base.get("scores") or {})
+            cells.append(f"{gain:+.1f}" + (f" [{interval[0]:+.1f}, {interval[1]:+.1f}]" if interval else ""))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _cell(row: dict | None) -> str:
@@ -142,6 +220,9 @@ def build_report(out: Path, names, methods: dict, settings) -> str:
         table_markdown(results, settings), "",
         "Methods: " + "; ".join(f"**{n}**: {d.get('description', '')}" for n, d in results.items()), "",
         f"Target A (≥ +{GAIN:.0f} quality over SFT on ≥ 2 games; adversarial_taboo: attacker win rate):", *lines_a, "",
+        "Quality gains over SFT with 95 % intervals (paired bootstrap over the held-out instances, "
+        f"{BOOTSTRAP_RESAMPLES} resamples; an interval that holds 0 is a gain the evaluation cannot tell from noise):",
+        "", gains_markdown(results, settings), "",
         f"Target B (≤ {MAX_DROP:.0f} points of % played lost on games a method did not train):", *lines_b, "",
         "referencegame follower answers (with the programmatic giver; a constant answer scores 33.3):",
         answers_markdown(results) or "- none yet", ""])

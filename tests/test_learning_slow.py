@@ -58,6 +58,41 @@ def test_attacker_win_rate_counts_aborted_episodes_as_not_won(tmp_path):
     assert report.attacker_win_rate(tmp_path / "adversarial_taboo" / "none") is None
 
 
+def test_episode_scores_and_the_paired_interval_of_a_gain(tmp_path):
+    report = report_module()
+    for i, scores in enumerate([{"Main Score": 100}, {"Main Score": 0}, {"Main Score": float("nan"), "Aborted": 1}]):
+        folder = tmp_path / "referencegame" / "letter_grids" / f"instance_{i:05d}"
+        folder.mkdir(parents=True)
+        (folder / "scores.json").write_text(json.dumps({"episode scores": scores}))
+    assert report.episode_scores(tmp_path) == {"letter_grids/instance_00000": 100.0,
+                                               "letter_grids/instance_00001": 0.0,
+                                               "letter_grids/instance_00002": None}
+    keys = [f"e/instance_{i:05d}" for i in range(30)]
+    base = {k: (100.0 if i % 3 == 0 else 0.0) for i, k in enumerate(keys)}  # 33.3: a constant answer
+    same = report.gain_interval(base, dict(base))
+    assert same == (0.0, 0.0)  # the same episodes: no gain in any resample
+    # 6 instances now right, 2 now wrong (46.7, +13.3): on 30 instances the interval holds 0 too
+    better = dict(base, **{keys[i]: 100.0 for i in (1, 2, 4, 5, 7, 8)}, **{keys[i]: 0.0 for i in (0, 3)})
+    low, high = report.gain_interval(better, base)
+    assert low < 0 < 13.3 < high
+    # the same net gain from 4 instances right and none wrong: every resample gains, 0 is outside
+    one_way = dict(base, **{keys[i]: 100.0 for i in (1, 2, 4, 5)})
+    low, high = report.gain_interval(one_way, base)
+    assert 0 < low < 13.3 < high
+    # every instance right (+66.7): far from 0
+    low, high = report.gain_interval({k: 100.0 for k in keys}, base)
+    assert 40 < low < 66.7 < high
+    assert report.gain_interval(better, base, seed=0) == report.gain_interval(better, base, seed=0)  # seeded
+    assert report.gain_interval({keys[0]: 1.0}, {keys[0]: 0.0}) is None  # fewer than two common instances
+    # the table of gains: the interval where scores are known, the gain alone where not
+    results = {"sft": result(["referencegame"], referencegame__follower=(100, 33.3)),
+               "m": result(["referencegame"], referencegame__follower=(100, 46.7))}
+    assert "| m | +13.4 |" in report.gains_markdown(results, ["referencegame/follower"])
+    results["sft"]["settings"]["referencegame/follower"]["scores"] = base
+    results["m"]["settings"]["referencegame/follower"]["scores"] = better
+    assert "| m | +13.4 [" in report.gains_markdown(results, ["referencegame/follower"])
+
+
 def test_target_a_uses_the_attacker_win_rate_for_adversarial_taboo():
     report = report_module()
     settings = ["taboo/guesser", "adversarial_taboo/attacker"]

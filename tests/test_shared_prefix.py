@@ -4,7 +4,7 @@ TRL's one-pass forward, on a real (tiny, random) Llama with LoRA and TRL's fused
 import pytest
 import torch
 
-from playpen.training.shared_prefix import MIN_SHARED_COLUMNS, prefix_groups, shared_prefix_logps
+from playpen.training.shared_prefix import plan, shared_prefix_logps
 from test_grpo import yesno_model_dir  # noqa: F401  (a fixture: the tiny model that says yes or no)
 
 
@@ -52,37 +52,70 @@ def _lora_grads(model):
     return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
-def test_prefix_groups_finds_the_rows_that_share_a_prompt():
+def _ragged_batch(keep=6, vocab=500):
+    """5 rows whose prompts share their first 30 tokens and end differently (3 to 12 more
+    tokens, so different left padding), like self-play followers' prompts that differ in the
+    giver's expression; row 4 shares nothing."""
+    g = torch.Generator().manual_seed(1)
+    common = torch.randint(5, vocab, (30,), generator=g)
+    prompts = [torch.cat([common, torch.randint(5, vocab, (n,), generator=g)]) for n in (3, 12, 7, 7)]
+    prompts.append(torch.randint(5, vocab, (25,), generator=g))
+    width = max(len(p) for p in prompts)
+    ids = torch.zeros((5, width + keep), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for r, p in enumerate(prompts):
+        ids[r, width - len(p):width] = p
+        mask[r, width - len(p):width] = 1
+    ids[:, width:] = torch.randint(5, vocab, (5, keep), generator=g)
+    mask[:, width:] = 1
+    mask[1, width + 3:] = 0
+    ids[1, width + 3:] = 0
+    return ids, mask, keep
+
+
+def _batch_with_placeholders(keep=6):
+    """Rows 0-3 share prompt A; rows 4 and 5 are the 1-token rows a role gets when it never
+    had a turn (prompt and completion of one token)."""
+    ids, mask, keep = _batch(completion_len=keep)
+    ids, mask = ids[[0, 2, 3, 0, 1, 4]].clone(), mask[[0, 2, 3, 0, 1, 4]].clone()
+    width = ids.size(1) - keep
+    for r in (4, 5):
+        ids[r, :width - 1], mask[r, :width - 1] = 0, 0
+        ids[r, width + 1:], mask[r, width + 1:] = 0, 0
+    return ids, mask, keep
+
+
+def test_plan_groups_the_rows_by_shared_prompt_prefix():
     ids, mask, keep = _batch()
-    k, first, inverse = prefix_groups(ids, mask, keep)
-    assert k == ids.size(1) - keep - 1
-    assert len(first) == 3  # A, B, C
-    # rows mapped to the same prefix are exactly those with the same prompt
-    assert inverse[0] == inverse[2] == inverse[3] and inverse[1] == inverse[5]
-    assert len({int(inverse[0]), int(inverse[1]), int(inverse[4])}) == 3
-    for row, group in enumerate(inverse.tolist()):
-        assert torch.equal(ids[first[group], :k], ids[row, :k])
-    assert sorted(first.tolist()) == [0, 1, 4]  # the first row of each prompt
+    found = plan(ids, mask, keep)
+    groups = {rows: prefix for prefix, rows in found.groups}
+    assert groups == {(0, 2, 3): 39, (1, 5): 36, (4,): 39}  # every row keeps its prompt's last token
+    assert found.head == 39 and found.rest == 1
+    ragged, ragged_mask, keep = _ragged_batch()
+    found = plan(ragged, ragged_mask, keep)
+    groups = {rows: prefix for prefix, rows in found.groups}
+    assert groups[(0, 1, 2, 3)] == 30 and groups[(4,)] == 24
+    assert found.rest == 12  # the longest ending after the shared 30 tokens
+    placeholders, placeholder_mask, keep = _batch_with_placeholders()
+    found = plan(placeholders, placeholder_mask, keep)
+    assert {rows: prefix for prefix, rows in found.groups} == {(0, 1, 2, 3): 39, (4,): 0, (5,): 0}
+    assert found.group_of() == [0, 0, 0, 0, 0, 0] and found.prefixed() == [(39, (0, 1, 2, 3))]
 
 
 def test_no_sharing_means_none():
     ids, mask, keep = _batch()
-    distinct = ids[[0, 1, 4]]
-    assert prefix_groups(distinct, mask[[0, 1, 4]], keep) is None
-    short = ids[:, -(MIN_SHARED_COLUMNS + keep):]  # a prompt too short to be worth a second call
-    assert prefix_groups(short, torch.ones_like(short), keep) is None
-    # the prompt's last column runs with the completions (its output scores the first completion
-    # token): rows that differ there still share the rest; rows that differ before it do not
-    twin = ids[[0, 0]].clone()
-    twin[1, ids.size(1) - keep - 1] += 1
-    assert prefix_groups(twin, torch.ones_like(twin), keep)[1].tolist() == [0]
-    twin[1, ids.size(1) - keep - 2] += 1
-    assert prefix_groups(twin, torch.ones_like(twin), keep) is None
+    assert plan(ids[[0, 1, 4]], mask[[0, 1, 4]], keep) is None  # three different prompts: nothing to save
+    assert plan(ids[:1], mask[:1], keep) is None
+    right_padded = mask.clone()
+    right_padded[0, :3], right_padded[0, ids.size(1) - keep - 3:ids.size(1) - keep] = 1, 0
+    assert plan(ids, right_padded, keep) is None  # prompts must be left-padded (TRL's layout)
 
 
-def test_shared_prefix_gives_trls_logprobs_entropies_and_gradients(tiny_model_dir):
+@pytest.mark.parametrize("make", [_batch, _ragged_batch, _batch_with_placeholders],
+                         ids=["same-prompts", "shared-beginnings", "placeholder-rows"])
+def test_shared_prefix_gives_trls_logprobs_entropies_and_gradients(tiny_model_dir, make):
     model = _model(tiny_model_dir)
-    ids, mask, keep = _batch()
+    ids, mask, keep = make()
     weights = torch.linspace(0.5, 2.0, ids.size(0)).unsqueeze(1)  # rows weighted differently, like advantages
     completion_mask = mask[:, -keep:].float()
 
@@ -107,10 +140,11 @@ def test_shared_prefix_gives_trls_logprobs_entropies_and_gradients(tiny_model_di
     assert moved == len(full_grads)  # every LoRA matrix got a gradient: the prompt pass is in the graph
 
 
-def test_shared_prefix_under_no_grad_matches_too(tiny_model_dir):
+@pytest.mark.parametrize("make", [_batch, _ragged_batch], ids=["same-prompts", "shared-beginnings"])
+def test_shared_prefix_under_no_grad_matches_too(tiny_model_dir, make):
     """The reference pass (no gradients) goes the same way."""
     model = _model(tiny_model_dir)
-    ids, mask, keep = _batch()
+    ids, mask, keep = make()
     with torch.no_grad():
         full, _ = _full_pass(model, ids, mask, keep)
         shared, entropy = shared_prefix_logps(model, ids, mask, keep)
@@ -131,7 +165,7 @@ def test_rows_with_one_prompt_only(tiny_model_dir, rows):
     assert torch.allclose(shared[real], full[real], atol=1e-5)
 
 
-def test_rows_by_prompt_puts_each_prompts_rows_together():
+def test_rows_by_prompt_puts_rows_of_alike_prompts_together():
     from playpen.training.grpo_steps import rows_by_prompt
     prompts = torch.tensor([[1, 2], [3, 4], [1, 2], [5, 6], [3, 4], [1, 2]])
     mask = torch.ones_like(prompts)
@@ -140,10 +174,11 @@ def test_rows_by_prompt_puts_each_prompts_rows_together():
     batch = {"prompt_ids": prompts, "prompt_mask": mask, "advantages": torch.arange(6.0),
              "names": list("abcdef"), "num_items_in_batch": torch.tensor(9), "pixel_values": None}
     out = rows_by_prompt(batch)
-    assert out["names"] == list("acfbed")  # prompts in order of first appearance, rows in order within
-    assert out["advantages"].tolist() == [0.0, 2.0, 5.0, 1.0, 4.0, 3.0]
-    assert out["prompt_ids"].tolist() == [[1, 2], [1, 2], [1, 2], [3, 4], [3, 4], [1, 2]]
-    assert out["prompt_mask"][5].tolist() == [0, 1]
+    # sorted by the prompt without its padding ([1, 2] < [2] < [3, 4]), rows in order within a prompt
+    assert out["names"] == list("acfdbe")
+    assert out["advantages"].tolist() == [0.0, 2.0, 5.0, 3.0, 1.0, 4.0]
+    assert out["prompt_ids"].tolist() == [[1, 2], [1, 2], [1, 2], [1, 2], [3, 4], [3, 4]]
+    assert out["prompt_mask"][3].tolist() == [0, 1]
     assert int(out["num_items_in_batch"]) == 9 and out["pixel_values"] is None
 
 

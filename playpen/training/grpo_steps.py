@@ -158,8 +158,8 @@ def grpo_trainer_class():
 
         def _logps_sharing_prompts(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
                                    compute_entropy=False, compute_aux_loss=False, **extra):
-            """TRL's per-token log-probs, with the rows of each chunk that share their prompt
-            running it once (:mod:`playpen.training.shared_prefix`; ``--share-prompts``)."""
+            """TRL's per-token log-probs, with the prompt tokens that rows of a chunk share run
+            once (:mod:`playpen.training.shared_prefix`; ``--share-prompts``)."""
             plain = functools.partial(super()._get_per_token_logps_and_entropies, model,
                                       compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra)
             if not self.share_prompts or compute_aux_loss or any(v is not None for v in extra.values()) \
@@ -172,7 +172,7 @@ def grpo_trainer_class():
                 ids, mask = input_ids[start:start + batch_size], attention_mask[start:start + batch_size]
                 with self.accelerator.autocast():
                     out = shared_prefix_logps(model, ids, mask, logits_to_keep, compute_entropy)
-                if out is None:  # no two rows of this chunk share their prompt
+                if out is None:  # sharing would save little in this chunk
                     out = plain(ids, mask, logits_to_keep)[:2]
                 elif torch.is_grad_enabled():  # counted in the training forward (not the reference pass)
                     self.shared_prompt_rows += ids.size(0)
@@ -227,19 +227,18 @@ def grpo_trainer_class():
 
 
 def rows_by_prompt(batch: dict) -> dict:
-    """``batch`` (TRL's dict of per-row sequences) with the rows of each distinct prompt
-    (``prompt_ids`` with ``prompt_mask``) next to each other, prompts in order of first
-    appearance, rows in their order within a prompt: the micro-batches cut from it hold as
-    few distinct prompts as possible (``--share-prompts`` runs each once)."""
+    """``batch`` (TRL's dict of per-row sequences) with its rows sorted by their prompt
+    (``prompt_ids`` without the padding of ``prompt_mask``; ties keep their order): rows of
+    one prompt, and prompts that begin alike, end up next to each other, so that the
+    micro-batches cut from the step share as much prompt as possible (``--share-prompts``)."""
     import torch
     ids, mask = batch.get("prompt_ids"), batch.get("prompt_mask")
     if not isinstance(ids, torch.Tensor) or ids.ndim != 2:
         return batch
+    rows = ids.tolist()
     if isinstance(mask, torch.Tensor) and mask.shape == ids.shape:
-        ids = torch.cat([ids, mask.to(ids.dtype)], dim=1)
-    seen: dict[tuple, int] = {}
-    keys = [seen.setdefault(tuple(row), len(seen)) for row in ids.tolist()]
-    order = sorted(range(len(keys)), key=lambda i: (keys[i], i))
+        rows = [[t for t, m in zip(row, keep) if m] for row, keep in zip(rows, mask.tolist())]
+    order = sorted(range(len(rows)), key=lambda i: (rows[i], i))
 
     def permute(value):
         if value is None or (isinstance(value, torch.Tensor) and value.ndim == 0):
@@ -269,10 +268,11 @@ class GRPOStepOptions:
 
     micro_batch_size: int = option(1, "trajectories per forward and backward pass (gradients are accumulated over "
                                       "the step's micro-batches; more = more memory, hardly faster on a CPU)")
-    share_prompts: bool = option(True, "rows of a micro-batch that share their prompt (a group's episodes up to the "
-                                       "learner's first reply) run it once, in the training and the reference "
-                                       "pass: same gradients, less time and memory; needs --micro-batch-size > 1 "
-                                       "(e.g. the step's rows); off with --gradient-checkpointing")
+    share_prompts: bool = option(True, "rows of a micro-batch whose prompts begin alike (a group's episodes up to "
+                                       "the learner's first reply) run the shared tokens once, in the training and "
+                                       "the reference pass: same gradients, less time and memory; needs "
+                                       "--micro-batch-size > 1 (e.g. the group size); off with "
+                                       "--gradient-checkpointing")
     gradient_checkpointing: bool = option(False, "keep only each layer's input for the backward pass and recompute "
                                                  "the rest: less memory for longer trajectories (~0.4 instead of "
                                                  "~1.7 GB per 512-token row on smol-135m), ~1.35x the backward time")

@@ -1,53 +1,94 @@
-"""One pass over a prompt that several rows of a GRPO micro-batch share.
+"""One pass over the prompt tokens that several rows of a GRPO micro-batch share.
 
-The rows of a GRPO group are episodes of one instance, and the learner's first turn is
-often the same in all of them up to its reply: a referencegame follower reads one prompt
-of ~310 tokens and answers in ~5, eight times per group. TRL's training forward runs
-every row in full, so eight times the same prompt — with the activations of each kept
-for the backward pass. Here the rows of a micro-batch whose prompt columns agree token
-for token (and padding for padding) run that prompt once: the prompt's forward pass
-gives a KV cache with the autograd graph attached, the cache is indexed out to one entry
-per row (``index_select``, differentiable: the backward pass sums the rows' gradients
-into the one prompt pass), and one call over the rows' remaining tokens scores the
-completions against it.
+The rows of a GRPO group are episodes of one instance, and the learner's prompts in them
+share most of their tokens: a referencegame follower with the programmatic giver reads
+one prompt of ~310 tokens and answers in ~5, eight times per group; in self-play the
+followers' prompts differ only in the giver's expression at their end. TRL's training
+forward runs every row in full — the same prompt tokens eight times, with the
+activations of each kept for the backward pass. Here the rows of a micro-batch are
+grouped by the prompt prefix they share (:func:`playpen.rollouts.decoding.plan_prefixes`,
+the grouping the rollout engine prefills with: contiguous groups in sorted order that
+minimise the tokens computed), each group's prefix runs once and gives a KV cache with
+its autograd graph attached, the cache is indexed out to one entry per row
+(``batch_select_indices``: differentiable, so the backward pass sums the rows' gradients
+into the one prefix pass), and one call over each row's remaining prompt tokens and its
+completion scores the completion.
 
-The result is the same computation: attention is causal, so the prompt's keys and values
-do not depend on what follows; position ids continue from the cache (TRL's forward gives
-every column its index, padding included, and so does this split); the completion
-log-probs are those of TRL's fused LM head, called with the same labels. What differs is
-floating-point summation order (tests: log-probs and LoRA gradients equal to 1e-5).
+Layout (as the rollout engine's): prefix rows ``[padding][group prefix]``; rest rows
+``[padding][rest of the prompt][completion]``, the completion block exactly TRL's (right
+padded), so the last ``logits_to_keep`` log-probs line up with TRL's. Position ids follow
+the attention mask, so the distances between a row's tokens are those of TRL's pass
+(rotary embeddings see only distances). The result is the same computation up to
+floating-point summation order (tests: log-probs, entropies and LoRA gradients equal to
+1e-5).
 
-Used by :class:`~playpen.training.grpo_steps` for the training forward and the reference
-pass, single-process runs only (a data-parallel wrapper expects one forward per backward),
-without activation checkpointing (which drops caches), for text-only models.
+Used by :mod:`playpen.training.grpo_steps` for the training forward and the reference
+pass; single-process runs only (a data-parallel wrapper expects one forward per
+backward), without activation checkpointing (which drops caches), for text-only models.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
-# fewer shared prompt columns than this: the second call's overhead is not worth it
-MIN_SHARED_COLUMNS = 16
+# sharing must save at least this share of the positions a plain pass computes
+MIN_SAVED_SHARE = 0.2
 
 
-def prefix_groups(input_ids, attention_mask, logits_to_keep: int):
-    """``(k, first, inverse)`` when rows of the batch agree on their first ``k`` columns
-    (tokens and attention mask), ``k`` = every prompt column but the last (the last one's
-    output scores the first completion token, so it runs with the completions); ``first``
-    indexes one row per distinct prefix and ``inverse`` maps every row to its prefix.
-    None when no two rows share one (or the prompt is shorter than MIN_SHARED_COLUMNS)."""
-    import torch
-    k = input_ids.size(1) - logits_to_keep - 1
-    if k < MIN_SHARED_COLUMNS or input_ids.size(0) < 2:
+@dataclass(frozen=True)
+class TrainingPrefixPlan:
+    """How a micro-batch runs: ``groups[g] = (prefix_length, rows)``; ``lengths[r]``: row
+    r's prompt tokens (its prompt is left-padded in TRL's batch); ``head``: the longest
+    group prefix; ``rest``: the longest remainder of a prompt after its group's prefix."""
+
+    groups: tuple
+    lengths: tuple
+    head: int
+    rest: int
+
+    def prefixed(self) -> list[tuple]:
+        """The groups with a prefix to run (a group of prefix 0 has none)."""
+        return [(prefix, rows) for prefix, rows in self.groups if prefix > 0]
+
+    def group_of(self) -> list[int]:
+        """Each row's index into :meth:`prefixed` (rows without a prefix: 0, their prefix
+        columns masked out)."""
+        out = [0] * len(self.lengths)
+        for g, (_, rows) in enumerate(self.prefixed()):
+            for r in rows:
+                out[r] = g
+        return out
+
+    def prefix_of(self) -> list[int]:
+        prefix = {r: p for p, rows in self.groups for r in rows}
+        return [prefix[r] for r in range(len(self.lengths))]
+
+
+def plan(input_ids, attention_mask, logits_to_keep: int) -> Optional[TrainingPrefixPlan]:
+    """The grouping of a micro-batch's rows by shared prompt prefix, or None where it
+    saves less than MIN_SAVED_SHARE of the positions (or prompts are not left-padded)."""
+    from playpen.rollouts.decoding import plan_prefixes
+    if input_ids.size(0) < 2:
         return None
-    key = torch.cat([input_ids[:, :k], attention_mask[:, :k].to(input_ids.dtype)], dim=1)
-    distinct, inverse = torch.unique(key, dim=0, return_inverse=True)
-    if distinct.size(0) == key.size(0):
+    width = input_ids.size(1) - logits_to_keep  # prompt columns
+    prompt_mask = attention_mask[:, :width]
+    lengths = prompt_mask.sum(dim=1).tolist()
+    # TRL left-pads prompts: a row's prompt is its last `length` prompt columns, all attended
+    if any(n < 1 or int(prompt_mask[r, width - n:].sum()) != n for r, n in enumerate(lengths)):
         return None
-    rows = torch.arange(key.size(0), device=key.device)
-    # the first row of each distinct prefix (scatter_reduce "amin" over the rows mapped to it)
-    first = torch.full((distinct.size(0),), key.size(0), dtype=rows.dtype, device=key.device)
-    first = first.scatter_reduce(0, inverse, rows, reduce="amin")
-    return k, first, inverse
+    prompts = [input_ids[r, width - n:width].tolist() for r, n in enumerate(lengths)]
+    found = plan_prefixes(prompts)  # a row of one token (a role that never got a turn) shares nothing
+    shared = [prefix for prefix, _ in found.groups if prefix > 0]
+    if not shared:
+        return None
+    head = max(shared)
+    prefix_of = {r: p for p, rows in found.groups for r in rows}
+    rest = max(n - prefix_of[r] for r, n in enumerate(lengths))
+    computed = len(shared) * head + len(lengths) * (rest + logits_to_keep)
+    plain = len(lengths) * input_ids.size(1)
+    if computed > (1 - MIN_SAVED_SHARE) * plain:
+        return None
+    return TrainingPrefixPlan(found.groups, tuple(lengths), head, rest)
 
 
 def _cache_of(outputs):
@@ -55,40 +96,56 @@ def _cache_of(outputs):
     return cache if cache is not None else getattr(outputs, "past_key_values", None)
 
 
-def _cache_kwarg(model) -> str:
-    import inspect
-    base = model
-    for attr in ("get_base_model",):  # a PEFT model: the wrapped transformers model's signature
-        if hasattr(base, attr):
-            base = getattr(base, attr)()
-    try:
-        params = inspect.signature(type(base).forward).parameters
-    except (TypeError, ValueError):
-        return "past_key_values"
-    return "cache" if "cache" in params else "past_key_values"
-
-
 def shared_prefix_logps(model, input_ids, attention_mask, logits_to_keep: int,
                         compute_entropy: bool = False) -> Optional[tuple]:
     """``(log_probs, entropies)`` of the last ``logits_to_keep`` tokens of every row, as
     TRL's fused-LM-head forward gives them (``model`` patched by TRL's
-    ``add_fused_lm_head``), with every distinct prompt prefix run once; None when no two
-    rows share one (the caller runs its usual forward)."""
-    groups = prefix_groups(input_ids, attention_mask, logits_to_keep)
-    if groups is None:
+    ``add_fused_lm_head``), with every shared prompt prefix run once; None where sharing
+    does not pay (the caller runs its usual forward)."""
+    import torch
+    from playpen.rollouts.decoding import cache_kwarg
+    found = plan(input_ids, attention_mask, logits_to_keep)
+    if found is None:
         return None
-    k, first, inverse = groups
-    # the distinct prefixes, once; only the last position's logits are computed (not used)
-    prefix = model(input_ids=input_ids[first, :k], attention_mask=attention_mask[first, :k], use_cache=True,
-                   logits_to_keep=1)
-    cache = _cache_of(prefix)
-    if cache is None or not hasattr(cache, "reorder_cache"):
+    rows, width = input_ids.size(0), input_ids.size(1) - logits_to_keep
+    device = input_ids.device
+    pad = 0
+    group_of, prefix_of = found.group_of(), found.prefix_of()
+    head, rest = found.head, found.rest
+    # the prefixes, one row per group that has one: [padding][prefix]
+    groups = found.prefixed()
+    head_ids = torch.full((len(groups), head), pad, dtype=input_ids.dtype, device=device)
+    head_mask = torch.zeros((len(groups), head), dtype=attention_mask.dtype, device=device)
+    for g, (prefix, members) in enumerate(groups):
+        start = width - found.lengths[members[0]]
+        head_ids[g, head - prefix:] = input_ids[members[0], start:start + prefix]
+        head_mask[g, head - prefix:] = 1
+    # every row: [padding][rest of its prompt][its completion, as in TRL's batch]
+    tail_ids = torch.full((rows, rest + logits_to_keep), pad, dtype=input_ids.dtype, device=device)
+    tail_mask = torch.zeros((rows, rest + logits_to_keep), dtype=attention_mask.dtype, device=device)
+    for r in range(rows):
+        start = width - found.lengths[r] + prefix_of[r]
+        n = width - start
+        tail_ids[r, rest - n:rest] = input_ids[r, start:width]
+        tail_mask[r, rest - n:rest] = 1
+    tail_ids[:, rest:] = input_ids[:, width:]
+    tail_mask[:, rest:] = attention_mask[:, width:]
+    positions = (head_mask.long().cumsum(-1) - 1).clamp(min=0)
+    prefix_out = model(input_ids=head_ids, attention_mask=head_mask, position_ids=positions, use_cache=True,
+                       logits_to_keep=1)  # only the cache is wanted
+    cache = _cache_of(prefix_out)
+    if cache is None or not hasattr(cache, "batch_select_indices"):
         return None
-    cache.reorder_cache(inverse)  # one cache entry per row: index_select, gradients flow back
-    labels = input_ids.masked_fill(attention_mask == 0, -100)
-    labels[:, :-logits_to_keep] = -100
-    outputs = model(input_ids=input_ids[:, k:], attention_mask=attention_mask, labels=labels[:, k:],
-                    fused_lm_head=True, **{_cache_kwarg(model): cache})
+    cache.batch_select_indices(torch.tensor(group_of, device=device))  # one entry per row; gradients flow back
+    row_head_mask = head_mask[group_of] * torch.tensor([p > 0 for p in prefix_of], dtype=head_mask.dtype,
+                                                        device=device).unsqueeze(1)  # no prefix: none seen
+    full_mask = torch.cat([row_head_mask, tail_mask], dim=1)
+    tail_positions = (torch.tensor(prefix_of, device=device).unsqueeze(1)
+                      + tail_mask.long().cumsum(-1) - 1).clamp(min=0)
+    labels = tail_ids.masked_fill(tail_mask == 0, -100)
+    labels[:, :rest] = -100  # only the completion is scored
+    outputs = model(input_ids=tail_ids, attention_mask=full_mask, position_ids=tail_positions, labels=labels,
+                    fused_lm_head=True, **{cache_kwarg(model): cache})
     logps = outputs.log_probs[:, -logits_to_keep:]
     entropies = outputs.entropy[:, -logits_to_keep:] if compute_entropy else None
     return logps, entropies
