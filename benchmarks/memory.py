@@ -90,7 +90,8 @@ def run_trainer(name: str, args, root: Path) -> dict:
     from playpen.training.plotting import read_log
     steps_log = read_log(run_dir)
     result = {"trainer": name, "command": command, "seconds": round(seconds, 1), "steps": [
-        {k: v for k, v in s.items() if k == "step" or k.startswith(("memory/", "time/", "train/num_tokens"))}
+        {k: v for k, v in s.items() if k in ("step", "time") or k.startswith(("memory/", "time/", "train/num_tokens",
+                                                                             "train/shared_prompt_rows"))}
         for s in steps_log]}
     compare = run_dir / COMPARE_FILE
     if compare.exists():
@@ -119,6 +120,9 @@ def table(results: list[dict]) -> str:
             lines.append(f"{r['trainer']:<6} failed (exit {r['error']})")
             continue
         times = [s.get("time/step_s") for s in r["steps"] if s.get("time/step_s")]
+        if not times:  # SFT, SPIN, DPO: the wall time between logged steps (the first step's start is not logged)
+            stamps = [s["time"] for s in r["steps"] if "time" in s]
+            times = [b - a for a, b in zip(stamps, stamps[1:])]
         per_step = f"{sum(times) / len(times):.1f}" if times else "-"
         ratio = r.get("step_over_rollout_plus_fwd_bwd", "-")
         lines.append(f"{r['trainer']:<6} {r['num_steps']:>5} {r['peak_rss_mb']:>11.0f} {r['first_step_peak_mb']:>8.0f} "

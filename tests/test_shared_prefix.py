@@ -235,3 +235,80 @@ def test_a_grpo_run_with_shared_prompts_trains_the_same_adapter(tmp_path, monkey
         changed += int("lora_B" in name and weight.abs().sum() > 0)
     assert changed > 0  # the adapter trained
     assert differing / total < 0.01, (differing, total)
+
+
+# ----------------------------------------------------------------------------- DPO pairs
+
+def _pair_batch(vocab=500):
+    """TRL's DPO layout: [chosen rows; rejected rows], each prompt + completion, right-padded;
+    labels are the completion tokens. Pair 0's prompt has 30 tokens, pair 1's 22."""
+    g = torch.Generator().manual_seed(2)
+    rows, labels_of = [], []
+    prompts = [torch.randint(5, vocab, (n,), generator=g) for n in (30, 22)]
+    completions = [torch.randint(5, vocab, (n,), generator=g) for n in (4, 7, 5, 2)]  # chosen 0, 1; rejected 0, 1
+    for i, completion in enumerate(completions):
+        prompt = prompts[i % 2]
+        rows.append(torch.cat([prompt, completion]))
+        labels_of.append(len(prompt))
+    width = max(len(r) for r in rows)
+    ids = torch.zeros((4, width), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    labels = torch.full_like(ids, -100)
+    for r, row in enumerate(rows):
+        ids[r, :len(row)], mask[r, :len(row)] = row, 1
+        labels[r, labels_of[r]:len(row)] = row[labels_of[r]:]
+    return ids, mask, labels
+
+
+def test_dpo_pairs_share_their_prompt_with_trls_outputs_and_gradients(tiny_model_dir):
+    from playpen.training.shared_prefix import share_prompt_passes
+    model = _model(tiny_model_dir)
+    ids, mask, labels = _pair_batch()
+    outputs, grads = {}, {}
+    for shared in (False, True):
+        model.zero_grad()
+        context = share_prompt_passes(model) if shared else __import__("contextlib").nullcontext()
+        with context as sharing:
+            out = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True, use_cache=False)
+            (out.log_probs.sum(dim=1) * torch.tensor([1.0, 2.0, -1.0, -0.5])).sum().backward()
+        outputs[shared], grads[shared] = out, _lora_grads(model)
+        if shared:
+            assert sharing.training_rows == 4  # all four rows went through the shared path
+    plain, shared = outputs[False], outputs[True]
+    assert shared.log_probs.shape == plain.log_probs.shape == (4, ids.size(1) - 1)
+    assert torch.allclose(shared.log_probs, plain.log_probs, atol=1e-5)  # zero outside the completions in both
+    assert torch.allclose(shared.entropy, plain.entropy, atol=1e-5)
+    assert torch.equal(shared.label_mask, plain.label_mask)
+    assert torch.allclose(shared.loss, plain.loss, atol=1e-6)
+    for name, grad in grads[False].items():
+        assert torch.allclose(grads[True][name], grad, atol=1e-5, rtol=1e-4), name
+    # outside the context the model's forward is TRL's again
+    assert "forward" in model.get_base_model().__dict__
+    again = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True, use_cache=False)
+    assert torch.allclose(again.log_probs, plain.log_probs, atol=1e-6)
+
+
+def test_a_dpo_run_with_shared_prompts_logs_the_same_step(tiny_workspace, tmp_path):
+    import json
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from playpen.cli import cli
+    trainer = Path(__file__).resolve().parents[1] / "examples" / "trl" / "dpo_trainer_lora.py"
+    records = Path(__file__).parent / "fixtures" / "clembench-runs-v2.0"
+    steps = {}
+    for share in ("true", "false"):
+        models = tmp_path / f"models-{share}"
+        result = CliRunner().invoke(cli, [
+            "run", str(trainer), "-l", "tiny-random", "--source", "records", "--records", str(records),
+            "--games", "wordle", "--max-steps", "1", "--learning-rate", "1e-3", "--no-evaluate",
+            "--share-prompts", share, "--models-dir", str(models)])
+        assert result.exit_code == 0, result.output
+        log = (models / "dpo+lora" / "tiny-random" / "records" / "playpen-log.jsonl").read_text().splitlines()
+        steps[share] = [json.loads(line) for line in log if '"train_step"' in line][0]
+    assert steps["true"]["train/shared_prompt_rows"] == 2  # the pair's chosen and rejected rows
+    assert steps["false"]["train/shared_prompt_rows"] == 0
+    for key in ("train/loss", "train/grad_norm", "rewards/margins", "logps/chosen", "logits/rejected",
+                "train/entropy"):
+        assert steps["true"][key] == pytest.approx(steps["false"][key], rel=1e-4, abs=1e-6), key

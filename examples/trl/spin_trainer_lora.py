@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 from playpen.training import BasePlayPen, DemonstrationOptions, LoraOptions, RunConfig, report_to
 from playpen.training import preference, spin
-from playpen.training import run as lifecycle
 
 
 @dataclass
@@ -50,7 +49,6 @@ class SPINTrainer(BasePlayPen):
         preference.check_init_adapter(config.init_adapter, learner)
 
     def learn(self, game_registry) -> None:
-        from trl import DPOConfig
 
         cfg = self.config
         # refuses now (not after generating) to overwrite checkpoints or another run's results
@@ -62,17 +60,12 @@ class SPINTrainer(BasePlayPen):
         # 2. TRL: pairs as token ids; with a PEFT model and ref_model=None the reference is
         #    the policy the round starts from (adapter disabled, or a frozen copy of it)
         def make_trainer(policy, dataset, plan):
-            args = DPOConfig(
-                output_dir=str(run.run_dir), max_steps=plan.max_steps, learning_rate=cfg.learning_rate,
-                beta=cfg.beta, loss_type=[cfg.loss_type], per_device_train_batch_size=cfg.batch_size,
-                gradient_accumulation_steps=cfg.gradient_accumulation_steps, max_length=cfg.max_length,
-                lr_scheduler_type="constant", logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
-                save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to), seed=self.seed,
-                activation_checkpointing=True, dataloader_num_workers=0, disable_tqdm=True,
-                ignore_data_skip=plan.ignore_data_skip, **lifecycle.precision_kwargs())
-            return preference.dpo_trainer_class()(
+            args = preference.dpo_args(cfg, run.run_dir, plan, self.seed, report_to(cfg.report_to))
+            trainer = preference.dpo_trainer_class()(
                 model=policy, ref_model=None, args=args, train_dataset=dataset, processing_class=run.tokenizer,
                 peft_config=plan.peft_config, callbacks=plan.callbacks)
+            trainer.share_prompts = cfg.share_prompts  # a pair's prompt runs once
+            return trainer
 
         # 3. rounds (Ctrl-C saves a checkpoint and stops; --resume continues inside a round);
         # 4. evaluate the adapter on the held-out instances, write the summary and the curve

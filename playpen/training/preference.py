@@ -52,6 +52,10 @@ class PreferenceOptions:
                                    "the pair is dropped)")
     max_steps: int = option(20, "optimizer steps (all rounds together)")
     learning_rate: float = option(5e-5, "learning rate")
+    share_prompts: bool = option(True, "a pair's chosen and rejected rows run their shared prompt once (one pair "
+                                       "per forward and backward pass, --batch-size pairs accumulated, without "
+                                       "activation checkpointing: about half the positions; false: --batch-size "
+                                       "pairs in one pass with checkpointing)")
 
     def validate(self) -> None:
         super().validate()
@@ -124,6 +128,34 @@ def pair_dataset(pairs: Sequence[PreferencePair], tokenizer, *, max_length: int,
     return Dataset.from_list(rows)
 
 
+def dpo_args(cfg, run_dir, plan, seed: int, report_to: Any) -> Any:
+    """TRL's ``DPOConfig`` of a round of a DPO-family trainer (DPO, SPIN, self-rewarding).
+    With ``--share-prompts`` each forward and backward pass holds one pair, whose two rows
+    run their shared prompt once, and a step accumulates ``--batch-size`` pairs (the same
+    step: DPO's loss is a mean over pairs); activation checkpointing, which cannot keep the
+    prompt's cache, is off: a pass keeps one prompt's activations instead of several rows'."""
+    from trl import DPOConfig
+    from playpen.training import run as lifecycle
+    if cfg.share_prompts:
+        batch = dict(per_device_train_batch_size=1,
+                     gradient_accumulation_steps=cfg.batch_size * cfg.gradient_accumulation_steps,
+                     activation_checkpointing=False)
+    else:
+        batch = dict(per_device_train_batch_size=cfg.batch_size,
+                     gradient_accumulation_steps=cfg.gradient_accumulation_steps, activation_checkpointing=True)
+    return DPOConfig(
+        output_dir=str(run_dir), max_steps=plan.max_steps, learning_rate=cfg.learning_rate, beta=cfg.beta,
+        loss_type=[cfg.loss_type], max_length=cfg.max_length, lr_scheduler_type="constant", logging_steps=1,
+        save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit,
+        report_to=report_to, seed=seed, dataloader_num_workers=0, disable_tqdm=True,
+        ignore_data_skip=plan.ignore_data_skip, **batch, **lifecycle.precision_kwargs())
+
+
+def torch_grad_enabled() -> bool:
+    import torch
+    return torch.is_grad_enabled()
+
+
 @functools.lru_cache(maxsize=1)
 def dpo_trainer_class():
     """TRL's ``DPOTrainer`` taking datasets of token ids as they are."""
@@ -133,11 +165,39 @@ def dpo_trainer_class():
         """DPOTrainer on ``prompt_ids``/``chosen_ids``/``rejected_ids`` rows: TRL would render
         and re-tokenise ``prompt``/``chosen``/``rejected`` text instead."""
 
+        share_prompts = False  # set by dpo_args' callers (--share-prompts): a pair's prompt runs once
+
         def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
             missing = {"prompt_ids", "chosen_ids", "rejected_ids"} - set(dataset.column_names)
             if missing:
                 return super()._prepare_dataset(dataset, processing_class, args, dataset_name)
             return dataset
+
+        shared_prompt_rows = 0  # rows of the step's training passes whose prompt ran shared
+
+        def _sharing(self):
+            from contextlib import nullcontext
+            if not self.share_prompts or self.args.activation_checkpointing or self.accelerator.num_processes > 1:
+                return nullcontext()
+            from playpen.training.shared_prefix import share_prompt_passes
+            return share_prompt_passes(self.accelerator.unwrap_model(self.model))
+
+        def _compute_loss(self, model, inputs, return_outputs):
+            with self._sharing() as sharing:
+                out = super()._compute_loss(model, inputs, return_outputs)
+            if sharing is not None and torch_grad_enabled():
+                self.shared_prompt_rows += sharing.training_rows
+            return out
+
+        def compute_ref_log_probs(self, model, inputs):
+            with self._sharing():
+                return super().compute_ref_log_probs(model, inputs)
+
+        def log(self, logs, *args, **kwargs):
+            if self.model.training and "loss" in logs:  # a training step's line
+                logs = {**logs, "shared_prompt_rows": self.shared_prompt_rows}
+                self.shared_prompt_rows = 0
+            return super().log(logs, *args, **kwargs)
 
     return TokenDPOTrainer
 

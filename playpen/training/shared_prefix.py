@@ -149,3 +149,144 @@ def shared_prefix_logps(model, input_ids, attention_mask, logits_to_keep: int,
     logps = outputs.log_probs[:, -logits_to_keep:]
     entropies = outputs.entropy[:, -logits_to_keep:] if compute_entropy else None
     return logps, entropies
+
+
+# ----------------------------------------------------------------------------- whole sequences (DPO, SPIN)
+
+PER_TOKEN_FIELDS = ("log_probs", "entropy", "log_sum_sq_probs", "mean_logits", "is_top1")
+
+
+def _row_spans(attention_mask, labels):
+    """Per row: (first real column, real tokens, first scored column), or None when a row's
+    real tokens are not one contiguous run or its first real token is scored."""
+    spans = []
+    for mask_row, label_row in zip(attention_mask.tolist(), labels.tolist()):
+        real = [c for c, m in enumerate(mask_row) if m]
+        if not real or real[-1] - real[0] + 1 != len(real):
+            return None
+        scored = next((c for c in real if label_row[c] != -100), real[-1] + 1)
+        if scored <= real[0]:
+            return None
+        spans.append((real[0], len(real), scored))
+    return spans
+
+
+def shared_fused_forward(forward, input_ids, attention_mask, labels, **extra):
+    """TRL's fused-LM-head output (``forward`` is the model's patched forward) for rows whose
+    prompts (the tokens before each row's first scored label) begin alike — a DPO pair's
+    chosen and rejected rows — with each shared prefix run once; the per-token fields in
+    the rows' own layout, so the caller cannot tell. None where sharing does not pay."""
+    import torch
+    from playpen.rollouts.decoding import cache_kwarg, plan_prefixes
+    if extra or input_ids.size(0) < 2:
+        return None
+    spans = _row_spans(attention_mask, labels)
+    if spans is None:
+        return None
+    prompts = [input_ids[r, start:scored].tolist() for r, (start, _, scored) in enumerate(spans)]
+    found = plan_prefixes(prompts)
+    groups = [(prefix, rows) for prefix, rows in found.groups if prefix > 0]
+    if not groups:
+        return None
+    prefix_of = {r: p for p, rows in found.groups for r in rows}
+    rows, width = input_ids.size(0), input_ids.size(1)
+    head = max(prefix for prefix, _ in groups)
+    tail = max(n - prefix_of[r] for r, (_, n, _) in enumerate(spans))
+    if len(groups) * head + rows * tail > (1 - MIN_SAVED_SHARE) * rows * width:
+        return None
+    device = input_ids.device
+    head_ids = torch.zeros((len(groups), head), dtype=input_ids.dtype, device=device)
+    head_mask = torch.zeros((len(groups), head), dtype=attention_mask.dtype, device=device)
+    group_of = [0] * rows
+    for g, (prefix, members) in enumerate(groups):
+        start = spans[members[0]][0]
+        head_ids[g, head - prefix:] = input_ids[members[0], start:start + prefix]
+        head_mask[g, head - prefix:] = 1
+        for r in members:
+            group_of[r] = g
+    # every row: [the rest of its tokens][padding], its labels alike
+    tail_ids = torch.zeros((rows, tail), dtype=input_ids.dtype, device=device)
+    tail_mask = torch.zeros((rows, tail), dtype=attention_mask.dtype, device=device)
+    tail_labels = torch.full((rows, tail), -100, dtype=labels.dtype, device=device)
+    for r, (start, n, _) in enumerate(spans):
+        begin, count = start + prefix_of[r], n - prefix_of[r]
+        tail_ids[r, :count] = input_ids[r, begin:start + n]
+        tail_mask[r, :count] = 1
+        tail_labels[r, :count] = labels[r, begin:start + n]
+    positions = (head_mask.long().cumsum(-1) - 1).clamp(min=0)
+    out = forward(input_ids=head_ids, attention_mask=head_mask, position_ids=positions, use_cache=True,
+                  logits_to_keep=1)
+    cache = _cache_of(out)
+    if cache is None or not hasattr(cache, "batch_select_indices"):
+        return None
+    cache.batch_select_indices(torch.tensor(group_of, device=device))
+    has_prefix = torch.tensor([prefix_of[r] > 0 for r in range(rows)], dtype=head_mask.dtype, device=device)
+    full_mask = torch.cat([head_mask[group_of] * has_prefix.unsqueeze(1), tail_mask], dim=1)
+    tail_positions = torch.tensor([prefix_of[r] for r in range(rows)], device=device).unsqueeze(1) + \
+        torch.arange(tail, device=device).unsqueeze(0)
+    shared = forward(input_ids=tail_ids, attention_mask=full_mask, position_ids=tail_positions,
+                     labels=tail_labels, fused_lm_head=True, **{cache_kwarg_of(forward, cache_kwarg): cache})
+    # back to the rows' layout: the shared output's column j scores the row's token at
+    # start + prefix + j + 1, i.e. column start + prefix + j of the usual (shifted) output
+    fields = {}
+    for name in PER_TOKEN_FIELDS:
+        value = getattr(shared, name, None)
+        if value is None:
+            fields[name] = None
+            continue
+        placed = value.new_zeros((rows, width - 1))
+        for r, (start, n, _) in enumerate(spans):
+            offset = start + prefix_of[r]
+            count = min(tail - 1, width - 1 - offset)
+            placed[r, offset:offset + count] = value[r, :count]
+        fields[name] = placed
+    label_mask = labels[:, 1:] != -100
+    loss = -fields["log_probs"].sum() / label_mask.sum().clamp(min=1)
+    return type(shared)(loss=loss, label_mask=label_mask, aux_loss=None, **fields)
+
+
+def cache_kwarg_of(forward, cache_kwarg) -> str:
+    """The cache keyword of the model whose (patched) forward this is."""
+    owner = getattr(forward, "__self__", None)
+    return cache_kwarg(owner) if owner is not None else "past_key_values"
+
+
+class share_prompt_passes:
+    """While active, ``model``'s fused-LM-head calls (TRL's DPO passes, the policy's and the
+    reference's) run the prompt tokens that their rows share once (:func:`shared_fused_forward`);
+    other calls pass through. ``model``: a PEFT model or a model patched by TRL's
+    ``add_fused_lm_head``."""
+
+    def __init__(self, model):
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        self.base = base
+        self.original = base.__dict__.get("forward")  # TRL's patched forward (an instance attribute)
+        self.training_rows = 0  # rows that ran shared with gradients (the training pass, not the reference's)
+
+    def __enter__(self):
+        import torch
+        original = self.original
+        if original is None:
+            return self
+
+        def forward(*args, fused_lm_head=False, labels=None, **kwargs):
+            if fused_lm_head and labels is not None and not args:
+                ids, mask = kwargs.pop("input_ids", None), kwargs.pop("attention_mask", None)
+                kwargs.pop("use_cache", None)
+                if ids is not None and mask is not None:  # PEFT adds inputs_embeds=None and the like
+                    out = shared_fused_forward(original, ids, mask, labels,
+                                               **{k: v for k, v in kwargs.items() if v is not None})
+                    if out is not None:
+                        if torch.is_grad_enabled():
+                            self.training_rows += ids.size(0)
+                        return out
+                kwargs.update(input_ids=ids, attention_mask=mask)
+            return original(*args, fused_lm_head=fused_lm_head, labels=labels, **kwargs)
+
+        self.base.forward = forward
+        return self
+
+    def __exit__(self, *exc):
+        if self.original is not None:
+            self.base.forward = self.original
+        return False
