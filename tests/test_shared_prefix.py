@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from playpen.training.shared_prefix import plan, shared_prefix_logps
-from test_grpo import yesno_model_dir  # noqa: F401  (a fixture: the tiny model that says yes or no)
+from test_grpo import toy_workspace, yesno_model_dir  # noqa: F401  (fixtures: the toy games, tiny-yesno)
 
 
 def _model(tiny_model_dir):
@@ -184,28 +184,17 @@ def test_rows_by_prompt_puts_rows_of_alike_prompts_together():
 
 # ----------------------------------------------------------------------------- in a GRPO run
 
-def test_a_grpo_run_with_shared_prompts_trains_the_same_adapter(tmp_path, monkeypatch, tiny_workspace,
-                                                                 yesno_model_dir):
+def test_a_grpo_run_with_shared_prompts_trains_the_same_adapter(tmp_path, toy_workspace):
     """The same seeded GRPO run twice, --share-prompts on and off (micro-batches of a group,
     with the KL term's reference pass): the rows of a group shared their prompt, step 1's loss
     and gradient norm are equal, and the adapters after it agree."""
     import json
-    import shutil
     from pathlib import Path
 
     from click.testing import CliRunner
     from safetensors.torch import load_file
 
     from playpen.cli import cli
-    toygames = Path(__file__).parent / "toygames"
-    games = tiny_workspace / "toygames"
-    shutil.copytree(toygames / "sayword", games / "sayword")
-    (games / "sayword" / "in" / "instances.json").write_text(json.dumps({"experiments": [
-        {"name": "words", "game_instances": [{"game_id": i, "word": "yes"} for i in range(4)]}]}))
-    entries = json.loads((tiny_workspace / "model_registry.json").read_text())
-    entries.append({**entries[0], "model_name": "tiny-yesno", "huggingface_id": str(yesno_model_dir)})
-    (tiny_workspace / "model_registry.json").write_text(json.dumps(entries))
-    (tiny_workspace / "game_registry.json").write_text(json.dumps([{"benchmark_path": str(games)}]))
     trainer = Path(__file__).resolve().parents[1] / "examples" / "trl" / "grpo_trainer_lora_sp.py"
     adapters, logs = {}, {}
     for share in ("true", "false"):
