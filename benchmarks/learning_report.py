@@ -99,10 +99,12 @@ def load_results(out: Path, names) -> dict:
             found = sorted((Path(out) / "learning" / "results").glob(pattern))
             if not found:
                 continue
-            if wants_rate and attacker_win_rate(found[0]) is not None:
-                row["win_rate"], changed = attacker_win_rate(found[0]), True
-            if "scores" not in row and episode_scores(found[0]):
-                row["scores"], changed = episode_scores(found[0]), True
+            rate = attacker_win_rate(found[0]) if wants_rate else None
+            if rate is not None:
+                row["win_rate"], changed = rate, True
+            scores = episode_scores(found[0]) if "scores" not in row else None
+            if scores:
+                row["scores"], changed = scores, True
         if changed:
             path.write_text(json.dumps(data, indent=2) + "\n")
     return results

@@ -163,7 +163,7 @@ def grpo_trainer_class():
             plain = functools.partial(super()._get_per_token_logps_and_entropies, model,
                                       compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra)
             if not self.share_prompts or compute_aux_loss or any(v is not None for v in extra.values()) \
-                    or _checkpointing(model) or self.accelerator.num_processes > 1:
+                    or self.args.activation_checkpointing or self.accelerator.num_processes > 1:
                 return plain(input_ids, attention_mask, logits_to_keep, batch_size)
             from playpen.training.shared_prefix import shared_prefix_logps
             batch_size = batch_size or input_ids.size(0)
@@ -250,24 +250,13 @@ def rows_by_prompt(batch: dict) -> dict:
     return {key: permute(value) for key, value in batch.items()}
 
 
-def _checkpointing(model) -> bool:
-    """Whether activation checkpointing is on (it recomputes layers without their caches)."""
-    for module in (model, getattr(model, "base_model", None), getattr(model, "module", None)):
-        if module is None:
-            continue
-        name = "is_activation_checkpointing" if hasattr(module, "is_activation_checkpointing") \
-            else "is_gradient_checkpointing"  # transformers < 5.24
-        if getattr(module, name, False):
-            return True
-    return False
-
-
 @dataclass
 class GRPOStepOptions:
     """How a GRPO step runs its trajectories (memory against time; the step's result is the same)."""
 
     micro_batch_size: int = option(1, "trajectories per forward and backward pass (gradients are accumulated over "
-                                      "the step's micro-batches; more = more memory, hardly faster on a CPU)")
+                                      "the step's micro-batches; more = more memory; on a CPU faster only with --share-prompts, "
+                                      "when its rows share their prompt)")
     share_prompts: bool = option(True, "rows of a micro-batch whose prompts begin alike (a group's episodes up to "
                                        "the learner's first reply) run the shared tokens once, in the training and "
                                        "the reference pass: same gradients, less time and memory; needs "

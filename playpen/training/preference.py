@@ -151,11 +151,6 @@ def dpo_args(cfg, run_dir, plan, seed: int, report_to: Any) -> Any:
         ignore_data_skip=plan.ignore_data_skip, **batch, **lifecycle.precision_kwargs())
 
 
-def torch_grad_enabled() -> bool:
-    import torch
-    return torch.is_grad_enabled()
-
-
 @functools.lru_cache(maxsize=1)
 def dpo_trainer_class():
     """TRL's ``DPOTrainer`` taking datasets of token ids as they are."""
@@ -185,7 +180,7 @@ def dpo_trainer_class():
         def _compute_loss(self, model, inputs, return_outputs):
             with self._sharing() as sharing:
                 out = super()._compute_loss(model, inputs, return_outputs)
-            if sharing is not None and torch_grad_enabled():
+            if sharing is not None:  # (the context counts only passes with gradients)
                 self.shared_prompt_rows += sharing.training_rows
             return out
 

@@ -225,7 +225,7 @@ def shared_fused_forward(forward, input_ids, attention_mask, labels, **extra):
     tail_positions = torch.tensor([prefix_of[r] for r in range(rows)], device=device).unsqueeze(1) + \
         torch.arange(tail, device=device).unsqueeze(0)
     shared = forward(input_ids=tail_ids, attention_mask=full_mask, position_ids=tail_positions,
-                     labels=tail_labels, fused_lm_head=True, **{cache_kwarg_of(forward, cache_kwarg): cache})
+                     labels=tail_labels, fused_lm_head=True, **{cache_kwarg(forward.__self__): cache})
     # back to the rows' layout: the shared output's column j scores the row's token at
     # start + prefix + j + 1, i.e. column start + prefix + j of the usual (shifted) output
     fields = {}
@@ -243,12 +243,6 @@ def shared_fused_forward(forward, input_ids, attention_mask, labels, **extra):
     label_mask = labels[:, 1:] != -100
     loss = -fields["log_probs"].sum() / label_mask.sum().clamp(min=1)
     return type(shared)(loss=loss, label_mask=label_mask, aux_loss=None, **fields)
-
-
-def cache_kwarg_of(forward, cache_kwarg) -> str:
-    """The cache keyword of the model whose (patched) forward this is."""
-    owner = getattr(forward, "__self__", None)
-    return cache_kwarg(owner) if owner is not None else "past_key_values"
 
 
 class share_prompt_passes:
