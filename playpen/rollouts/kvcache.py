@@ -211,11 +211,33 @@ def generate_cached(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]]
                     logits[r], full[r] = row_logits, layers
             del known
             # 4. decode, all rows together; a row leaves at its EOS or its budget
-            return _decode(model, tokenizer, prompts, torch.stack(logits), full, sampling, budgets, adapters,
-                           store, conversations, owners)
+            decode = _decode
+            if use_static_engine(model, sampling, adapters):
+                from playpen.inference.static import static_decoder
+                decode = static_decoder(model).decode
+            return decode(model, tokenizer, prompts, torch.stack(logits), full, sampling, budgets, adapters,
+                          store, conversations, owners)
     finally:
         if was_training:
             model.train()
+
+
+ENGINES = ("auto", "static", "dynamic")
+
+
+def use_static_engine(model: Any, sampling: SamplingConfig, adapters: list) -> bool:
+    """Whether ``sampling.engine`` picks :mod:`playpen.inference.static` for these rows."""
+    from playpen.inference.static import supports_static_decoding
+    engine = getattr(sampling, "engine", "auto")
+    if engine not in ENGINES:
+        raise ValueError(f"unknown decoding engine {engine!r}; valid: {', '.join(ENGINES)}")
+    if engine == "dynamic":
+        return False
+    if engine == "auto":
+        from playpen.rollouts.decoding import device_of
+        if device_of(model).type != "cuda":
+            return False
+    return supports_static_decoding(model, adapters)
 
 
 def _chunks(lengths: list[int], max_rows: int) -> list[list[int]]:
