@@ -180,6 +180,7 @@ class StaticDecoder:
         self.steps: dict[tuple[int, int], _Step] = {}
         self.pool = None
         self.num_captures = 0
+        self.capture_error: Optional[str] = None
 
     def release(self) -> None:
         self.keys, self.values, self.steps, self.capacity, self.pool = [], [], {}, (0, 0), None
@@ -208,8 +209,18 @@ class StaticDecoder:
         if step is None:
             step = self.steps[key] = _Step(self, rows, columns, adapter)
             if self.graphs:
-                step.capture(self.pool)
-                self.num_captures += 1
+                try:
+                    step.capture(self.pool)
+                    self.num_captures += 1
+                except Exception as error:  # noqa: BLE001 - a model whose forward cannot be captured
+                    # (a host sync or a data-dependent shape in its code): the same steps, uncaptured
+                    import warnings
+                    self.capture_error = f"{type(error).__name__}: {error}"
+                    warnings.warn(f"playpen: decoding without CUDA graphs, the model's step could not be "
+                                  f"captured ({self.capture_error})", stacklevel=2)
+                    self.graphs = False
+                    self.steps = {key: _Step(self, rows, columns, adapter)}
+                    step = self.steps[key]
         return step
 
     def decode(self, model, tokenizer, prompts: list, logits, full: list, sampling, budgets: list,
