@@ -175,6 +175,12 @@ def decode(model, tokenizer, args, device, weights_bytes: int, bandwidth_gbs) ->
             return time.perf_counter() - start, gens
 
         call(args.new_tokens)  # warm-up: kernels, allocator, captured steps
+        if args.profile and device.type == "cuda":
+            from torch.profiler import ProfilerActivity, profile
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                call(args.new_tokens)
+            print(f"[scale] profile of one {engine} call:\n" + prof.key_averages().table(
+                sort_by="cuda_time_total", row_limit=18, max_name_column_width=60), flush=True)
         reset_peak(device)
         prefill_s, _ = call(1)
         total_s, gens = call(args.new_tokens)
@@ -293,7 +299,11 @@ def measure_shape(shape: str, tokenizer, args, device, dtype, facts: dict, games
            "weights_gb": round(weights / 2**30, 2), "kv_bytes_per_token": kv_bytes_per_token(model)}
     print(f"[scale] {shape}: {out['parameters_m']} M parameters, {facts['device']}", flush=True)
     out["decode"] = decode(model, tokenizer, args, device, weights, facts.get("bandwidth_gbs"))
-    print(f"[scale] {shape} decode: {json.dumps({k: v for k, v in out['decode'].items() if k != 'tokens'})}", flush=True)
+    from playpen.inference.static import static_decoder
+    shown = {engine: {k: v for k, v in row.items() if k != "tokens"} if isinstance(row, dict) else row
+             for engine, row in out["decode"].items()}
+    print(f"[scale] {shape} decode: {json.dumps(shown)}; captured steps {static_decoder(model).num_captures}, "
+          f"capture error: {static_decoder(model).capture_error}", flush=True)
     out["rollout"] = {}
     for engine in ENGINES:
         rollout_episodes(model, tokenizer, args, device, games_dir, engine, episodes=2)  # warm-up
@@ -335,7 +345,6 @@ def measure_shape(shape: str, tokenizer, args, device, dtype, facts: dict, games
                    "backward_s": step_pass["backward_s"], "optimizer_s": step_pass["optimizer_s"],
                    "ratio": round(step_s / parts, 3), "peak_gb": peak_gb(device)}
     print(f"[scale] {shape} step: {json.dumps(out['step'])}", flush=True)
-    from playpen.inference.static import static_decoder
     out["static_captures"] = static_decoder(model).num_captures
     out["static_capture_error"] = static_decoder(model).capture_error
     del model, optimizer
@@ -372,6 +381,7 @@ def main(argv=None) -> int:
     parser.add_argument("--lora-rank", type=int, default=16)
     parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the embedded model's)")
     parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"))
+    parser.add_argument("--profile", action="store_true", help="print torch.profiler's table of each decode call")
     parser.add_argument("--quick", action="store_true", help="CPU smoke test: the tiny shape, a few rows, greedy")
     args = parser.parse_args(argv)
     import torch

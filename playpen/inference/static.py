@@ -214,8 +214,11 @@ class StaticDecoder:
                     self.num_captures += 1
                 except Exception as error:  # noqa: BLE001 - a model whose forward cannot be captured
                     # (a host sync or a data-dependent shape in its code): the same steps, uncaptured
+                    import traceback
                     import warnings
-                    self.capture_error = f"{type(error).__name__}: {error}"
+                    where = traceback.extract_tb(error.__traceback__)[-3:]
+                    self.capture_error = f"{type(error).__name__}: {error} (at " + " < ".join(
+                        f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno}" for frame in reversed(where)) + ")"
                     warnings.warn(f"playpen: decoding without CUDA graphs, the model's step could not be "
                                   f"captured ({self.capture_error})", stacklevel=2)
                     self.graphs = False
