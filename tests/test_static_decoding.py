@@ -85,7 +85,7 @@ def test_rows_leave_and_the_rest_move_to_smaller_buckets(tiny_pair):
         assert len(gen.token_ids) == budget
     # the row with a budget of 1 ends at its first token, before any step: 4 rows in the bucket of 4,
     # then 3 (still 4), 2 after the budget of 3, 1 after the budget of 5
-    assert sorted({rows for rows, _, _ in decoder.steps}) == [1, 2, 4]
+    assert sorted({key[0] for key in decoder.steps}) == [1, 2, 4]
 
 
 def test_sampled_logprobs_are_those_of_the_sampling_distribution(tiny_pair):
@@ -190,3 +190,38 @@ def test_captured_steps_on_cuda_match_the_dynamic_loop(tiny_model_dir):
     decoder = static_decoder(model)
     assert decoder.graphs and decoder.num_captures >= 1
     assert all(step.graph is not None for step in decoder.steps.values())
+
+
+def test_merged_adapter_decodes_like_peft_and_leaves_the_weights_alone(tiny_model_dir):
+    """Merged decoding (the GPU default): the adapter folded into a copy of the weights for
+    the steps; the same tokens as peft's own path, refreshed when the adapter changes, and
+    the model's weights and adapter switches as they were."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    torch.manual_seed(0)
+    config = LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", init_lora_weights=False)
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir), config, adapter_name="alice")
+    model.add_adapter("bob", config)
+    decoder = static_decoder(model, graphs=False, merge_lora=True)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    # (peft's mixed-batch path may re-seat the LoRA weights as views of stacks; the base stays put)
+    pointers = {n: p.data_ptr() for n, p in model.named_parameters() if "lora_" not in n}
+    prompts = _prompts(tokenizer, ("a", "b", "c"))
+    for adapter in ("bob", "alice", "__base__"):
+        plain = generate(model, tokenizer, prompts, DYNAMIC, adapter_names=[adapter] * 3)
+        static = generate(model, tokenizer, prompts, STATIC, adapter_names=[adapter] * 3, cache=KVCacheStore(10**9),
+                          conversations=[0, 1, 2])
+        _assert_same(plain, static)
+        assert decoder.merge and decoder.merged_adapter == adapter and len(decoder.lora) == 14  # 2 layers x 7
+    # the adapter trains between calls: the next call merges the new weights
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B.bob" in name:
+                param.mul_(-3.0)
+    plain = generate(model, tokenizer, prompts, DYNAMIC, adapter_names=["bob"] * 3)
+    _assert_same(plain, generate(model, tokenizer, prompts, STATIC, adapter_names=["bob"] * 3,
+                                 cache=KVCacheStore(10**9), conversations=[0, 1, 2]))
+    assert {n: p.data_ptr() for n, p in model.named_parameters() if "lora_" not in n} == pointers
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters() if "lora_B.bob" not in n)
+    assert not any(m._disable_adapters for m in model.modules() if hasattr(m, "_disable_adapters"))

@@ -22,6 +22,13 @@ fast tests compare token for token with the dynamic-cache loop of
 :mod:`playpen.rollouts.kvcache`. Sampling, logprobs and stopping are that loop's own
 (:func:`playpen.rollouts.kvcache._choose`), applied to the replayed step's logits.
 
+A peft model's LoRA adapter is merged into a copy of the weights it adapts for decoding
+(on a GPU by default): unmerged, every adapted linear layer adds five small kernels (casts,
+two rank-r products, a scale, an add) to each step, and at 1.7B those ~1,000 tiny kernels
+per step, not the weights' bytes, bounded the captured steps. The copy is refreshed from
+the current weights at every call (the adapter trains between calls); the merged product
+is rounded once to the weights' dtype, as a serving engine's merged adapter is.
+
 Rows of several LoRA adapters in one batch (peft's mixed-batch inference chooses its
 kernels per call from the rows' adapter names) and attention implementations other than
 ``sdpa``/``eager`` (which take no 4-D mask) use the dynamic loop:
@@ -123,8 +130,10 @@ class _Step:
             mask = mask.masked_fill(~visible, torch.finfo(decoder.dtype).min)
         else:
             mask = visible
-        out = decoder.model(input_ids=self.ids, attention_mask=mask, position_ids=self.positions[:, None],
-                            use_cache=True, logits_to_keep=1, **{cache_kwarg(decoder.model): self.cache}, **self.extra)
+        with decoder.merged():
+            out = decoder.model(input_ids=self.ids, attention_mask=mask, position_ids=self.positions[:, None],
+                                use_cache=True, logits_to_keep=1, **{cache_kwarg(decoder.model): self.cache},
+                                **({} if decoder.merge else self.extra))
         return out.logits[:, -1]
 
     def capture(self, pool) -> None:
@@ -167,11 +176,15 @@ class StaticDecoder:
     call needs more rows or columns (every captured step is then dropped and re-captured);
     :meth:`release` frees them (e.g. before a memory-hungry training pass)."""
 
-    def __init__(self, model: Any, graphs: Optional[bool] = None):
+    def __init__(self, model: Any, graphs: Optional[bool] = None, merge_lora: Optional[bool] = None):
         from playpen.rollouts.decoding import device_of
         self.model = model
         self.device = device_of(model)
         self.graphs = self.device.type == "cuda" if graphs is None else bool(graphs)
+        self.merge_lora = self.graphs if merge_lora is None else bool(merge_lora)
+        self.merge = False  # this call's rows decode with merged weights
+        self.lora: list = []  # (peft LoRA layer, adapter name, merged weight buffer)
+        self.merged_adapter: Optional[str] = None
         self.additive_mask = getattr(model.config, "_attn_implementation", "eager") == "eager"
         self.keys: list = []
         self.values: list = []
@@ -184,6 +197,68 @@ class StaticDecoder:
 
     def release(self) -> None:
         self.keys, self.values, self.steps, self.capacity, self.pool = [], [], {}, (0, 0), None
+        self.lora, self.merged_adapter = [], None
+
+    def _merge(self, adapter: Optional[str]) -> bool:
+        """Refresh the merged weights of ``adapter`` (None: each layer's active adapter;
+        ``__base__``: none) from the current weights; False where the adapters cannot be
+        merged (DoRA, several active adapters, LoRA on other than linear layers): the rows
+        then take peft's own path. Captured steps read the buffers, so a refresh in place is
+        all a new call needs."""
+        import torch
+        try:
+            from peft.tuners.lora import Linear as LoraLinear
+            from peft.tuners.lora import LoraLayer
+        except ImportError:  # no peft: a plain model has nothing to merge
+            return False
+        layers = [m for m in self.model.modules() if isinstance(m, LoraLayer)]
+        if not layers:
+            return False
+        names = []
+        for module in layers:
+            name = adapter if adapter is not None else (module.active_adapters[0] if len(module.active_adapters) == 1
+                                                        else None)
+            if name is None or not isinstance(module, LoraLinear) or module.merged \
+                    or (name != "__base__" and (name not in module.lora_A or module.use_dora.get(name))):
+                return False
+            names.append(name)
+        if self.lora and (len(self.lora) != len(layers) or any(a is not b for (a, _, _), b in zip(self.lora, layers))):
+            self.release()  # another set of layers: the captured steps read the old buffers
+        if not self.lora:
+            self.lora = [(m, n, torch.empty_like(m.get_base_layer().weight)) for m, n in zip(layers, names)]
+        elif [n for _, n, _ in self.lora] != names:
+            self.lora = [(m, n, buffer) for (m, _, buffer), n in zip(self.lora, names)]
+        with torch.no_grad():
+            for module, name, buffer in self.lora:
+                buffer.copy_(module.get_base_layer().weight)
+                if name != "__base__":
+                    buffer.add_(module.get_delta_weight(name).to(buffer.dtype))
+        self.merged_adapter = adapter
+        return True
+
+    def merged(self):
+        """While active: the adapted layers' base weights are the merged buffers and their
+        adapters are off (a no-op unless this call merges)."""
+        from contextlib import contextmanager
+
+        @contextmanager
+        def swapped():
+            if not self.merge:
+                yield
+                return
+            saved = []
+            try:
+                for module, _, buffer in self.lora:
+                    base = module.get_base_layer()
+                    saved.append((module, base, base.weight.data, module._disable_adapters))
+                    base.weight.data = buffer
+                    module._disable_adapters = True
+                yield
+            finally:
+                for module, base, weight, disabled in saved:
+                    base.weight.data = weight
+                    module._disable_adapters = disabled
+        return swapped()
 
     def _ensure(self, rows: int, columns: int, reference: list) -> None:
         """Buffers of at least ``rows`` x ``columns``, shaped and typed like ``reference``
@@ -204,7 +279,7 @@ class StaticDecoder:
             self.pool = torch.cuda.graph_pool_handle()
 
     def _step(self, rows: int, columns: int, adapter: Optional[str]) -> _Step:
-        key = (rows, columns, adapter)
+        key = (rows, columns, adapter, self.merge)
         step = self.steps.get(key)
         if step is None:
             step = self.steps[key] = _Step(self, rows, columns, adapter)
@@ -240,6 +315,7 @@ class StaticDecoder:
         n = len(prompts)
         need = max(len(p) + b for p, b in zip(prompts, budgets))
         self._ensure(_bucket_rows(n), _bucket_columns(need), full[0])
+        self.merge = self.merge_lora and self._merge(adapters[0])
         for slot, layers in enumerate(full):
             length = len(prompts[slot])
             for index, (k, v) in enumerate(layers):
@@ -293,11 +369,12 @@ class StaticDecoder:
 _DECODERS: "weakref.WeakKeyDictionary[Any, StaticDecoder]" = weakref.WeakKeyDictionary()
 
 
-def static_decoder(model: Any, graphs: Optional[bool] = None) -> StaticDecoder:
+def static_decoder(model: Any, graphs: Optional[bool] = None, merge_lora: Optional[bool] = None) -> StaticDecoder:
     """The model's :class:`StaticDecoder` (one per model object, kept while it lives)."""
     decoder = _DECODERS.get(model)
-    if decoder is None or (graphs is not None and decoder.graphs != bool(graphs)):
-        decoder = _DECODERS[model] = StaticDecoder(model, graphs)
+    if decoder is None or (graphs is not None and decoder.graphs != bool(graphs)) \
+            or (merge_lora is not None and decoder.merge_lora != bool(merge_lora)):
+        decoder = _DECODERS[model] = StaticDecoder(model, graphs, merge_lora)
     return decoder
 
 
