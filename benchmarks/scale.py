@@ -376,7 +376,9 @@ def main(argv=None) -> int:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=4, help="learner turns per recall episode")
     parser.add_argument("--turn-tokens", type=int, default=64, help="tokens per recall turn")
-    parser.add_argument("--train-rows", type=int, default=0, help="rows per forward/backward (0: all at once)")
+    parser.add_argument("--train-rows", type=int, default=16,
+                        help="rows per forward/backward (0: all at once; 64 rows of the 1.7B shape need more than "
+                             "the H200's 140 GB of activations without checkpointing)")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--lora-rank", type=int, default=16)
     parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the embedded model's)")
@@ -388,7 +390,7 @@ def main(argv=None) -> int:
     from transformers import AutoTokenizer
     if args.quick:
         args.shapes, args.rows, args.prompt_tokens, args.new_tokens = "tiny", 4, 24, 6
-        args.rounds, args.turn_tokens, args.temperature = 2, 5, 0.0
+        args.rounds, args.turn_tokens, args.temperature, args.train_rows = 2, 5, 0.0, 0
     unknown = [s for s in args.shapes.split(",") if s not in SHAPES]
     if unknown:
         parser.error(f"unknown shape(s) {', '.join(unknown)}; valid: {', '.join(SHAPES)}")

@@ -308,7 +308,7 @@ class StaticDecoder:
         finished rows' caches go to ``store``; ``adapters``: the rows' peft adapter (one name
         for all); returns one Generation per prompt."""
         import torch
-        from playpen.rollouts.decoding import Generation, eos_token_ids
+        from playpen.rollouts.decoding import Generation, check_finite_scores, eos_token_ids
         from playpen.rollouts.kvcache import _choose
         eos = set(eos_token_ids(model, tokenizer))
         temperature = sampling.temperature if sampling.temperature and sampling.temperature > 0 else 1.0
@@ -327,9 +327,13 @@ class StaticDecoder:
         tokens_of: list[list[int]] = [[] for _ in range(n)]
         logprobs_of: list[list[float]] = [[] for _ in range(n)]
         while True:
-            chosen = _choose(logits, sampling)
+            chosen = _choose(logits, sampling, check_finite=False)
             logprobs = torch.log_softmax(logits / temperature, dim=-1).gather(1, chosen[:, None]).squeeze(1)
-            both = torch.stack([chosen.to(logprobs.dtype), logprobs]).cpu()
+            # one host sync a step: the tokens, their logprobs and whether any logit was NaN
+            both = torch.stack([chosen.to(logprobs.dtype), logprobs,
+                                torch.isnan(logits).any(-1).to(logprobs.dtype)]).cpu()
+            if bool(both[2].any()):
+                check_finite_scores(logits)  # raises DivergedModelError
             keep = []
             for s, (token, logprob) in enumerate(zip(both[0].long().tolist(), both[1].tolist())):
                 r = slots[s]
