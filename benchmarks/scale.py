@@ -117,7 +117,7 @@ def device_facts(device) -> dict:
             "datasheet_bf16_tflops": datasheet}
 
 
-def build(shape: str, tokenizer, device, dtype, lora_rank: int):
+def build(shape: str, tokenizer, device, dtype, lora_rank: int, lora_fp32: bool = True):
     """A random-weight model of ``shape`` with a LoRA adapter (every linear layer)."""
     import torch
     from peft import LoraConfig, get_peft_model
@@ -132,7 +132,8 @@ def build(shape: str, tokenizer, device, dtype, lora_rank: int):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     lora = LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0, target_modules="all-linear")
-    model = get_peft_model(model, lora)
+    # peft keeps adapters in fp32 by default (autocast_adapter_dtype); --lora-bf16: the model's dtype
+    model = get_peft_model(model, lora, autocast_adapter_dtype=lora_fp32)
     return model
 
 
@@ -161,7 +162,7 @@ def decode(model, tokenizer, args, device, weights_bytes: int, bandwidth_gbs) ->
     prompts = [[rng.randrange(100, len(tokenizer) - 100) for _ in range(args.prompt_tokens + 8 * (i % 16))]
                for i in range(args.rows)]
     out = {}
-    for engine in ENGINES:
+    for engine in args.engine_list:
         sampling = SamplingConfig(temperature=args.temperature, max_new_tokens=args.new_tokens, engine=engine,
                                   max_batch_size=args.rows)
 
@@ -175,7 +176,7 @@ def decode(model, tokenizer, args, device, weights_bytes: int, bandwidth_gbs) ->
             return time.perf_counter() - start, gens
 
         call(args.new_tokens)  # warm-up: kernels, allocator, captured steps
-        if args.profile and device.type == "cuda":
+        if args.profile and device.type == "cuda" and engine == "static":
             from torch.profiler import ProfilerActivity, profile
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 call(args.new_tokens)
@@ -199,7 +200,8 @@ def decode(model, tokenizer, args, device, weights_bytes: int, bandwidth_gbs) ->
             row["bound_s"] = round(read / (bandwidth_gbs * 1e9), 4)
             row["of_bound"] = round(row["bound_s"] / decode_s, 3)
         out[engine] = row
-    out["speedup"] = round(out["static"]["decode_tok_s"] / out["dynamic"]["decode_tok_s"], 2)
+    if len(out) == 2:
+        out["speedup"] = round(out["static"]["decode_tok_s"] / out["dynamic"]["decode_tok_s"], 2)
     return out
 
 
@@ -292,7 +294,7 @@ def model_flops(model, passed: dict) -> float:
 
 def measure_shape(shape: str, tokenizer, args, device, dtype, facts: dict, games_dir: Path) -> dict:
     import torch
-    model = build(shape, tokenizer, device, dtype, args.lora_rank)
+    model = build(shape, tokenizer, device, dtype, args.lora_rank, not args.lora_bf16)
     model.eval()
     weights, body, lora = parameter_bytes(model)
     out = {"shape": shape, "parameters_m": round((body + lora + model.get_input_embeddings().weight.numel()) / 1e6, 1),
@@ -305,7 +307,7 @@ def measure_shape(shape: str, tokenizer, args, device, dtype, facts: dict, games
     print(f"[scale] {shape} decode: {json.dumps(shown)}; captured steps {static_decoder(model).num_captures}, "
           f"capture error: {static_decoder(model).capture_error}", flush=True)
     out["rollout"] = {}
-    for engine in ENGINES:
+    for engine in args.engine_list:
         rollout_episodes(model, tokenizer, args, device, games_dir, engine, episodes=2)  # warm-up
         reset_peak(device)
         seconds, result = rollout_episodes(model, tokenizer, args, device, games_dir, engine)
@@ -319,8 +321,7 @@ def measure_shape(shape: str, tokenizer, args, device, dtype, facts: dict, games
         trajectories = result.trajectories
     print(f"[scale] {shape} rollout: {json.dumps(out['rollout'])}", flush=True)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
-    train_pass(model, trajectories[:2], argparse.Namespace(**{**vars(args), "train_rows": 2}), device,
-               optimizer)  # warm-up
+    train_pass(model, trajectories, args, device, optimizer)  # warm-up: the same shapes (cuBLAS plans, allocator)
     reset_peak(device)
     passed = train_pass(model, trajectories, args, device, optimizer)
     passed["peak_gb"] = peak_gb(device)
@@ -357,7 +358,7 @@ def table(results: dict) -> str:
     lines = ["| shape | engine | decode tok/s | of bound | prefill tok/s | rollout tok/s | train tok/s | MFU | "
              "step / parts | peak GB |", "|---|---|---|---|---|---|---|---|---|---|"]
     for shape in results["shapes"]:
-        for engine in ENGINES:
+        for engine in [e for e in ENGINES if e in shape["decode"]]:
             d, r = shape["decode"][engine], shape["rollout"][engine]
             train = shape["train"] if engine == "static" else {}
             step = shape["step"] if engine == "static" else {}
@@ -383,6 +384,8 @@ def main(argv=None) -> int:
     parser.add_argument("--lora-rank", type=int, default=16)
     parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the embedded model's)")
     parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"))
+    parser.add_argument("--engines", default=",".join(ENGINES), help="engines to measure (dynamic,static)")
+    parser.add_argument("--lora-bf16", action="store_true", help="LoRA weights in bf16 (peft's default: fp32)")
     parser.add_argument("--profile", action="store_true", help="print torch.profiler's table of each decode call")
     parser.add_argument("--quick", action="store_true", help="CPU smoke test: the tiny shape, a few rows, greedy")
     args = parser.parse_args(argv)
@@ -391,6 +394,9 @@ def main(argv=None) -> int:
     if args.quick:
         args.shapes, args.rows, args.prompt_tokens, args.new_tokens = "tiny", 4, 24, 6
         args.rounds, args.turn_tokens, args.temperature, args.train_rows = 2, 5, 0.0, 0
+    args.engine_list = [e for e in args.engines.split(",") if e]
+    if not args.engine_list or any(e not in ENGINES for e in args.engine_list):
+        parser.error(f"--engines takes {', '.join(ENGINES)} (comma-separated), got {args.engines!r}")
     unknown = [s for s in args.shapes.split(",") if s not in SHAPES]
     if unknown:
         parser.error(f"unknown shape(s) {', '.join(unknown)}; valid: {', '.join(SHAPES)}")
