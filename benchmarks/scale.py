@@ -389,8 +389,6 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", action="store_true", help="print torch.profiler's table of each decode call")
     parser.add_argument("--quick", action="store_true", help="CPU smoke test: the tiny shape, a few rows, greedy")
     args = parser.parse_args(argv)
-    import torch
-    from transformers import AutoTokenizer
     if args.quick:
         args.shapes, args.rows, args.prompt_tokens, args.new_tokens = "tiny", 4, 24, 6
         args.rounds, args.turn_tokens, args.temperature, args.train_rows = 2, 5, 0.0, 0
@@ -400,6 +398,8 @@ def main(argv=None) -> int:
     unknown = [s for s in args.shapes.split(",") if s not in SHAPES]
     if unknown:
         parser.error(f"unknown shape(s) {', '.join(unknown)}; valid: {', '.join(SHAPES)}")
+    import torch
+    from transformers import AutoTokenizer
     if args.tokenizer is None:
         from playpen.default_model import prepare_default_model
         args.tokenizer = str(prepare_default_model())
