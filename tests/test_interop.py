@@ -4,16 +4,18 @@ Gymnasium wrappers and its OpenEnv server (`clem serve`), and the same stacks as
 programmatic players or by scripted agents; servers listen on 127.0.0.1 only, on a free port,
 and are asked over real HTTP (and clemcore's websocket client)."""
 import json
+import os
 import re
 import socket
 import subprocess
 import threading
+import sys
 import time
 import urllib.request
 
 import pytest
 
-from conftest import GAMES_DIR, clem_executable
+from conftest import GAMES_DIR, REPO_ROOT, clem_executable
 from rollout_helpers import TOYGAMES_DIR
 
 from playpen.envs.interop import gymnasium_env, openenv_app, pettingzoo_env
@@ -297,3 +299,49 @@ def test_a_broken_game_name_is_refused_before_serving(workspace):
     from playpen.errors import UnknownGameError
     with pytest.raises(UnknownGameError, match="unknown game 'tabo'"):
         openenv_app("tabo")
+
+
+def test_playpen_serve_rewards_a_legacy_game_and_writes_its_episodes(workspace):
+    port = free_port()
+    records = workspace / "served"
+    process = subprocess.Popen([sys.executable, "-m", "playpen", "serve", "-g", "countdown",
+                                "--port", str(port), "-r", str(records)], cwd=workspace,
+                               env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_healthy(base, alive=lambda: process.poll() is None)
+        scripted = countdown_bisection()
+        result = call(base, "/reset", {})
+        while not result["done"]:
+            result = call(base, "/step", {"action": {"response": scripted(result["observation"]["context"])}})
+        assert result["reward"] == 1.0
+    finally:
+        process.terminate()
+        output = process.communicate(timeout=30)[0]
+    assert f"serving countdown on http://127.0.0.1:{port}" in output
+    episodes = list(records.rglob("interactions.json"))
+    assert episodes and json.loads(episodes[0].read_text())["meta"]["game_name"] == "countdown"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-g", "taboo"], "game 'taboo': nobody plays player_1; give each an env agent"),
+    (["-g", "taboo", "-l", "player_2", "-e", "player_0=programmatic"], "has the seats player_0, player_1: no seat player_2"),
+    (["-g", "taboo", "-l", "player_1", "-e", "player_0"], "'player_0' is not SEAT=MODEL"),
+    (["-g", "taboo", "-l", "player_1", "-e", "player_0=no-such-model"], "unknown model 'no-such-model'"),
+])
+def test_playpen_serve_refuses_bad_seats_in_one_line(workspace, args, message):
+    from click.testing import CliRunner
+    from playpen.cli import cli
+    result = CliRunner().invoke(cli, ["serve", *args, "--port", str(free_port())])
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+
+
+def test_playpen_serve_refuses_a_busy_port(workspace):
+    from click.testing import CliRunner
+    from playpen.cli import cli
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        result = CliRunner().invoke(cli, ["serve", "-g", "wordle", "--port", str(busy.getsockname()[1])])
+    assert result.exit_code == 2 and "cannot listen on 127.0.0.1:" in result.output

@@ -35,6 +35,7 @@ from typing import Any, Callable, Optional
 from playpen.clem import clemgame, preserved_logging
 from playpen.envs.game import score_episode
 from playpen.envs.loading import cause
+from playpen.errors import RolloutError
 from playpen.outcomes import EpisodeOutcome, as_float, flag, outcome_of
 from playpen.registry import game_spec
 
@@ -44,7 +45,6 @@ with preserved_logging():
     from clemcore.clemgame.callbacks.base import GameBenchmarkCallback, GameBenchmarkCallbackList
     from clemcore.clemgame.envs.openenv.models import ClemGameAction, ClemGameObservation, ClemGameState
     from clemcore.clemgame.envs.openenv.server.environment import ClemGameEnvironment
-    from clemcore.clemgame.envs.pettingzoo import check_agent_mapping_for_training
     from clemcore.clemgame.envs.pettingzoo.master import GameMasterEnv
     from clemcore.clemgame.envs.pettingzoo.wrappers import (AECToGymWrapper, GameBenchmarkWrapper,
                                                             GameInstanceIteratorWrapper, SinglePlayerWrapper)
@@ -184,14 +184,28 @@ def env_agent(agent: Any, gen_args: Optional[dict] = None):
     raise TypeError(f"an env agent is a model name, a clemcore Model or a callable, not {type(agent).__name__}")
 
 
+def check_seats(game: str, learner_agent: str, env_agents: dict, instances: Optional[str] = None):
+    """Every seat of the game (``player_0..n-1``, n from its spec) played by the caller or an env
+    agent, and nothing else: one clear error before anything loads (clemcore asserts later)."""
+    seats = [f"player_{i}" for i in range(int(game_spec(game, instances).players))]
+    wrong = [agent for agent in (learner_agent, *env_agents) if agent not in seats]
+    if wrong:
+        raise RolloutError(f"game '{game}' has the seats {', '.join(seats)}: no seat {', '.join(wrong)}")
+    if learner_agent in env_agents:
+        raise RolloutError(f"seat {learner_agent} is the learner's: give the env agents the other seats")
+    empty = [seat for seat in seats if seat != learner_agent and seat not in env_agents]
+    if empty:
+        raise RolloutError(f"game '{game}': nobody plays {', '.join(empty)}; give each an env agent "
+                           f"(e.g. {empty[0]}=programmatic, or a registered model's name)")
+
+
 def gymnasium_env(game: str, *, learner_agent: str = "player_0", env_agents: Optional[dict] = None,
                   gen_args: Optional[dict] = None, **env_options):
     """A Gymnasium env in which the caller plays ``learner_agent`` and ``env_agents`` (agent id
     -> model name, clemcore ``Model`` or callable) play the other seats; ``env_options`` as for
     :func:`pettingzoo_env`. An observation is the newest message only: keep the history."""
+    check_seats(game, learner_agent, env_agents or {}, env_options.get("instances"))
     agents = {agent_id: env_agent(agent, gen_args) for agent_id, agent in (env_agents or {}).items()}
-    check_agent_mapping_for_training(game_spec(game, env_options.get("instances")),
-                                     {learner_agent: "learner", **agents})
     return AECToGymWrapper(SinglePlayerWrapper(pettingzoo_env(game, **env_options), learner_agent,
                                                env_agents=agents))
 
@@ -209,8 +223,15 @@ class PlaypenGameEnvironment(ClemGameEnvironment):
         self._game_env = gymnasium_env(game, **gym_options)
 
 
-def openenv_app(game: str, **gym_options):
-    """The FastAPI app of an OpenEnv server for ``game`` (serve it with ``uvicorn``), with the
-    endpoints of ``clem serve``: ``/reset``, ``/step``, ``/state``, ``/health``, ``/schema``, ``/ws``."""
+def openenv_app(game: str, *, results_dir: Optional[str] = None, run_id: Optional[str] = None, **gym_options):
+    """The FastAPI app of an OpenEnv server for ``game`` (serve it with ``uvicorn``; ``playpen
+    serve`` does), with the endpoints of ``clem serve``: ``/reset``, ``/step``, ``/state``,
+    ``/health``, ``/schema``, ``/ws``. ``results_dir``: every episode is written there in
+    clemcore's results layout, under ``run_id`` (default: the env agents' names, as clem serve)."""
+    if results_dir is not None:
+        names = [a if isinstance(a, str) else getattr(a, "name", "callable")
+                 for a in (gym_options.get("env_agents") or {}).values()]
+        gym_options["callbacks"] = clemgame().episode_results_folder_callbacks(
+            run_dir=run_id or "-".join(names) or "run", result_dir_path=str(results_dir))
     environment = PlaypenGameEnvironment(game, **gym_options)
     return create_app(lambda: environment, ClemGameAction, ClemGameObservation, env_name="clem_env")
