@@ -345,3 +345,24 @@ def test_playpen_serve_refuses_a_busy_port(workspace):
         busy.listen()
         result = CliRunner().invoke(cli, ["serve", "-g", "wordle", "--port", str(busy.getsockname()[1])])
     assert result.exit_code == 2 and "cannot listen on 127.0.0.1:" in result.output
+
+
+def test_the_interop_pages_code_runs_as_written(workspace, serve_app, capsys):
+    """docs/interop.md: its in-process block as is, its client block against a live server."""
+    page = (REPO_ROOT / "docs" / "interop.md").read_text(encoding="utf-8")
+    client, local = re.findall(r"```python\n(.*?)```", page, re.S)
+    exec(compile(local, "docs/interop.md", "exec"), {})
+    assert re.search(r"player_0 ends with -?[01]\.0\nplayer_1 ends with -?[01]\.0", capsys.readouterr().out)
+    base = serve_app(openenv_app("taboo", learner_agent="player_1", env_agents={"player_0": "programmatic"}))
+    exec(compile(client.replace("http://127.0.0.1:8000", base), "docs/interop.md", "exec"), {})
+    assert capsys.readouterr().out.strip() in ("0.0", "1.0")
+
+
+def test_a_registered_model_plays_a_seat(tiny_workspace):
+    """env agents by name load like playpen's partners: the tiny random model describes."""
+    env = gymnasium_env("taboo", learner_agent="player_1", env_agents={"player_0": "tiny-random"},
+                        gen_args=dict(temperature=0.0, max_tokens=8), single_pass=True)
+    env.reset()
+    describer = env.env.unwrapped.player_by_agent_id["player_0"]
+    assert describer.model.name == "tiny-random"
+    env.close()
