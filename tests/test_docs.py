@@ -62,12 +62,20 @@ def test_every_relative_link_of_the_docs_names_a_file_that_exists(page):
     assert targets or page.startswith("docs/"), f"{page} links to nothing"
     dead = []
     for target in targets:
-        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+        if re.match(r"[a-z]+:", target):
             continue
-        path = target.split("#", 1)[0]
-        if not (REPO / page).parent.joinpath(path).exists():
+        path, _, anchor = target.partition("#")
+        file = (REPO / page).parent.joinpath(path) if path else REPO / page
+        if not file.exists() or (anchor and file.suffix == ".md" and anchor not in anchors(file)):
             dead.append(target)
     assert not dead, f"{page}: dead links {dead}"
+
+
+def anchors(page: Path) -> set[str]:
+    """The heading anchors GitHub makes: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+            for heading in re.findall(r"^#+ (.+)$", text, re.M)}
 
 
 def test_the_readme_stays_a_front_door():
