@@ -29,6 +29,7 @@ Importing this module imports clemcore's game code (seconds; its side effects co
 """
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any, Callable, Optional
 
@@ -36,6 +37,7 @@ from playpen.clem import clemgame, preserved_logging
 from playpen.envs.game import score_episode
 from playpen.envs.loading import cause
 from playpen.errors import RolloutError
+from playpen.models import load_model_by_name
 from playpen.outcomes import EpisodeOutcome, as_float, flag, outcome_of
 from playpen.registry import game_spec
 
@@ -54,6 +56,7 @@ with preserved_logging():
     from gymnasium import spaces
     from pettingzoo.utils.wrappers import OrderEnforcingWrapper
 
+logger = logging.getLogger(__name__)
 RewardFunction = Callable[[EpisodeOutcome, str, str], float]
 # clemcore's default scale, so that swapping clemcore's env for this one changes no magnitudes
 OUTCOME_SCALE = {"success": 1.0, "failure": 0.0, "aborted": -1.0}
@@ -104,7 +107,7 @@ class OutcomeRewardEnv(GameMasterEnv):
     def __init__(self, game_benchmark, *, callbacks=None, reward: Optional[RewardFunction] = outcome_reward,
                  reward_func=None, feedback_func=None):
         self._episode = _EpisodeRecorder(self)
-        callbacks = GameBenchmarkCallbackList([self._episode, *(callbacks.callbacks if callbacks else [])])
+        callbacks = GameBenchmarkCallbackList([self._episode, *getattr(callbacks, "callbacks", callbacks or [])])
         super().__init__(game_benchmark, callbacks=callbacks, reward_func=reward_func, feedback_func=feedback_func)
         # contexts grow with the episode (wordle's feedback, privateshared's probes): no cap
         # short of what a model could read, and any character a game writes
@@ -125,6 +128,8 @@ class OutcomeRewardEnv(GameMasterEnv):
         try:
             scores = score_episode(self.game_benchmark, self.experiment, self.game_instance, interactions)
         except Exception as e:  # a scorer that fails on this episode: the logged keys still tell
+            logger.warning("%s: the game's scorer failed on this episode (%s); outcome from the logged keys",
+                           self.game_benchmark.game_spec.game_name, cause(e))
             scores = {"scorer_error": cause(e)}
         outcome = outcome_of(scores, interactions, self.game_master)
         main_score = math.nan if outcome == "aborted" else as_float(scores.get("Main Score"))
@@ -177,7 +182,6 @@ def env_agent(agent: Any, gen_args: Optional[dict] = None):
     """A seat's env agent: a model name (``programmatic``, a registered model), a clemcore
     ``Model`` or a callable ``observation -> response``."""
     if isinstance(agent, str):
-        from playpen.models import load_model_by_name
         return load_model_by_name(agent, gen_args=gen_args, role="partner")
     if isinstance(agent, Model) or callable(agent):
         return agent
