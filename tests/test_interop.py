@@ -235,27 +235,40 @@ def clem_serve(workspace):
         process.wait(timeout=30)
 
 
-def test_clem_serve_plays_a_packaged_two_player_game_over_http(workspace, clem_serve):
-    base = clem_serve("-g", "taboo", "-l", "player_1", "-e", "player_0=programmatic")
+def test_clem_serve_plays_a_registered_third_party_game_over_http_and_websocket(workspace, clem_serve):
+    """The real `clem serve` CLI on relay (registered one by one): an episode over plain HTTP,
+    then one through clemcore's websocket client."""
+    from playpen.clem import clemgame
+    base = clem_serve("-g", "relay", "-l", "player_1", "-e", "player_0=programmatic")
+    first = call(base, "/reset", {})
+    assert first["done"] is False and "WORD:" in first["observation"]["context"]["content"]
+    steps = []
+    while not steps or not steps[-1]["done"]:
+        steps.append(call(base, "/step", {"action": {"response": "GUESS: xylophone"}}))
+    assert [s["reward"] for s in steps] == [0.0, 0.0]  # two wrong guesses: lost, not aborted
+    assert call(base, "/state")["step_count"] == 2
+    with clemgame().ClemGameEnv(base_url=base).sync() as client:
+        result = client.reset()
+        word = re.search(r"WORD:\s*(\w+)", result.observation.context["content"]).group(1)
+        result = client.step(clemgame().ClemGameAction(response=f"GUESS: {word}"))
+    assert result.done and result.reward == 1.0
+    records = list((workspace / "openenv-records").rglob("interactions.json"))
+    assert len(records) == 2 and json.loads(records[0].read_text())["meta"]["game_name"] == "relay"
+
+
+def test_clemcores_server_app_plays_a_packaged_two_player_game(workspace, serve_app):
+    """What `clem serve -g taboo -l player_1 -e player_0=programmatic` runs, in this process."""
+    from clemcore.clemgame.envs.openenv.server.app import create_clemv_app
+    base = serve_app(create_clemv_app("taboo", learner_agent="player_1", env_agents={"player_0": "programmatic"},
+                                      results_dir=str(workspace / "openenv-records")))
     first = call(base, "/reset", {})
     assert first["done"] is False and "CLUE:" in first["observation"]["context"]["content"]
     steps = []
     while not steps or not steps[-1]["done"]:
         steps.append(call(base, "/step", {"action": {"response": "GUESS: xylophone"}}))
     assert [s["reward"] for s in steps] == [0.0, 0.0, 0.0]
-    assert call(base, "/state")["step_count"] == 3
     records = list((workspace / "openenv-records").rglob("interactions.json"))
     assert records and json.loads(records[0].read_text())["meta"]["game_name"] == "taboo"
-
-
-def test_clem_serve_plays_a_registered_third_party_game_with_clemcores_websocket_client(workspace, clem_serve):
-    from playpen.clem import clemgame
-    base = clem_serve("-g", "relay", "-l", "player_1", "-e", "player_0=programmatic")
-    with clemgame().ClemGameEnv(base_url=base).sync() as client:
-        result = client.reset()
-        word = re.search(r"WORD:\s*(\w+)", result.observation.context["content"]).group(1)
-        result = client.step(clemgame().ClemGameAction(response=f"GUESS: {word}"))
-    assert result.done and result.reward == 1.0
 
 
 @pytest.fixture
