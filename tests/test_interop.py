@@ -149,6 +149,10 @@ def test_a_bare_registry_entry_takes_its_fields_from_the_games_clemgame_json(tmp
     monkeypatch.chdir(tmp_path)
     from playpen.registry import resolve_game
     assert resolve_game("relay").spec["players"] == 2
+    from click.testing import CliRunner
+    from playpen.cli import cli
+    listed = CliRunner().invoke(cli, ["list", "games"])
+    assert re.search(r"relay\s+2p\s+\S+\s+Toy: a Speaker relays", listed.output), listed.output
     final, _ = play_aec(pettingzoo_env("relay", single_pass=True), own_player)
     assert final == {"player_0": 1.0, "player_1": 1.0}
 
