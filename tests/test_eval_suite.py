@@ -235,3 +235,14 @@ def test_compare_user_errors(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     one_line_error(invoke("eval", "--compare", str(tmp_path / "bad.json"), str(tmp_path)),
                    "not a readable results file")
+
+
+def test_the_sets_file_shown_in_the_docs_is_valid(tmp_path):
+    import re
+    from pathlib import Path
+    doc = Path(__file__).resolve().parents[1] / "docs" / "evaluation.md"
+    block = re.findall(r"```json\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)[0]
+    (tmp_path / "game_sets.json").write_text(block)
+    resolved = load_game_sets(cwd=tmp_path).resolve(cwd=tmp_path)
+    assert "referencegame" in resolved["in_domain"] and "debate" not in resolved["in_domain"]
+    assert resolved["wordles"] == ["wordle", "wordle_withclue", "wordle_withcritic"]
