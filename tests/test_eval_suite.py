@@ -246,3 +246,37 @@ def test_the_sets_file_shown_in_the_docs_is_valid(tmp_path):
     resolved = load_game_sets(cwd=tmp_path).resolve(cwd=tmp_path)
     assert "referencegame" in resolved["in_domain"] and "debate" not in resolved["in_domain"]
     assert resolved["wordles"] == ["wordle", "wordle_withclue", "wordle_withcritic"]
+
+
+def test_suite_all_then_compare_base_and_adapter(toy_workspace, tiny_model_dir):
+    """Games and static tasks of one model land in one folder; --compare reads two such folders."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    adapter = toy_workspace / "models" / "sft+lora" / "tiny-random" / "checkpoint-1"
+    peft = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+                          LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"))
+    torch.manual_seed(3)
+    for name, p in peft.named_parameters():
+        if "lora_B" in name:
+            p.data.normal_()
+    peft.save_pretrained(adapter)
+    (toy_workspace / "game_sets.json").write_text(json.dumps({"sets": {"toys": ["sayword"]}}))
+    common = ["-n", "1", "-L", "4", "--suite", "all", "--limit", "8", "--json"]
+    base = invoke("eval", "-m", "tiny-random", *common)
+    assert base.exit_code == 0, base.output
+    trained = invoke("eval", "-m", "tiny-random", "--adapter", str(adapter), *common)
+    assert trained.exit_code == 0, trained.output
+    out = json.loads(trained.stdout)
+    assert [g["game"] for g in out["games"]] == ["sayword"] and out["sets"]["toys"]["games"] == ["sayword"]
+    assert out["static"]["tasks"][0]["num_samples"] == 8
+    folders = sorted(p.name for p in (toy_workspace / "results").iterdir())
+    assert folders == ["tiny-random", "tiny-random+sft+lora-checkpoint-1"]
+    for folder in folders:
+        assert {"playpen-eval.json", "playpen-static.json"} <= {p.name for p in (toy_workspace / "results" / folder).iterdir()}
+    compared = invoke("eval", "--compare", *(f"results/{f}" for f in folders), "--json")
+    assert compared.exit_code == 0, compared.output
+    rows = {r["name"]: r for r in json.loads(compared.stdout)["rows"]}
+    assert rows["statscore"]["after"] == out["static"]["statscore"]
+    assert rows["clemscore toys"]["after"] == out["sets"]["toys"]["clemscore"]
+    assert rows["statscore"]["before"] == json.loads(base.stdout)["static"]["statscore"]
