@@ -148,7 +148,7 @@ def test_static_suite_with_the_tiny_model(tiny_workspace):
                    "holds an earlier static evaluation")
 
 
-def test_run_static_gives_the_trainer_its_model_back(tiny_model_dir):
+def test_run_static_gives_the_trainer_its_model_back(tiny_model_dir, tmp_path):
     """lm-eval seeds the RNGs and sets eval mode; a trainer's model and RNG stay as they were."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -161,6 +161,12 @@ def test_run_static_gives_the_trainer_its_model_back(tiny_model_dir):
     table = run_static(model, tokenizer, ["playpen_word_clues"], run_name="tiny", limit=8)
     assert model.training and torch.equal(torch.get_rng_state(), state)
     assert table.tasks[0].num_samples == 8 and 0.0 <= table.statscore <= 1.0
+    # a group of a task folder is reported by its aggregate metric, under its own name
+    (tmp_path / "group.yaml").write_text("group: words_group\ntask:\n  - playpen_word_clues\n"
+                                         "aggregate_metric_list:\n  - metric: acc\n")
+    grouped = run_static(model, tokenizer, ["words_group"], run_name="tiny", include_paths=[tmp_path], limit=8)
+    assert [(t.task, t.metric) for t in grouped.tasks] == [("words_group", "acc")]
+    assert grouped.statscore == table.statscore  # the same 8 questions
 
 
 def test_static_suite_without_lm_eval_is_one_line(tiny_workspace, monkeypatch):
@@ -182,6 +188,12 @@ def test_unknown_or_broken_static_task_is_one_line(tiny_workspace):
                    "static task 'broken.yaml' cannot be loaded")
     one_line_error(invoke("eval", "-m", "tiny-random", "--suite", "static", "--include-path", "no/dir"),
                    "--include-path 'no/dir' is not a folder")
+    (tiny_workspace / "mine").mkdir()
+    (tiny_workspace / "mine" / "group.yaml").write_text(
+        "group: words_again\ntask:\n  - playpen_word_clues\naggregate_metric_list:\n  - metric: acc\n")
+    one_line_error(invoke("eval", "-m", "tiny-random", "--suite", "static", "--include-path", "mine",
+                          "--task", "words_again,playpen_word_clues"),
+                   "Duplicate task 'playpen_word_clues'")
     assert not (tiny_workspace / "results").exists()
 
 

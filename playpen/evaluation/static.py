@@ -115,6 +115,7 @@ def task_manager(names: Sequence[str], include_paths: Sequence[str | Path] = ())
 def load_tasks(names: Sequence[str], include_paths: Sequence[str | Path] = ()) -> tuple[object, list]:
     """(task manager, one loaded Task or Group per name); a name that is no task, a file that
     is no task file or a dataset that cannot be read: one EvaluationError naming the task."""
+    names = list(dict.fromkeys(names))
     if not names:
         raise EvaluationError("no static tasks given (pass --task NAME)")
     manager = task_manager(names, include_paths)
@@ -130,6 +131,10 @@ def load_tasks(names: Sequence[str], include_paths: Sequence[str | Path] = ()) -
             hint = " (see `lm_eval ls tasks`; a hub task needs network access once)" * isinstance(e, KeyError)
             raise EvaluationError(f"static task '{name}' cannot be loaded: {detail}{hint}") from e
         loaded.append(_top_level(name, found))
+    try:  # what simple_evaluate does first: a task in two of the requested groups is refused there
+        manager.load([obj for item in loaded for obj in (item if isinstance(item, list) else [item])])
+    except ValueError as e:
+        raise EvaluationError(f"static tasks {', '.join(names)}: {' '.join(str(e).split())}") from e
     return manager, loaded
 
 
@@ -140,9 +145,9 @@ def _top_level(name: str, found: dict):
         return found["groups"][name]
     if name in found["tasks"]:
         return found["tasks"][name]
-    parents = {child for children in found["group_map"].values() for child in children}
-    top = [g for g in found["groups"].values() if g.name not in parents]
-    return top + [t for n, t in found["tasks"].items() if n not in parents] if top else list(found["tasks"].values())
+    children = {child for names in found["group_map"].values() for child in names}
+    return ([g for g in found["groups"].values() if g.name not in children]
+            + [t for n, t in found["tasks"].items() if n not in children])
 
 
 def _reported_names(loaded: list) -> list[str]:
