@@ -78,7 +78,8 @@ def test_a_sets_file_in_the_cwd_replaces_the_default_and_takes_clemcore_selector
     ('{"sets": {"a": []}}', "set 'a' must be a non-empty list"),
     ('{"sets": {"a": [3]}}', "set 'a': entry 3 is neither a game name nor a selector object"),
     ('{"sets": {"a": ["no_such_game"]}}', "set 'a': unknown game 'no_such_game'"),
-    ('{"sets": {"a": [{"main_game": "no_such"}]}}', "no registered game matches the selector {\"main_game\": \"no_such\"}"),
+    ('{"sets": {"a": [{"main_game": "no_such"}]}}',
+     'no registered game matches the selector {"main_game": "no_such"}'),
     ('{"sets": {"a": ["taboo"]}, "static_tasks": []}', '"static_tasks" must be a non-empty list'),
 ])
 def test_a_bad_sets_file_is_one_line_and_exit_2(clem_workspace, monkeypatch, content, expected):
@@ -285,7 +286,8 @@ def test_suite_all_then_compare_base_and_adapter(toy_workspace, tiny_model_dir):
     folders = sorted(p.name for p in (toy_workspace / "results").iterdir())
     assert folders == ["tiny-random", "tiny-random+sft+lora-checkpoint-1"]
     for folder in folders:
-        assert {"playpen-eval.json", "playpen-static.json"} <= {p.name for p in (toy_workspace / "results" / folder).iterdir()}
+        files = {p.name for p in (toy_workspace / "results" / folder).iterdir()}
+        assert {"playpen-eval.json", "playpen-static.json"} <= files
     compared = invoke("eval", "--compare", *(f"results/{f}" for f in folders), "--json")
     assert compared.exit_code == 0, compared.output
     rows = {r["name"]: r for r in json.loads(compared.stdout)["rows"]}

@@ -88,7 +88,7 @@ def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_
         raise click.UsageError("Missing option '-m' / '--model' (or --compare BEFORE AFTER).")
     from playpen.evaluation.game_sets import load_game_sets
     from playpen.evaluation.static import load_tasks
-    from playpen.evaluation.suite import check_no_earlier_static, check_static_model, evaluate_suite, suite_games
+    from playpen.evaluation.suite import check_no_earlier_static, evaluate_suite, suite_games
     from playpen.models import adapter_tag, check_adapter, check_model_name, load_model_by_name
     from playpen.registry import game_specs
     if max_instances is not None and max_instances < 1:
@@ -123,11 +123,10 @@ def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_
         load_tasks(tasks, include_paths)
         if not overwrite:  # the folder evaluate_suite will write to, before any weights load
             label = f"{model_name}+{adapter_tag(adapter, model_name)}" if adapter else model_name
-            check_no_earlier_static(Path(results_dir) / (run_name or "--".join([label, *([partner] if partner else [])])))
+            folder = run_name or "--".join([label, partner] if partner else [label])
+            check_no_earlier_static(Path(results_dir) / folder)
     gen = dict(temperature=temperature, max_tokens=max_tokens)
     model = load_model_by_name(model_name, adapter=adapter, gen_args=gen)
-    if suite != "clem":
-        check_static_model(model)
     models = [model]
     if partner:
         models.append(load_model_by_name(partner, gen_args=gen, role="partner"))

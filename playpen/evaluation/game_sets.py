@@ -22,7 +22,7 @@ from typing import Mapping, Optional, Sequence
 
 from playpen.errors import EvaluationError, PlaypenError
 from playpen.evaluation import EvalTable, average_row
-from playpen.registry import read_json
+from playpen.registry import game_entries, read_json, resolve_game
 
 SETS_FILE = "game_sets.json"
 DEFAULT_SETS_FILE = Path(__file__).resolve().with_name(SETS_FILE)
@@ -101,7 +101,6 @@ def load_game_sets(path: str | Path | None = None, cwd: Optional[Path] = None) -
 
 
 def _resolve_entry(entry, file: Path, set_name: str, cwd: Optional[Path]) -> list[str]:
-    from playpen.registry import resolve_game
     if isinstance(entry, str):
         try:
             resolve_game(entry, cwd)
@@ -109,20 +108,21 @@ def _resolve_entry(entry, file: Path, set_name: str, cwd: Optional[Path]) -> lis
             raise EvaluationError(f"{file}: set '{set_name}': {e}") from e
         return [entry]
     from playpen.clem import clemgame
-    from playpen.registry import game_entries
-    registry = clemgame().GameRegistry([clemgame().GameSpec.from_dict(dict(e.spec))
-                                        for e in game_entries(cwd, scan_cwd=False)])
+    selector = json.dumps(entry)
     try:
-        specs = registry.get_game_specs_that_unify_with(json.dumps(entry), verbose=False)
-    except (ValueError, KeyError, TypeError) as e:  # clemcore: no game matches (or a malformed selector)
-        raise EvaluationError(f"{file}: set '{set_name}': no registered game matches the selector "
-                              f"{json.dumps(entry)}") from e
+        registry = clemgame().GameRegistry([clemgame().GameSpec.from_dict(dict(e.spec))
+                                            for e in game_entries(cwd, scan_cwd=False)])
+        specs = registry.get_game_specs_that_unify_with(selector, verbose=False)
+    except ValueError as e:  # clemcore's "no games found matching"
+        raise EvaluationError(f"{file}: set '{set_name}': no registered game matches the selector {selector}") from e
+    except (KeyError, TypeError, AttributeError) as e:  # a game entry lacks a field the selector or clemcore needs
+        raise EvaluationError(f"{file}: set '{set_name}': clemcore cannot match the selector {selector} "
+                              f"against the registered games ({type(e).__name__}: {e})") from e
     return [spec.game_name for spec in specs]
 
 
 def table_names(sets: Mapping[str, Sequence[str]], cwd: Optional[Path] = None) -> dict[str, list[str]]:
     """The names the games of `sets` have in a table (``source:game`` or a folder -> ``game``)."""
-    from playpen.registry import resolve_game
     return {name: [g if ":" not in g and "/" not in g else resolve_game(g, cwd).name for g in games]
             for name, games in sets.items()}
 
