@@ -82,17 +82,20 @@ def import_lm_eval():
 
 @contextlib.contextmanager
 def _quiet_lm_eval():
-    """lm-eval logs every request batch at INFO and warns about a pre-loaded model; keep the
-    warnings that matter to a user of playpen (its errors) and playpen's stdout for the table."""
+    """lm-eval logs every request batch at INFO and warns about a pre-loaded model, and the hub
+    client logs each retry of a download that cannot succeed offline: keep their errors (a
+    task that cannot load is then said in one line) and playpen's stdout for the table."""
     from playpen.evaluation import _quiet_stdout
-    logger = logging.getLogger("lm_eval")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
+    loggers = [logging.getLogger(name) for name in ("lm_eval", "huggingface_hub", "datasets")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
     try:
         with _quiet_stdout():
             yield
     finally:
-        logger.setLevel(level)
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def task_manager(names: Sequence[str], include_paths: Sequence[str | Path] = ()):
