@@ -153,7 +153,7 @@ def test_run_static_gives_the_trainer_its_model_back(tiny_model_dir, tmp_path):
     """lm-eval seeds the RNGs and sets eval mode; a trainer's model and RNG stay as they were."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from playpen.evaluation.static import run_static
+    from playpen.evaluation.static_suite import run_static
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     model.train()

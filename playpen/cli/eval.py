@@ -87,7 +87,7 @@ def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_
     if not model_name:
         raise click.UsageError("Missing option '-m' / '--model' (or --compare BEFORE AFTER).")
     from playpen.evaluation.game_sets import load_game_sets
-    from playpen.evaluation.static import load_tasks
+    from playpen.evaluation.static_suite import load_tasks
     from playpen.evaluation.suite import check_no_earlier_static, evaluate_suite, suite_games
     from playpen.models import adapter_tag, check_adapter, check_model_name, load_model_by_name
     from playpen.registry import game_specs

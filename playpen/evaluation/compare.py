@@ -18,7 +18,7 @@ from typing import Optional
 
 from playpen.errors import EvaluationError
 from playpen.evaluation import EVAL_FILE
-from playpen.evaluation.static import STATIC_FILE
+from playpen.evaluation.static_suite import STATIC_FILE
 from playpen.files import write_json
 
 COMPARE_FILE = "playpen-compare.json"

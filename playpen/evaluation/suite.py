@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 from playpen.errors import EvaluationError, GameLoadError
 from playpen.evaluation import EVAL_FILE, EvalTable, evaluate
 from playpen.evaluation.game_sets import GameSets, SetScore, load_game_sets, set_scores, sets_text, table_names
-from playpen.evaluation.static import STATIC_FILE, StaticTable, load_tasks, run_static
+from playpen.evaluation.static_suite import STATIC_FILE, StaticTable, load_tasks, run_static
 from playpen.files import write_json
 
 SUITES = ("clem", "static", "all")
