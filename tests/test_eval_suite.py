@@ -200,6 +200,8 @@ def test_unknown_or_broken_static_task_is_one_line(tiny_workspace):
 
 def test_static_suite_needs_a_local_hf_model(clem_workspace, monkeypatch):
     monkeypatch.chdir(clem_workspace)
+    one_line_error(invoke("eval", "-m", "programmatic", "--suite", "static", "-g", "taboo"), "they need --suite clem")
+    one_line_error(invoke("eval", "-m", "programmatic", "--limit", "3"), "add --suite static or all")
     one_line_error(invoke("eval", "-m", "programmatic", "--suite", "static"),
                    "the static suite needs a huggingface_local model")
 

@@ -106,6 +106,10 @@ def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_
     if partner:
         check_model_name(partner, "partner")
     names, set_names, tasks = split_values(games), split_values(set_names), split_values(tasks)
+    if suite == "static" and (names or set_names):
+        raise EvaluationError("-g/--set choose games: they need --suite clem or all (--suite static plays none)")
+    if suite == "clem" and (tasks or include_paths or limit):
+        raise EvaluationError("--task, --include-path and --limit are for the static suite: add --suite static or all")
     wants_sets = (suite != "static" and (set_names or not names)) or (suite != "clem" and not tasks)
     game_sets = load_game_sets(sets_file) if wants_sets or sets_file or set_names else None
     if suite != "static":
