@@ -20,7 +20,7 @@ memory bandwidth, then bounds decoding (benchmarks/scale.py measures both). Here
 The same loop runs without graphs (on a CPU, or with ``graphs=False``): that is what the
 fast tests compare token for token with the dynamic-cache loop of
 :mod:`playpen.rollouts.kvcache`. Sampling, logprobs and stopping are that loop's own
-(:func:`playpen.rollouts.kvcache._choose`), applied to the replayed step's logits.
+(:func:`playpen.rollouts.decoding.choose_tokens`), applied to the replayed step's logits.
 
 A peft model's LoRA adapter is merged into a copy of the weights it adapts for decoding
 (on a GPU by default): unmerged, every adapted linear layer adds five small kernels (casts,
@@ -58,9 +58,9 @@ def _bucket_columns(n: int) -> int:
 
 def supports_static_decoding(model: Any, adapters: Optional[list] = None) -> bool:
     """Whether :class:`StaticDecoder` can decode for ``model``: a plain per-layer KV cache
-    (see :func:`playpen.rollouts.kvcache.supports_kv_reuse`), an attention implementation
+    (see :func:`playpen.rollouts.decoding.supports_kv_reuse`), an attention implementation
     that takes a 4-D mask, and rows of one adapter."""
-    from playpen.rollouts.kvcache import supports_kv_reuse
+    from playpen.rollouts.decoding import supports_kv_reuse
     if adapters is not None and len(set(adapters)) > 1:
         return False
     config = getattr(model, "config", None)
@@ -308,8 +308,7 @@ class StaticDecoder:
         finished rows' caches go to ``store``; ``adapters``: the rows' peft adapter (one name
         for all); returns one Generation per prompt."""
         import torch
-        from playpen.rollouts.decoding import Generation, check_finite_scores, eos_token_ids
-        from playpen.rollouts.kvcache import _choose
+        from playpen.rollouts.decoding import Generation, check_finite_scores, choose_tokens, eos_token_ids
         eos = set(eos_token_ids(model, tokenizer))
         temperature = sampling.temperature if sampling.temperature and sampling.temperature > 0 else 1.0
         n = len(prompts)
@@ -327,7 +326,7 @@ class StaticDecoder:
         tokens_of: list[list[int]] = [[] for _ in range(n)]
         logprobs_of: list[list[float]] = [[] for _ in range(n)]
         while True:
-            chosen = _choose(logits, sampling, check_finite=False)
+            chosen = choose_tokens(logits, sampling, check_finite=False)
             logprobs = torch.log_softmax(logits / temperature, dim=-1).gather(1, chosen[:, None]).squeeze(1)
             # one host sync a step: the tokens, their logprobs and whether any logit was NaN
             both = torch.stack([chosen.to(logprobs.dtype), logprobs,

@@ -141,16 +141,6 @@ def _common_prefix(a, b) -> int:
     return int(differ[0, 0]) if len(differ) else n
 
 
-def supports_kv_reuse(model: Any) -> bool:
-    """Whether the model's cache is plain per-layer keys and values (no sliding window,
-    no static or quantized layers), which :func:`generate_cached` can cut and stack."""
-    from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
-    try:
-        cache = DynamicCache(config=model.config)
-    except Exception:  # noqa: BLE001 - a config transformers cannot map to cache layers
-        return False
-    return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
 
 
 # ----------------------------------------------------------------------------- the decode loop
@@ -396,38 +386,12 @@ def _prefill(model, cached: list[list], suffixes: list[list[int]], adapters: lis
     return logits, layers_out
 
 
-def _choose(logits, sampling: SamplingConfig, check_finite: bool = True):
-    """The next token of each row: greedy at temperature 0, else sampled after temperature,
-    top-k, then top-p (the order of transformers' generate). Sampling draws
-    ``argmax(p / E)`` with E ~ Exp(1) per token, which picks token i with probability p_i
-    (the exponential race) in two vocabulary-wide passes, where ``torch.multinomial`` walks
-    each row's cumulative sum (slow for 150k-token vocabularies on a GPU).
-    ``check_finite`` False: the caller checks the logits for NaN itself (one host sync less)."""
-    import torch
-    from playpen.rollouts.decoding import check_finite_scores
-    if check_finite:
-        check_finite_scores(logits)
-    if not sampling.temperature or sampling.temperature <= 0:
-        return torch.argmax(logits, dim=-1)
-    scores = logits / sampling.temperature
-    if sampling.top_k:
-        k = min(int(sampling.top_k), scores.shape[-1])
-        threshold = torch.topk(scores, k, dim=-1).values[..., -1:]
-        scores = scores.masked_fill(scores < threshold, -float("inf"))
-    if sampling.top_p is not None and sampling.top_p < 1.0:
-        ascending, indices = torch.sort(scores, descending=False)
-        cumulative = ascending.softmax(-1).cumsum(-1)
-        drop = cumulative <= (1 - sampling.top_p)
-        drop[..., -1:] = False  # always keep the most likely token
-        scores = scores.masked_fill(drop.scatter(1, indices, drop), -float("inf"))
-    probs = torch.softmax(scores, dim=-1)
-    return torch.argmax(probs / torch.empty_like(probs).exponential_(), dim=-1)
 
 
 def _decode(model, tokenizer, prompts, logits, full: list, sampling: SamplingConfig, budgets: list,
             adapters: list, store: KVCacheStore, conversations, owners: list) -> list:
     import torch
-    from playpen.rollouts.decoding import Generation, cache_kwarg, device_of as _device_of, eos_token_ids
+    from playpen.rollouts.decoding import Generation, cache_kwarg, choose_tokens, device_of as _device_of, eos_token_ids
     device = _device_of(model)
     eos = set(eos_token_ids(model, tokenizer))
     temperature = sampling.temperature if sampling.temperature and sampling.temperature > 0 else 1.0
@@ -444,7 +408,7 @@ def _decode(model, tokenizer, prompts, logits, full: list, sampling: SamplingCon
     tokens_of: list[list[int]] = [[] for _ in range(n)]
     logprobs_of: list[list[float]] = [[] for _ in range(n)]
     while True:
-        chosen = _choose(logits, sampling)
+        chosen = choose_tokens(logits, sampling)
         logprobs = torch.log_softmax(logits / temperature, dim=-1).gather(1, chosen[:, None]).squeeze(1)
         keep = []
         for j, (r, token, logprob) in enumerate(zip(active, chosen.tolist(), logprobs.tolist())):
