@@ -14,8 +14,8 @@ from playpen.training import run as training
 from playpen.cli import cli
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SP_TRAINER = REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_sp.py"
-MP_TRAINER = REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_mp.py"
+SP_TRAINER = "grpo"
+MP_TRAINER = "grpo-teacher"
 TOYGAMES = REPO_ROOT / "tests" / "toygames"
 PROMPT = "Reply with the single word: yes"
 
@@ -77,9 +77,9 @@ def toy_workspace(tiny_workspace, yesno_model_dir):
 
 
 def load_trainer(path, learner_name, teacher=None, temperature=1.0, max_tokens=3, **config):
-    from playpen.cli.run import load_trainer_class
+    from playpen.cli.run import trainer_class
     from playpen.models import load_model_by_name
-    cls = load_trainer_class(path)
+    cls = trainer_class(path)
     learner = load_model_by_name(learner_name, gen_args=dict(temperature=temperature, max_tokens=max_tokens),
                                  role="learner")
     partner = load_model_by_name(teacher, role="teacher") if teacher else None

@@ -15,8 +15,8 @@ from playpen.training import advantages as adv
 from playpen.training import mixes
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SP_TRAINER = REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_sp.py"
-MP_TRAINER = REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_mp.py"
+SP_TRAINER = "grpo"
+MP_TRAINER = "grpo-teacher"
 TOYGAMES = REPO_ROOT / "tests" / "toygames"
 NAN = math.nan
 EPS = 1e-4
@@ -173,8 +173,8 @@ def test_game_shares_dataset_of_a_config(tiny_workspace):
 
 
 def _config_class(trainer):
-    from playpen.cli.run import load_trainer_class
-    return load_trainer_class(trainer).config_class
+    from playpen.cli.run import trainer_class
+    return trainer_class(trainer).config_class
 
 
 # ----------------------------------------------------------------------------- referencegame augmentation

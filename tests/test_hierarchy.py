@@ -6,7 +6,6 @@ input."""
 import json
 import math
 import random
-from pathlib import Path
 
 import pytest
 
@@ -216,7 +215,7 @@ def test_a_file_that_is_no_store_is_one_clear_error(tmp_path):
 
 # ----------------------------------------------------------------------------- the example trainer
 
-TRAINER = Path(__file__).resolve().parents[1] / "examples" / "trl" / "hierarchical_grpo_trainer_lora.py"
+TRAINER = "hierarchical-grpo"
 
 
 def test_hierarchical_trainer_runs_logs_levels_and_saves_the_store(tiny_workspace):

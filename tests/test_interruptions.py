@@ -16,8 +16,7 @@ import pytest
 from playpen.training import run as training
 from playpen.training import sft
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-LORA_TRAINER = REPO_ROOT / "examples" / "trl" / "sft_trainer_lora.py"
+LORA_TRAINER = "sft"
 RUN_DIR = Path("models") / "sft+lora" / "tiny-random"
 # many cheap steps and no save but the one a signal asks for
 LONG_RUN = ["--max-steps", "100000", "--batch-size", "1", "--max-length", "300", "--save-steps", "100000",
@@ -146,9 +145,9 @@ def test_an_interrupted_command_exits_128_plus_the_signal(tiny_workspace, signum
 # ----------------------------------------------------------------------------- checkpoints
 
 def load_trainer(**config):
-    from playpen.cli.run import load_trainer_class
+    from playpen.cli.run import trainer_class
     from playpen.models import load_model_by_name
-    cls = load_trainer_class(LORA_TRAINER)
+    cls = trainer_class(LORA_TRAINER)
     learner = load_model_by_name("tiny-random", gen_args=dict(temperature=0.0, max_tokens=6), role="learner")
     base = dict(batch_size=2, max_length=300, lora_r=2, evaluate=False, save_steps=1, save_total_limit=2)
     return cls(learner, config=cls.config_class(**{**base, **config}), progress=False)

@@ -4,7 +4,6 @@ in the rows TRL trains on; the ``reward`` term keeps what the rollout gave (a pr
 hierarchical reward)."""
 import json
 import math
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -16,9 +15,7 @@ from playpen.rewards import OutcomeReward
 from playpen.rollouts.types import EpisodeResult
 from playpen.training.rubrics import RewardTerm, Rubric, ScoreTerm, Weighted
 
-TRL = Path(__file__).resolve().parents[1] / "examples" / "trl"
-SP, MP, HIER = (TRL / f"{name}.py" for name in ("grpo_trainer_lora_sp", "grpo_trainer_lora_mp",
-                                                "hierarchical_grpo_trainer_lora"))
+SP, MP, HIER = "grpo", "grpo-teacher", "hierarchical-grpo"  # packaged trainers (playpen run --list)
 # per trainer: the options that make it train a game the rubric below is for
 RUNS = {SP: ["--games", "negotiation"], MP: ["-t", "programmatic", "--games", "negotiation"], HIER: []}
 GAME = {SP: "negotiation", MP: "negotiation", HIER: "arith_solver"}

@@ -19,7 +19,7 @@ from playpen.pairs import read_pairs
 from playpen.training.judging import SCORE_REGEX_FILE, load_regex, parse_score
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TRAINER = REPO_ROOT / "examples" / "trl" / "self_rewarding_trainer_lora.py"
+TRAINER = "self-rewarding"
 TOYGAMES = REPO_ROOT / "tests" / "toygames"
 SPEAKER = ("You are the Speaker. Tell your partner the secret word 'apple'. "
            "Reply with exactly one line: WORD: <the word>")

@@ -12,7 +12,7 @@ from playpen.cli import cli
 from playpen.training.sft_anchor import SFTAnchor
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SP_TRAINER = REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_sp.py"
+SP_TRAINER = "grpo"
 TOYGAMES = REPO_ROOT / "tests" / "toygames"
 
 

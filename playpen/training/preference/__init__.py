@@ -25,6 +25,7 @@ pair counts.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
 from pathlib import Path
@@ -324,6 +325,16 @@ class PreferenceRun:
             if self.run.interrupt.requested or start < last:
                 break
         return self.run.checkpoint
+
+    @contextlib.contextmanager
+    def released_on_error(self):
+        """Release the run folder's lock when the block raises (e.g. a judge that never gives a
+        score: nothing was trained, the next run must not find the folder locked)."""
+        try:
+            yield
+        except BaseException:
+            self.run.lock.release()
+            raise
 
     def finish(self, players: Optional[list] = None, **details) -> dict:
         """The final evaluation, ``playpen-run.json`` and the learning curve (TrainingRun.finish)."""

@@ -1,4 +1,4 @@
-"""Stage pipelines: example trainers run one after another (``--stages sft,spin,dpo,grpo``, any
+"""Stage pipelines: packaged trainers run one after another (``--stages sft,spin,dpo,grpo``, any
 order), each starting from the adapter the previous stage ended with, each writing its own
 checkpoints; ``--resume`` continues at the stage where the run stopped.
 
@@ -6,8 +6,8 @@ The run folder ``<models_dir>/pipeline/<learner>/<stage>-<stage>-...`` holds one
 stage (``1-sft/``, ``2-dpo/``, …: the stage trainer's ``--models-dir``, so its checkpoints,
 log and curve are where that trainer puts them) and ``pipeline-state.json`` (written
 atomically after every stage: the stages, each finished stage's adapter). A stage is run
-in this process by the stage's own trainer class (loaded from its file, as ``playpen run``
-loads it) with a freshly loaded learner, except the first stage run, which uses the one
+in this process by the stage's own trainer class (:mod:`playpen.training.catalog`, as
+``playpen run NAME`` finds it) with a freshly loaded learner, except the first stage run, which uses the one
 ``playpen run`` loaded. Resuming: finished stages are skipped; the stage that stopped is
 resumed from its last complete checkpoint (``--resume`` of that trainer) or, when it
 saved none, started over in its own folder.
@@ -23,10 +23,17 @@ from typing import Any, Callable, Optional
 
 from playpen.errors import ResumeError, TrainingSetupError
 from playpen.files import write_json
+from playpen.registry import close_matches
+from playpen.training import catalog
+from playpen.training.base import parse_config
 from playpen.training.config import option, split_list
 from playpen.training.run import lock_run_folder
 
 STATE_FILE = "pipeline-state.json"
+# stage name -> the packaged trainer that runs it (GRPO: with the teacher -t when there is one)
+STAGES = {"sft": "sft", "spin": "spin", "dpo": "dpo", "self-rewarding": "self-rewarding", "grpo": "grpo",
+          "spag": "spag"}
+WITH_TEACHER = {"grpo": "grpo-teacher"}
 # options of the pipeline handed to every stage that has them (None: the stage's own default)
 SHARED = ("games", "train_instances", "max_steps", "learning_rate", "save_steps", "save_total_limit",
           "report_to", "results_dir")
@@ -41,7 +48,7 @@ class PipelineOptions:
     stage_steps: str = option("", "optimizer steps per stage, comma-separated in stage order (empty: --max-steps, "
                                   "else each stage's own default)")
     stage_options: str = option("", "options of single stages, e.g. 'dpo: --beta 0.2 --source records --records "
-                                    "runs; grpo: --num-generations 4' (see playpen run STAGE_FILE --help)")
+                                    "runs; grpo: --num-generations 4' (see playpen run STAGE --help)")
     init_adapter: str = option("", "the first stage starts from this adapter (same base model as the learner)")
     max_steps: Optional[int] = option(None, "optimizer steps of every stage (default: each stage's own)")
     learning_rate: Optional[float] = option(None, "learning rate of every stage (default: each stage's own)")
@@ -54,10 +61,9 @@ class PipelineOptions:
         names = split_list(self.stages)
         if not names:
             raise TrainingSetupError("option --stages: no stage given; expected stage names, comma-separated")
-        known = list(self.stage_files())
+        known = list(STAGES)
         for name in names:
             if name not in known:
-                from playpen.registry import close_matches
                 raise TrainingSetupError(f"unknown stage '{name}'.{close_matches(name, known)} Stages: "
                                          f"{', '.join(known)}")
         steps = split_list(self.stage_steps)
@@ -69,11 +75,6 @@ class PipelineOptions:
         if stray:
             raise TrainingSetupError(f"option --stage-options: '{stray[0]}' is not one of the stages "
                                      f"({', '.join(names)})")
-
-    @classmethod
-    def stage_files(cls) -> dict[str, Path]:
-        """Stage name -> trainer file; a trainer's config extends this class to say where."""
-        raise NotImplementedError
 
     @property
     def stage_list(self) -> list[str]:
@@ -104,23 +105,24 @@ class Stage:
     name: str
     trainer: type  # the stage's BasePlayPen subclass
     args: tuple[str, ...]  # its options, as on the command line
-    parse: Callable  # (config class, option tokens) -> config: `playpen run`'s parser
 
     @property
     def folder(self) -> str:
         return f"{self.index}-{self.name}"
 
 
-def plan_stages(cfg, file_of: Callable[[str], Path], load_trainer_class: Callable, parse_config: Callable
-                ) -> list[Stage]:
-    """The stages with their trainer classes and options. `load_trainer_class` (file -> its
-    BasePlayPen subclass) and `parse_config` (config class, option tokens -> config) are
-    `playpen run`'s (:mod:`playpen.cli.run`; handed in, the CLI being the layer above)."""
+def stage_trainer(name: str, teacher: Optional[str]) -> type:
+    """A stage's trainer class; GRPO plays with the teacher when there is one."""
+    return catalog.trainer_class(WITH_TEACHER.get(name, STAGES[name]) if teacher else STAGES[name])
+
+
+def plan_stages(cfg, teacher: Optional[str]) -> list[Stage]:
+    """The stages with their trainer classes and options (`teacher`: the -t model's name or None)."""
     steps = split_list(cfg.stage_steps)
     own = cfg.options_by_stage()
     stages = []
     for i, name in enumerate(cfg.stage_list):
-        cls = load_trainer_class(file_of(name))
+        cls = stage_trainer(name, teacher)
         fields = {f for f in getattr(cls.config_class, "__dataclass_fields__", {})}
         args = []
         for key in SHARED:
@@ -132,7 +134,7 @@ def plan_stages(cfg, file_of: Callable[[str], Path], load_trainer_class: Callabl
         if "init_adapter" not in fields and (i > 0 or cfg.init_adapter):
             raise TrainingSetupError(f"stage '{name}' cannot start from an adapter (its trainer has no "
                                      f"--init-adapter): put it first")
-        stages.append(Stage(i + 1, name, cls, tuple(args + own.get(name, [])), parse_config))
+        stages.append(Stage(i + 1, name, cls, tuple(args + own.get(name, []))))
     return stages
 
 
@@ -146,7 +148,7 @@ def stage_config(stage: Stage, run_dir: Path, init_adapter: str, *, resume: bool
         args.append("--resume")
     elif overwrite:
         args.append("--overwrite")
-    return stage.parse(stage.trainer.config_class, args)
+    return parse_config(stage.trainer.config_class, args)
 
 
 def check_stages(stages: list[Stage], run_dir: Path, cfg, learner: str, teacher: Optional[str]) -> None:

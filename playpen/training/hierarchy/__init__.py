@@ -1,0 +1,2 @@
+"""Hierarchical GRPO: episodes that start episodes (proposer-solver), its trainer
+(:mod:`~playpen.training.hierarchy.trainer`)."""
