@@ -82,7 +82,7 @@ def mean(values) -> float | None:
 
 
 def report(run_dir: Path, records: Path, results: Path, facts: dict) -> dict:
-    from playpen.training.plotting import read_log
+    from playpen.training.common.plotting import read_log
     log = read_log(run_dir)  # one record per optimizer step
     curves = [{k: v for k, v in row.items() if k == "step" or k.startswith(("reward/", "advantage/", "hierarchy/",
                                                                           "store/", "offpolicy/"))}

@@ -86,7 +86,7 @@ def run_trainer(name: str, args, root: Path) -> dict:
     if done.returncode != 0:
         print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
         return {"trainer": name, "command": command, "error": done.returncode, "seconds": round(seconds, 1)}
-    from playpen.training.plotting import read_log
+    from playpen.training.common.plotting import read_log
     steps_log = read_log(run_dir)
     result = {"trainer": name, "command": command, "seconds": round(seconds, 1), "steps": [
         {k: v for k, v in s.items() if k in ("step", "time") or k.startswith(("memory/", "time/", "train/num_tokens",
@@ -156,7 +156,7 @@ def reference_pass(trainer, batch: dict) -> float:
 def child_compare(argv: list[str]) -> int:
     """``playpen run ...`` in this process, with GRPO's trainer measuring :func:`reference_pass`
     after every logged step into ``<run>/compare.jsonl``."""
-    from playpen.training import grpo_steps
+    from playpen.training.grpo import steps as grpo_steps
     base = grpo_steps.grpo_trainer_class()
 
     class Comparing(base):

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from playpen.cli import cli
-from playpen.training import advantages as adv
+from playpen.training.grpo import advantages as adv
 
 SP_TRAINER = "grpo"
 NAN = math.nan

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from playpen import distributed
 from playpen.cli import cli
-from playpen.training import run as training
+from playpen.training.common import lifecycle as training
 
 from test_grpo import yesno_model_dir  # noqa: F401 (the fixture: a tiny policy answering yes or no)
 

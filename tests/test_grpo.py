@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from playpen.training import grpo
-from playpen.training import run as training
+from playpen.training.grpo import parts as grpo
+from playpen.training.common import lifecycle as training
 from playpen.cli import cli
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from playpen.training.finite import NonFiniteGuard
-from playpen.training.grpo_steps import MASKED_REFERENCE_LOGP, masked_reference
+from playpen.training.common.finite import NonFiniteGuard
+from playpen.training.grpo.steps import MASKED_REFERENCE_LOGP, masked_reference
 
 
 def test_masked_reference_changes_only_masked_positions():
@@ -34,7 +34,7 @@ def grpo_trainer(tiny_pair, tmp_path):
     from peft import LoraConfig, get_peft_model
     from trl import GRPOConfig
 
-    from playpen.training.grpo_steps import grpo_trainer_class
+    from playpen.training.grpo.steps import grpo_trainer_class
     model, tokenizer = tiny_pair
     model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear",
                                              init_lora_weights=False))
@@ -150,7 +150,7 @@ def test_a_real_grpo_run_drops_a_nan_step_and_keeps_training(grpo_trainer, tmp_p
     import torch
 
     from playpen.callbacks import CallbackList
-    from playpen.training.run import make_trainer_callback
+    from playpen.training.common.lifecycle import make_trainer_callback
     trainer = grpo_trainer
     trainer.add_callback(make_trainer_callback(CallbackList(), tmp_path / "run"))
     trainer.args.max_steps = 2

@@ -14,8 +14,8 @@ from rollout_helpers import GenerateSpy, make_learner
 from playpen.errors import RolloutError, TrainingSetupError
 from playpen.rollouts import InstanceRef
 from playpen.rollouts.hierarchy import HierarchicalTask, Level, SubEpisodes, rollout_hierarchy
-from playpen.training.instance_store import InstanceStore
-from playpen.training.proposer_solver import ProposerSolverTask, proposer_reward, solve_rate
+from playpen.training.hierarchy.instance_store import InstanceStore
+from playpen.training.hierarchy.proposer_solver import ProposerSolverTask, proposer_reward, solve_rate
 
 PROPOSER_REFS = [InstanceRef("arith_proposer", "four_numbers", 0), InstanceRef("arith_proposer", "four_numbers", 1)]
 

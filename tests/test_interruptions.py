@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from playpen.training import run as training
-from playpen.training import sft
+from playpen.training.common import lifecycle as training
+from playpen.training.sft import demonstrations as sft
 
 LORA_TRAINER = "sft"
 RUN_DIR = Path("models") / "sft+lora" / "tiny-random"

@@ -209,7 +209,7 @@ def test_branch_pairs_of_relay_share_the_prompt_ids_exactly(relay_workspace):
 
 def test_message_pairs_tokenise_like_the_rollout_engine(tiny_pair):
     from playpen.rollouts.chat import prompt_ids
-    from playpen.training.preference import pair_row
+    from playpen.training.preference.rounds import pair_row
     _, tokenizer = tiny_pair
     prompt = ({"role": "user", "content": SPEAKER},)
     row = pair_row(tokenizer, PreferencePair(prompt, "WORD: apple", "no idea"))

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from playpen import data
 from playpen.errors import DatasetError
 from playpen.files import write_jsonl
-from playpen.training import run as training
-from playpen.training import sft
+from playpen.training.common import lifecycle as training
+from playpen.training.sft import demonstrations as sft
 from playpen.cli import cli
 
 LORA_TRAINER = "sft"
@@ -33,7 +33,7 @@ def tokenizer(smol_tokenizer_dir):
 @pytest.fixture(scope="session")
 def demonstrations(tmp_path_factory):
     """Programmatic referencegame episodes on the training instances (1 per experiment)."""
-    from playpen.training.sft import play_demonstrations
+    from playpen.training.sft.demonstrations import play_demonstrations
     root = tmp_path_factory.mktemp("demos")
     cwd = os.getcwd()
     os.chdir(root)

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from playpen.cli import cli
-from playpen.training.sft_anchor import SFTAnchor
+from playpen.training.sft.anchor import SFTAnchor
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SP_TRAINER = "grpo"

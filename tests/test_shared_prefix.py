@@ -166,7 +166,7 @@ def test_rows_with_one_prompt_only(tiny_model_dir, rows):
 
 
 def test_rows_by_prompt_puts_rows_of_alike_prompts_together():
-    from playpen.training.grpo_steps import rows_by_prompt
+    from playpen.training.grpo.steps import rows_by_prompt
     prompts = torch.tensor([[1, 2], [3, 4], [1, 2], [5, 6], [3, 4], [1, 2]])
     mask = torch.ones_like(prompts)
     mask[3, 0] = 0  # same tokens, other padding: another prompt

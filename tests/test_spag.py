@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from playpen.cli import cli
 from playpen.outcomes import EpisodeOutcome
-from playpen.training import spag
+from playpen.training.spag import objective as spag
 
 SPAG_TRAINER = "spag"
 
@@ -181,7 +181,7 @@ def test_spag_imitation_and_epochs_change_the_adapter_and_resume_where_they_stop
 
 
 def test_spag_winning_demonstrations_are_the_winners_turns(tiny_workspace):
-    from playpen.training.sft import play_demonstrations
+    from playpen.training.sft.demonstrations import play_demonstrations
     folder = play_demonstrations(["adversarial_taboo"], tiny_workspace / "demos", max_instances=2)
     records = spag.winning_records(folder, ["adversarial_taboo"])
     assert records

@@ -16,7 +16,8 @@ from playpen import registry
 from playpen.cli import remote_options, set_remote_limits
 from playpen.errors import Interrupted, PlaypenError, TrainerFileError
 from playpen.training import catalog
-from playpen.training.base import config_fields, field_help, option_name, parse_config  # noqa: F401 (parse_config: its old home)
+# parse_config lived here before the pipeline (a trainer) needed it: kept importable from here
+from playpen.training.common.base import config_fields, field_help, option_name, parse_config  # noqa: F401
 
 
 # ----------------------------------------------------------------------------- trainer file
@@ -35,7 +36,7 @@ def trainer_class(trainer: str | Path):
 def load_trainer_class(file: str | Path):
     """Import `file` and return its single concrete BasePlayPen subclass (the one it defines,
     or else the one it imports)."""
-    from playpen.training.base import BasePlayPen
+    from playpen.training.common.base import BasePlayPen
     path = Path(file)
     if not path.exists():
         raise TrainerFileError(f"trainer file '{file}' does not exist")

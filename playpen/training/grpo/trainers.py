@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from playpen.errors import PlaypenError
-from playpen.training import anticollapse
-from playpen.training import run as lifecycle
-from playpen.training.base import BasePlayPen
-from playpen.training.config import LoraOptions, RunConfig, report_to
-from playpen.training.grpo import GRPOOptions, grpo_parts
-from playpen.training.grpo_steps import GRPOStepOptions, grpo_trainer_class, step_args
+from playpen.training.grpo import anticollapse
+from playpen.training.common import lifecycle
+from playpen.training.common.base import BasePlayPen
+from playpen.training.common.config import LoraOptions, RunConfig, report_to
+from playpen.training.grpo.parts import GRPOOptions, grpo_parts
+from playpen.training.grpo.steps import GRPOStepOptions, grpo_trainer_class, step_args
 
 
 def grpo_args(cfg, run_dir: Path, *, rows: int, num_generations: int, temperature: float,

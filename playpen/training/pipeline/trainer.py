@@ -7,15 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from playpen.training import pipeline
-from playpen.training import run as lifecycle
-from playpen.training.base import BasePlayPen
-from playpen.training.config import RunConfig
-from playpen.training.preference import check_init_adapter
+from playpen.training.pipeline import stages
+from playpen.training.common import lifecycle
+from playpen.training.common.base import BasePlayPen
+from playpen.training.common.config import RunConfig
+from playpen.training.preference.rounds import check_init_adapter
 
 
 @dataclass
-class PipelineConfig(pipeline.PipelineOptions, RunConfig):
+class PipelineConfig(stages.PipelineOptions, RunConfig):
     """The stages and what they share, and the run (RunConfig)."""
 
 
@@ -32,15 +32,15 @@ class PipelineTrainer(BasePlayPen):
     def check(cls, config, learner, teacher=None):
         # before any model loads: every stage's options and checks, the starting adapter
         check_init_adapter(config.init_adapter, learner)
-        pipeline.starting_state(cls.run_dir(config, learner), config)  # --resume without a run, a run without it
-        stages = pipeline.plan_stages(config, teacher)
-        pipeline.check_stages(stages, cls.run_dir(config, learner), config, learner, teacher)
+        stages.starting_state(cls.run_dir(config, learner), config)  # --resume without a run, a run without it
+        planned = stages.plan_stages(config, teacher)
+        stages.check_stages(planned, cls.run_dir(config, learner), config, learner, teacher)
 
     def learn(self, game_registry) -> None:
         from playpen.models import load_model_by_name
 
         cfg, learner = self.config, self.learner
-        stages = pipeline.plan_stages(cfg, self.teacher and self.teacher.name)
+        planned = stages.plan_stages(cfg, self.teacher and self.teacher.name)
 
         # a fresh copy of the learner for every stage after the first (same name, same -T/-L)
         def load_learner():
@@ -48,5 +48,5 @@ class PipelineTrainer(BasePlayPen):
                                       role="learner")
 
         # refuses now (before any stage) to start over a run or to replace another run's results
-        run = pipeline.PipelineRun(self, stages, self.run_dir(cfg, learner.name), load_learner)
+        run = stages.PipelineRun(self, planned, self.run_dir(cfg, learner.name), load_learner)
         run.run()

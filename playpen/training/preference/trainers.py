@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from playpen.training import dpo, judging, self_rewarding, spin
-from playpen.training import run as lifecycle
-from playpen.training.base import BasePlayPen
-from playpen.training.config import DemonstrationOptions, LoraOptions, RunConfig, report_to
-from playpen.training.preference import (PreferenceOptions, PreferenceRun, check_init_adapter, dpo_args,
-                                         dpo_trainer_class)
+from playpen.training.preference import dpo
+from playpen.training.rubrics import judging
+from playpen.training.preference import self_rewarding
+from playpen.training.preference import spin
+from playpen.training.common import lifecycle
+from playpen.training.common.base import BasePlayPen
+from playpen.training.common.config import DemonstrationOptions, LoraOptions, RunConfig, report_to
+from playpen.training.preference.rounds import (PreferenceOptions, PreferenceRun, check_init_adapter, dpo_args,
+                                                dpo_trainer_class)
 
 
 def dpo_trainer_factory(playpen, run: PreferenceRun):

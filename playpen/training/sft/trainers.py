@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from playpen.training import run as lifecycle
-from playpen.training.base import BasePlayPen
-from playpen.training.config import DemonstrationOptions, LoraOptions, RunConfig, option, report_to
-from playpen.training.preference import check_init_adapter
-from playpen.training.sft import supervised_dataset
+from playpen.training.common import lifecycle
+from playpen.training.common.base import BasePlayPen
+from playpen.training.common.config import DemonstrationOptions, LoraOptions, RunConfig, option, report_to
+from playpen.training.preference.rounds import check_init_adapter
+from playpen.training.sft.demonstrations import supervised_dataset
 
 
 @dataclass

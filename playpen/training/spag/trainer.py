@@ -1,22 +1,22 @@
 """SPAG with LoRA on adversarial_taboo (``playpen run spag``): imitation with a KL term, then
 epochs of self-play and offline policy optimisation; the phase loop of the run
-(:class:`~playpen.training.spag_run.SpagRun` holds each phase's steps). Options and outputs:
+(:class:`~playpen.training.spag.phases.SpagRun` holds each phase's steps). Options and outputs:
 ``examples/trl/spag_trainer_lora.py``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from playpen.training import spag
-from playpen.training.base import BasePlayPen
-from playpen.training.config import DemonstrationOptions, LoraOptions, RunConfig, option
-from playpen.training.grpo import training_slots
-from playpen.training.preference import check_init_adapter
-from playpen.training.spag_run import IMITATION, SpagRun
+from playpen.training.spag import objective
+from playpen.training.common.base import BasePlayPen
+from playpen.training.common.config import DemonstrationOptions, LoraOptions, RunConfig, option
+from playpen.training.grpo.parts import training_slots
+from playpen.training.preference.rounds import check_init_adapter
+from playpen.training.spag.phases import IMITATION, SpagRun
 
 
 @dataclass
-class SPAGConfig(spag.SPAGOptions, DemonstrationOptions, LoraOptions, RunConfig):
+class SPAGConfig(objective.SPAGOptions, DemonstrationOptions, LoraOptions, RunConfig):
     """Every option is shared: SPAG's phases, the demonstrations, LoRA and the run."""
 
     lora_dropout: float = option(0.0, "LoRA dropout (0: the trained policy is the one that played)")
@@ -57,8 +57,8 @@ class SPAGTrainer(BasePlayPen):
             # 1. the demonstrations (imitation, and the --sft-coef mix-in)
             rows = []
             if (IMITATION in todo) or cfg.sft_coef:
-                records = spag.imitation_records(cfg, self.output_dir)
-                rows = spag.tokenized_turns(records, run.tokenizer, cfg.max_length, run.template_kwargs)
+                records = objective.imitation_records(cfg, self.output_dir)
+                rows = objective.tokenized_turns(records, run.tokenizer, cfg.max_length, run.template_kwargs)
                 print(f"[playpen] imitation data: {len(rows)} conversations", flush=True)
             if IMITATION in todo:
                 if not run.imitate(model, rows, cfg.imitation_steps):

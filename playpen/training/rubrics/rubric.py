@@ -23,7 +23,7 @@ Terms:
   (``"{role} Wins"`` in debate, ``"Improvement"`` in refine), divided by ``scale``;
 - :class:`CheckTerm` — any programmatic check ``(episode, player_name, role) -> float``;
   :class:`RegexCheck` and :class:`LengthCheck` ship;
-- :class:`JudgeTerm` — a judge of :mod:`playpen.training.judging` (any registered model,
+- :class:`JudgeTerm` — a judge of :mod:`playpen.training.rubrics.judging` (any registered model,
   a Jinja prompt, a regex that reads the verdict) grades the player's last turn or all of
   its turns; the score is mapped to 0..1 over the judge's range.
 
@@ -35,7 +35,7 @@ one JSON line in ``log_file`` when given) and the term gives ``missing``. Judge 
 replies never become training data: a term returns a number, nothing else.
 
 A rubric file (JSON) describes the same for the trainers and is checked before anything
-loads (:mod:`playpen.training.rubric_files`). See docs/rubrics.md.
+loads (:mod:`playpen.training.rubrics.files`). See docs/rubrics.md.
 
 Longer than 400 lines because every rubric term kind and the judge calls they share are read together.
 """
@@ -155,7 +155,7 @@ class JudgeTerm:
     was shown before) or ``all_turns`` (all its replies as one candidate). The verdict is
     mapped to 0..1 over the judge's score range; no turn or no verdict gives `missing`."""
 
-    judge: Any  # playpen.training.judging.Judge
+    judge: Any  # playpen.training.rubrics.judging.Judge
     scope: str = "last_turn"
     missing: float = 0.0
 
@@ -169,7 +169,7 @@ class JudgeTerm:
 
     def request(self, episode: Any, player_name: str, role: str):
         """The judge request for one player of one episode; None when it had no turn."""
-        from playpen.training.judging import JudgeRequest
+        from playpen.training.rubrics.judging import JudgeRequest
         turns = player_turns(episode, player_name)
         if not turns:
             return None
