@@ -156,10 +156,9 @@ def reference_pass(trainer, batch: dict) -> float:
 def child_compare(argv: list[str]) -> int:
     """``playpen run ...`` in this process, with GRPO's trainer measuring :func:`reference_pass`
     after every logged step into ``<run>/compare.jsonl``."""
-    from playpen.training.grpo import steps as grpo_steps
-    base = grpo_steps.grpo_trainer_class()
+    from playpen.training import trl_trainers
 
-    class Comparing(base):
+    class Comparing(trl_trainers.PlaypenGRPOTrainer):
         def _generate_and_score_completions(self, inputs):
             out = super()._generate_and_score_completions(inputs)
             self._step_batch = out
@@ -180,7 +179,7 @@ def child_compare(argv: list[str]) -> int:
                 f.write(json.dumps(record) + "\n")
             self._step_batch = None
 
-    grpo_steps.grpo_trainer_class = lambda: Comparing
+    trl_trainers.PlaypenGRPOTrainer = Comparing  # what the GRPO trainers build (imported when they run)
     from playpen.cli import main
     return main(argv)
 

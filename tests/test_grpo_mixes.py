@@ -380,13 +380,14 @@ from test_grpo import load_trainer, toy_workspace, yesno_model_dir  # noqa: E402
 @pytest.fixture
 def kept_trainers(monkeypatch):
     """The real TRL trainers the example trainers build (as they get the run's baseline), kept for inspection."""
+    from playpen.training.trl_trainers import PlaypenGRPOTrainer
     built = []
-    original = adv.install
+    original = PlaypenGRPOTrainer.__init__
 
     def keep(trainer, *args, **kwargs):
+        original(trainer, *args, **kwargs)
         built.append(trainer)
-        return original(trainer, *args, **kwargs)
-    monkeypatch.setattr(adv, "install", keep)
+    monkeypatch.setattr(PlaypenGRPOTrainer, "__init__", keep)
     return built
 
 

@@ -34,9 +34,10 @@ A group whose scored rewards are all equal (or that has fewer than two scored ro
 per step (``grpo/dropped_groups``). Rows whose role never got a turn (reward NaN) are out
 of every mean and get advantage 0.
 
-:func:`install` puts the advantages into a TRL trainer (single process) by wrapping its
-``_generate_and_score_completions`` on the instance: the rows are those the rollout
-function returned for the generation batch, in order.
+:class:`BatchAdvantages` puts them into a generation batch of TRL's: playpen's GRPO trainer
+(:class:`~playpen.training.trl_trainers.PlaypenGRPOTrainer`, constructor argument
+``advantages``) hands it every batch TRL scored; the rows are those the rollout function
+returned for the batch, in order.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
+from playpen import distributed
 from playpen.training.common.config import option
 
 BASELINES = ("group", "running", "chance", "episodic", "constant")
@@ -244,39 +246,40 @@ def chance_rewards(game_roles: dict[str, list[str]], reward_fn, levels: dict[str
     return out
 
 
-def install(trainer, advantages: Advantages, rows: Callable[[], dict], guard=None) -> None:
-    """Make ``trainer`` (a TRL GRPOTrainer, on any number of processes) train on ``advantages``: after TRL
-    scored a generation batch, its advantages are replaced by ``advantages.compute`` over
-    ``rows()`` (``reward``, ``role``, ``game`` and, where given, ``level``, ``group_id``,
+@dataclass
+class BatchAdvantages:
+    """The advantages a GRPO step trains on (on any number of processes): after TRL scored a
+    generation batch, its advantages are replaced by ``advantages.compute`` over ``rows()``
+    (``reward``, ``role``, ``game`` and, where given, ``level``, ``group_id``,
     ``policy_version``, ``logprobs`` of the batch's rows, as the rollout function returned
     them). ``guard``: a :class:`playpen.training.grpo.offpolicy.PolicyLagGuard` for rows that an
     older policy produced."""
-    import torch
 
-    from playpen import distributed
-    original = trainer._generate_and_score_completions
-    if not distributed.is_main():
-        advantages.echo = lambda line: None  # rank 0 says it (every rank computes the same)
+    advantages: Advantages
+    rows: Callable[[], dict]
+    guard: Optional[object] = None
 
-    def generate_and_score(inputs):
-        output = original(inputs)
-        batch = rows()
+    def __post_init__(self):
+        if not distributed.is_main():
+            self.advantages.echo = lambda line: None  # rank 0 says it (every rank computes the same)
+
+    def apply(self, output: dict, step: int) -> dict:
+        """TRL's scored generation batch `output` with playpen's advantages (at optimizer step `step`)."""
+        import torch
+        batch = self.rows()
         # a data-parallel run: the baselines see every rank's rows (the same state on every
         # rank); this rank keeps its own rows' advantages
         keys = [k for k in ("reward", "role", "game", "level", "group_id") if batch.get(k) is not None]
         every, mine = distributed.gather_columns({k: batch[k] for k in keys})
-        values = advantages.compute(every["reward"], every["role"], every["game"], levels=every.get("level"),
-                                    group_ids=every.get("group_id"))[mine]
+        values = self.advantages.compute(every["reward"], every["role"], every["game"], levels=every.get("level"),
+                                         group_ids=every.get("group_id"))[mine]
         old = output["advantages"]
         if old.shape[0] != len(values):
             raise RuntimeError(f"GRPO batch of {old.shape[0]} rows, rollout rows {len(values)}")
-        if guard is not None:
-            step = int(getattr(trainer.state, "global_step", 0) or 0)
-            values, behaviour = guard.apply(values, batch.get("policy_version"), step, batch.get("logprobs"))
+        if self.guard is not None:
+            values, behaviour = self.guard.apply(values, batch.get("policy_version"), step, batch.get("logprobs"))
             if behaviour is not None:  # clip: the ratio to the policy that produced the rows
                 mask = output["completion_mask"]
-                output["old_per_token_logps"] = guard.padded(behaviour, mask.shape, mask.device)
+                output["old_per_token_logps"] = self.guard.padded(behaviour, mask.shape, mask.device)
         output["advantages"] = torch.tensor(values, dtype=old.dtype, device=old.device).reshape(old.shape)
         return output
-
-    trainer._generate_and_score_completions = generate_and_score

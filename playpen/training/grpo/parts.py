@@ -33,7 +33,7 @@ from typing import Any, Callable, Optional, Sequence
 from playpen.errors import GRPOSetupError
 from playpen.registry import TRAIN_INSTANCES
 from playpen.envs.loading import game_roles  # noqa: F401  (its home before; callers import it from here)
-from playpen.training.grpo.advantages import CreditOptions
+from playpen.training.grpo.advantages import BatchAdvantages, CreditOptions
 from playpen.training.common.config import option, split_list
 from playpen.training.common.plotting import LOG_FILE
 from playpen.training.rubrics.files import RUBRIC_HELP
@@ -356,15 +356,14 @@ class GRPOParts:
     advantages: Any = None
     guard: Any = None
     sft_anchor: Any = None
-    share_prompts: bool = True
 
-    def attach(self, trainer) -> None:
-        """Give ``trainer`` (TRL's GRPOTrainer built from these parts) the run's baseline
-        and, with ``--sft-coef``, its supervised anchor."""
-        from playpen.training.grpo.advantages import install
-        install(trainer, self.advantages, lambda: self.rollout_func.last_rows, self.guard)
-        trainer.sft_anchor = self.sft_anchor
-        trainer.share_prompts = self.share_prompts  # --share-prompts (playpen.training.shared_prefix)
+    def trainer_options(self) -> dict:
+        """The constructor arguments of playpen's GRPO trainer
+        (:class:`~playpen.training.trl_trainers.PlaypenGRPOTrainer`) from these parts: the run's
+        advantages (``--baseline``, ``--credit``, stale rows) and, with ``--sft-coef``, its
+        supervised anchor."""
+        return dict(advantages=BatchAdvantages(self.advantages, lambda: self.rollout_func.last_rows, self.guard),
+                    sft_anchor=self.sft_anchor)
 
     def extra_metrics(self) -> dict:
         """Per step, next to TRL's: rollout statistics, partner shares, dropped groups, baselines."""
@@ -438,4 +437,4 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
         anchor = SFTAnchor(rows, cfg.sft_coef, cfg.sft_batch)
     return GRPOParts(dataset, reward_funcs, reward_weights, rollout_func, model, peft_config, tokenizer,
                      sampling.temperature, cfg.num_generations * cfg.groups_per_step, advantages,
-                     anticollapse.guard(cfg), anchor, cfg.share_prompts)
+                     anticollapse.guard(cfg), anchor)

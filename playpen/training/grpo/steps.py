@@ -1,5 +1,6 @@
-"""GRPO steps in flat memory and without waste: the TRL settings of a step and playpen's
-``GRPOTrainer`` subclass that times each phase of it.
+"""GRPO steps in flat memory and without waste: the TRL settings of a step (playpen's
+``GRPOTrainer`` subclass that runs them and times each phase is
+:class:`playpen.training.trl_trainers.PlaypenGRPOTrainer`).
 
 Where the memory of a GRPO step goes (smol-135m, fp32, LoRA r16 on every linear layer,
 16 trajectories of up to 512 tokens; ``benchmarks/memory.py`` measures it): the
@@ -18,20 +19,16 @@ TRL takes the old policy's log-probs from the training forward itself (the polic
 sampled is the policy being trained) instead of running a pass for them; the only
 no-grad pass left is the reference pass of the KL term (``--beta`` > 0).
 
-:func:`grpo_trainer_class` is TRL's ``GRPOTrainer`` that logs each step's time split
+The trainer logs each step's time split
 (``time/rollout_s``, ``time/logprob_s``: no-grad log-prob passes, ``time/forward_s``,
 ``time/backward_s``, ``time/optimizer_s``, ``time/other_s``: rewards, padding,
 bookkeeping; ``time/step_s``) through a :class:`~playpen.training.common.memory.StepClock`.
 """
 from __future__ import annotations
 
-import functools
-import time
 from dataclasses import dataclass
-from typing import Optional
 
 from playpen.training.common.config import option
-from playpen.training.common.memory import StepClock, release_memory
 
 
 def micro_batch(rows: int, wanted: int) -> int:
@@ -78,152 +75,6 @@ def step_args(rows: int, micro_batch_size: int, gradient_checkpointing: bool) ->
     return dict(per_device_train_batch_size=micro, gradient_accumulation_steps=rows // micro,
                 steps_per_generation=rows // micro, num_iterations=1,
                 activation_checkpointing=gradient_checkpointing)  # transformers 5's name of gradient checkpointing
-
-
-class _NoTurnRows:
-    """A filter for TRL's GRPO logger: playpen gives a row no reward (NaN from every reward
-    function) on purpose when its role never got a turn (the episode ended or failed before
-    it), so that the row stays out of its group's baseline; TRL warns about each such step
-    with a dump of the row, which reads like an error. Other warnings pass."""
-
-    def filter(self, record) -> bool:
-        return "All reward functions returned None" not in record.getMessage()
-
-
-@functools.lru_cache(maxsize=1)
-def _quiet_trl_about_no_turn_rows() -> None:
-    import logging
-    logging.getLogger("trl.trainer.grpo_trainer").addFilter(_NoTurnRows())
-
-
-@functools.lru_cache(maxsize=1)
-def grpo_trainer_class():
-    """TRL's ``GRPOTrainer`` that logs a per-step time split (``time/*_s``, kept in
-    ``self.clock``, a :class:`~playpen.training.common.memory.StepClock`) and hands the memory of
-    each step's rollout back to the system before the backward passes."""
-    import torch
-    from transformers import TrainerCallback
-    from trl import GRPOTrainer
-    _quiet_trl_about_no_turn_rows()
-
-    class _ClockCallback(TrainerCallback):
-        def __init__(self, trainer):
-            self.trainer = trainer
-
-        def on_step_begin(self, args, state, control, **kwargs):
-            self.trainer.clock.start()
-
-        def on_optimizer_step(self, args, state, control, **kwargs):
-            # gradient clipping, the optimizer and zeroing the gradients
-            ended = self.trainer._backward_ended
-            if ended is not None:
-                self.trainer.clock.add("optimizer", time.perf_counter() - ended)
-
-    class PlaypenGRPOTrainer(GRPOTrainer):
-        """GRPOTrainer timing the phases of every step into ``self.clock``."""
-
-        def __init__(self, *args, clock: Optional[StepClock] = None, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.clock = clock or StepClock()
-            self._backward_ended: Optional[float] = None
-            self._inside = 0.0
-            self.share_prompts = True  # GRPOParts.attach sets --share-prompts
-            self.shared_prompt_rows = 0  # rows of the step whose prompt ran shared in the training forward
-            self.add_callback(_ClockCallback(self))
-            if self.rollout_func is not None:
-                rollout_func = self.rollout_func
-
-                def timed_rollout(prompts, trainer):
-                    with self.clock.phase("rollout"):
-                        return rollout_func(prompts, trainer)
-                self.rollout_func = timed_rollout
-
-        def log(self, logs, *args, **kwargs):
-            if self.model.training and "loss" in logs:  # a training step's line, not the summary
-                logs = {**logs, **self.clock.metrics(), "train/shared_prompt_rows": self.shared_prompt_rows}
-                self.shared_prompt_rows = 0
-            return super().log(logs, *args, **kwargs)
-
-        def _generate_and_score_completions(self, inputs):
-            out = super()._generate_and_score_completions(inputs)
-            # the rollout's generation caches and the game threads' buffers are garbage now
-            release_memory()
-            return out
-
-        def _get_per_token_logps_and_entropies(self, *args, **kwargs):
-            if torch.is_grad_enabled():  # the training forward: timed by compute_loss
-                return self._logps_sharing_prompts(*args, **kwargs)
-            with self.clock.phase("logprob"):
-                return self._logps_sharing_prompts(*args, **kwargs)
-
-        def _logps_sharing_prompts(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
-                                   compute_entropy=False, compute_aux_loss=False, **extra):
-            """TRL's per-token log-probs, with the prompt tokens that rows of a chunk share run
-            once (:mod:`playpen.training.shared_prefix`; ``--share-prompts``)."""
-            plain = functools.partial(super()._get_per_token_logps_and_entropies, model,
-                                      compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra)
-            if not self.share_prompts or compute_aux_loss or any(v is not None for v in extra.values()) \
-                    or self.args.activation_checkpointing or self.accelerator.num_processes > 1:
-                return plain(input_ids, attention_mask, logits_to_keep, batch_size)
-            from playpen.training.shared_prefix import shared_prefix_logps
-            batch_size = batch_size or input_ids.size(0)
-            logps, entropies = [], []
-            for start in range(0, input_ids.size(0), batch_size):
-                ids, mask = input_ids[start:start + batch_size], attention_mask[start:start + batch_size]
-                with self.accelerator.autocast():
-                    out = shared_prefix_logps(model, ids, mask, logits_to_keep, compute_entropy)
-                if out is None:  # sharing would save little in this chunk
-                    out = plain(ids, mask, logits_to_keep)[:2]
-                elif torch.is_grad_enabled():  # counted in the training forward (not the reference pass)
-                    self.shared_prompt_rows += ids.size(0)
-                logps.append(out[0])
-                entropies.append(out[1])
-            return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None), None
-
-        def _prepare_inputs(self, generation_batch):
-            began = time.perf_counter()
-            try:
-                if not self.share_prompts:
-                    return super()._prepare_inputs(generation_batch)
-                # TRL shuffles a step's rows before cutting them into micro-batches; rows are used
-                # once and their gradients summed over the step, so the order changes nothing but
-                # which rows meet in a micro-batch: keep rows of one prompt together instead
-                import trl.trainer.grpo_trainer as trl_grpo
-                shuffle = trl_grpo.shuffle_sequence_dict
-                trl_grpo.shuffle_sequence_dict = rows_by_prompt
-                try:
-                    return super()._prepare_inputs(generation_batch)
-                finally:
-                    trl_grpo.shuffle_sequence_dict = shuffle
-            finally:
-                self._inside += time.perf_counter() - began
-
-        def _compute_loss(self, model, inputs):
-            # the KL term is computed at every completion position, then masked: keep it finite
-            # at the game master's and partners' tokens (see masked_reference)
-            return super()._compute_loss(model, masked_reference(inputs))
-
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            began = time.perf_counter()
-            try:
-                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-            finally:
-                elapsed = time.perf_counter() - began
-                self.clock.add("forward", elapsed)
-                self._inside += elapsed
-
-        def training_step(self, model, inputs, num_items_in_batch=None):
-            began, self._inside = time.perf_counter(), 0.0
-            out = super().training_step(model, inputs, num_items_in_batch)
-            self._backward_ended = time.perf_counter()
-            # what the step spent outside input preparation and the loss forward: the backward pass
-            self.clock.add("backward", max(0.0, self._backward_ended - began - self._inside))
-            anchor = getattr(self, "sft_anchor", None)
-            if anchor is not None and anchor.apply(self, model):  # --sft-coef: once per optimizer step
-                self._backward_ended = time.perf_counter()
-            return out
-
-    return PlaypenGRPOTrainer
 
 
 def rows_by_prompt(batch: dict) -> dict:

@@ -16,22 +16,23 @@ from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import LoraOptions, RunConfig, report_to
 from playpen.training.grpo.parts import GRPOOptions, grpo_parts
-from playpen.training.grpo.steps import GRPOStepOptions, grpo_trainer_class, step_args
+from playpen.training.grpo.steps import GRPOStepOptions, step_args
 
 
 def grpo_args(cfg, run_dir: Path, *, rows: int, num_generations: int, temperature: float,
               reward_weights: Sequence[float], seed: int) -> Any:
-    """TRL's GRPOConfig of every GRPO trainer: `rows` trajectories per step, generated once and
-    trained once in micro-batches (flat memory; no old-logprob pass)."""
-    from trl import GRPOConfig
-    return GRPOConfig(
+    """playpen's GRPOConfig of every GRPO trainer: `rows` trajectories per step, generated once and
+    trained once in micro-batches (flat memory; no old-logprob pass), ``--share-prompts``."""
+    from playpen.training.trl_trainers import PlaypenGRPOConfig
+    return PlaypenGRPOConfig(
         output_dir=str(run_dir), max_steps=cfg.max_steps, learning_rate=cfg.learning_rate, beta=cfg.beta,
         num_generations=num_generations, shuffle_dataset=False, temperature=temperature,
         logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
         save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to), seed=seed,
         disable_tqdm=True, log_completions=False,
         **step_args(rows, cfg.micro_batch_size, cfg.gradient_checkpointing),
-        reward_weights=list(reward_weights), dataloader_num_workers=0, **lifecycle.precision_kwargs())
+        reward_weights=list(reward_weights), dataloader_num_workers=0, share_prompts=cfg.share_prompts,
+        **lifecycle.precision_kwargs())
 
 
 @dataclass
@@ -57,6 +58,8 @@ class _GRPOGamesTrainer(BasePlayPen):
         anticollapse.check(config, learner, teacher)
 
     def learn(self, game_registry) -> None:
+        from playpen.training.trl_trainers import PlaypenGRPOTrainer
+
         cfg = self.config
         partner, teacher = self.partner()
         run_name = f"grpo+lora/{lifecycle.safe_name(self.learner.name)}/{partner}"
@@ -72,11 +75,12 @@ class _GRPOGamesTrainer(BasePlayPen):
         #    with --init-adapter a frozen copy of that adapter (a second LoRA adapter, no model copy)
         args = grpo_args(cfg, run.run_dir, rows=parts.batch_size, num_generations=cfg.num_generations,
                          temperature=parts.temperature, reward_weights=parts.reward_weights, seed=self.seed)
-        trainer = grpo_trainer_class()(  # TRL's GRPOTrainer logging each step's time split
+        #    and playpen's step: advantages against --baseline (equal-reward groups dropped), the
+        #    --sft-coef anchor, each step's time split
+        trainer = PlaypenGRPOTrainer(
             model=parts.model, reward_funcs=parts.reward_funcs, args=args, train_dataset=parts.dataset,
             processing_class=parts.tokenizer, peft_config=parts.peft_config, rollout_func=parts.rollout_func,
-            callbacks=[run.trainer_callback(extra_metrics=parts.extra_metrics)])
-        parts.attach(trainer)  # advantages against --baseline; equal-reward groups dropped
+            callbacks=[run.trainer_callback(extra_metrics=parts.extra_metrics)], **parts.trainer_options())
 
         # 3. train (Ctrl-C saves a checkpoint and stops); 4. evaluate the adapter (the learner
         #    carries it in memory) on the held-out instances, write the summary and the curve

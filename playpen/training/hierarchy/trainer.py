@@ -11,11 +11,11 @@ from pathlib import Path
 from playpen.errors import TrainingSetupError
 from playpen.training.grpo import anticollapse
 from playpen.training.common import lifecycle
-from playpen.training.grpo.advantages import CreditOptions
+from playpen.training.grpo.advantages import BatchAdvantages, CreditOptions
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import LoraOptions, RunConfig, option
 from playpen.training.grpo.trainers import grpo_args
-from playpen.training.grpo.steps import GRPOStepOptions, grpo_trainer_class
+from playpen.training.grpo.steps import GRPOStepOptions
 from playpen.training.grpo.mixes import check_partners
 from playpen.training.preference.rounds import check_init_adapter
 from playpen.training.hierarchy.proposer_solver import PROPOSER_GAME, SOLVER_GAME
@@ -92,7 +92,7 @@ class HierarchicalGRPOTrainer(BasePlayPen):
         from playpen.callbacks import CallbackList, JsonlLogCallback
         from playpen.rewards import BinaryReward, OutcomeReward
         from playpen.rollouts.types import SamplingConfig
-        from playpen.training.grpo.advantages import install
+        from playpen.training.trl_trainers import PlaypenGRPOTrainer
         from playpen.training.grpo.parts import load_rubric, reward_functions
         from playpen.training.hierarchy.instance_store import InstanceStore
         from playpen.training.common.plotting import LOG_FILE
@@ -146,13 +146,12 @@ class HierarchicalGRPOTrainer(BasePlayPen):
         batch = size * cfg.proposer_groups * (1 + solver_slots)
         args = grpo_args(cfg, run.run_dir, rows=batch, num_generations=size, temperature=sampling.temperature,
                          reward_weights=reward_weights, seed=self.seed)
-        trainer = grpo_trainer_class()(
+        # the advantages of --credit/--baseline per level and role; stale rows dropped or clipped
+        trainer = PlaypenGRPOTrainer(
             model=model, reward_funcs=reward_funcs, args=args, train_dataset=dataset, processing_class=tokenizer,
             peft_config=peft_config, rollout_func=rollout_func,
-            callbacks=[run.trainer_callback(extra_metrics=extra_metrics)])
-        # the advantages of --credit/--baseline per level and role; stale rows dropped or clipped
-        install(trainer, advantages, lambda: rollout_func.last_rows, guard)
-        trainer.share_prompts = cfg.share_prompts  # rows sharing their prompt run it once
+            callbacks=[run.trainer_callback(extra_metrics=extra_metrics)],
+            advantages=BatchAdvantages(advantages, lambda: rollout_func.last_rows, guard))
 
         # 4. train (Ctrl-C saves a checkpoint and stops); 5. evaluate on the held-out instances
         run.train(trainer)

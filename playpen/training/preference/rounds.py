@@ -6,8 +6,8 @@
   the learner's chat template — the prompt exactly as the rollout engine renders a first
   prompt (:func:`playpen.rollouts.chat.prompt_ids`), the turn as the tokens between the
   prompt's render and the render with the turn (up to its end-of-turn token).
-- TRL's ``DPOTrainer`` re-tokenises every dataset from text; :func:`dpo_trainer_class`
-  is the same trainer taking the ids as they are (``prompt_ids``/``chosen_ids``/
+- TRL's ``DPOTrainer`` re-tokenises every dataset from text;
+  :class:`~playpen.training.trl_trainers.TokenDPOTrainer` is the same trainer taking the ids as they are (``prompt_ids``/``chosen_ids``/
   ``rejected_ids`` columns), so that a branch pair's prompt is the fork's prompt token
   for token.
 - :class:`PreferenceRun`: rounds of DPO on one :class:`~playpen.training.common.lifecycle.TrainingRun`.
@@ -26,7 +26,6 @@ pair counts.
 from __future__ import annotations
 
 import contextlib
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -130,13 +129,13 @@ def pair_dataset(pairs: Sequence[PreferencePair], tokenizer, *, max_length: int,
 
 
 def dpo_args(cfg, run_dir, plan, seed: int, report_to: Any) -> Any:
-    """TRL's ``DPOConfig`` of a round of a DPO-family trainer (DPO, SPIN, self-rewarding).
+    """playpen's ``DPOConfig`` of a round of a DPO-family trainer (DPO, SPIN, self-rewarding).
     With ``--share-prompts`` each forward and backward pass holds one pair, whose two rows
     run their shared prompt once, and a step accumulates ``--batch-size`` pairs (the same
     step: DPO's loss is a mean over pairs); activation checkpointing, which cannot keep the
     prompt's cache, is off: a pass keeps one prompt's activations instead of several rows'."""
-    from trl import DPOConfig
     from playpen.training.common import lifecycle
+    from playpen.training.trl_trainers import PlaypenDPOConfig
     if cfg.share_prompts:
         batch = dict(per_device_train_batch_size=1,
                      gradient_accumulation_steps=cfg.batch_size * cfg.gradient_accumulation_steps,
@@ -144,58 +143,13 @@ def dpo_args(cfg, run_dir, plan, seed: int, report_to: Any) -> Any:
     else:
         batch = dict(per_device_train_batch_size=cfg.batch_size,
                      gradient_accumulation_steps=cfg.gradient_accumulation_steps, activation_checkpointing=True)
-    return DPOConfig(
+    return PlaypenDPOConfig(
         output_dir=str(run_dir), max_steps=plan.max_steps, learning_rate=cfg.learning_rate, beta=cfg.beta,
         loss_type=[cfg.loss_type], max_length=cfg.max_length, lr_scheduler_type="constant", logging_steps=1,
         save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit,
         report_to=report_to, seed=seed, dataloader_num_workers=0, disable_tqdm=True,
-        ignore_data_skip=plan.ignore_data_skip, **batch, **lifecycle.precision_kwargs())
-
-
-@functools.lru_cache(maxsize=1)
-def dpo_trainer_class():
-    """TRL's ``DPOTrainer`` taking datasets of token ids as they are."""
-    from trl import DPOTrainer
-
-    class TokenDPOTrainer(DPOTrainer):
-        """DPOTrainer on ``prompt_ids``/``chosen_ids``/``rejected_ids`` rows: TRL would render
-        and re-tokenise ``prompt``/``chosen``/``rejected`` text instead."""
-
-        share_prompts = False  # set by dpo_args' callers (--share-prompts): a pair's prompt runs once
-
-        def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
-            missing = {"prompt_ids", "chosen_ids", "rejected_ids"} - set(dataset.column_names)
-            if missing:
-                return super()._prepare_dataset(dataset, processing_class, args, dataset_name)
-            return dataset
-
-        shared_prompt_rows = 0  # rows of the step's training passes whose prompt ran shared
-
-        def _sharing(self):
-            from contextlib import nullcontext
-            if not self.share_prompts or self.args.activation_checkpointing or self.accelerator.num_processes > 1:
-                return nullcontext()
-            from playpen.training.shared_prefix import share_prompt_passes
-            return share_prompt_passes(self.accelerator.unwrap_model(self.model))
-
-        def _compute_loss(self, model, inputs, return_outputs):
-            with self._sharing() as sharing:
-                out = super()._compute_loss(model, inputs, return_outputs)
-            if sharing is not None:  # (the context counts only passes with gradients)
-                self.shared_prompt_rows += sharing.training_rows
-            return out
-
-        def compute_ref_log_probs(self, model, inputs):
-            with self._sharing():
-                return super().compute_ref_log_probs(model, inputs)
-
-        def log(self, logs, *args, **kwargs):
-            if self.model.training and "loss" in logs:  # a training step's line
-                logs = {**logs, "shared_prompt_rows": self.shared_prompt_rows}
-                self.shared_prompt_rows = 0
-            return super().log(logs, *args, **kwargs)
-
-    return TokenDPOTrainer
+        ignore_data_skip=plan.ignore_data_skip, share_prompts=cfg.share_prompts, **batch,
+        **lifecycle.precision_kwargs())
 
 
 # ----------------------------------------------------------------------------- rounds

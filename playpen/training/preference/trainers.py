@@ -16,8 +16,7 @@ from playpen.training.preference import spin
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import DemonstrationOptions, LoraOptions, RunConfig, report_to
-from playpen.training.preference.rounds import (PreferenceOptions, PreferenceRun, check_init_adapter, dpo_args,
-                                                dpo_trainer_class)
+from playpen.training.preference.rounds import PreferenceOptions, PreferenceRun, check_init_adapter, dpo_args
 
 
 def dpo_trainer_factory(playpen, run: PreferenceRun):
@@ -27,12 +26,11 @@ def dpo_trainer_factory(playpen, run: PreferenceRun):
     cfg = playpen.config
 
     def make_trainer(policy, dataset, plan):
-        args = dpo_args(cfg, run.run_dir, plan, playpen.seed, report_to(cfg.report_to))
-        trainer = dpo_trainer_class()(
+        from playpen.training.trl_trainers import TokenDPOTrainer
+        args = dpo_args(cfg, run.run_dir, plan, playpen.seed, report_to(cfg.report_to))  # --share-prompts in it
+        return TokenDPOTrainer(
             model=policy, ref_model=None, args=args, train_dataset=dataset, processing_class=run.tokenizer,
             peft_config=plan.peft_config, callbacks=plan.callbacks)
-        trainer.share_prompts = cfg.share_prompts  # a pair's prompt runs once
-        return trainer
     return make_trainer
 
 
