@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from playpen.training.grpo import parts as grpo
-from playpen.training.common import lifecycle as training
 from playpen.cli import cli
+from playpen.training.common import lifecycle as training
+from playpen.training.grpo import parts as grpo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SP_TRAINER = "grpo"
@@ -122,8 +122,8 @@ def test_grpo_selfplay_raises_the_toy_reward(toy_workspace):
 def test_rollout_func_rows_groups_and_masks(toy_workspace):
     """Self-play on a 2-role game: each (instance, role) slot gets num_generations rows of
     that role, both roles share the instance's episodes, partner/GM tokens are masked."""
-    from playpen.rollouts import SamplingConfig
     from playpen.models import load_model_by_name
+    from playpen.rollouts import SamplingConfig
     learner = load_model_by_name("tiny-random", gen_args=dict(temperature=1.0, max_tokens=4), role="learner")
     per_instance, roles = grpo.training_slots(["relay"], instances="instances")
     assert roles == {"relay": ["Speaker", "Listener"]}

@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from playpen.cli import cli
-from playpen.training.grpo import steps as grpo_steps
 from playpen.training.common import memory
+from playpen.training.grpo import steps as grpo_steps
 
 from test_grpo import SP_TRAINER
 

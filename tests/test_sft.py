@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from playpen import data
+from playpen.cli import cli
 from playpen.errors import DatasetError
 from playpen.files import write_jsonl
 from playpen.training.common import lifecycle as training
 from playpen.training.sft import demonstrations as sft
-from playpen.cli import cli
 
 LORA_TRAINER = "sft"
 SIMPLE_TRAINER = "sft-full"

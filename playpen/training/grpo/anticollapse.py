@@ -146,8 +146,8 @@ def role_baselines(cfg) -> dict[str, str]:
 
 def check_roles(named, games, instances: str, option_name: str) -> None:
     """TrainingSetupError when an option names a role none of ``games`` has (close matches named)."""
-    from playpen.registry import close_matches
     from playpen.envs.loading import game_roles
+    from playpen.registry import close_matches
     known = sorted({role for game in games for role in game_roles(game, instances)[0]})
     for role in named:
         if role not in known:

@@ -30,12 +30,12 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional, Sequence
 
+from playpen.envs.loading import game_roles  # noqa: F401  (its home before; callers import it from here)
 from playpen.errors import GRPOSetupError
 from playpen.registry import TRAIN_INSTANCES
-from playpen.envs.loading import game_roles  # noqa: F401  (its home before; callers import it from here)
-from playpen.training.grpo.advantages import BatchAdvantages, CreditOptions
 from playpen.training.common.config import option, split_list
 from playpen.training.common.plotting import LOG_FILE
+from playpen.training.grpo.advantages import BatchAdvantages, CreditOptions
 from playpen.training.rubrics.files import RUBRIC_HELP
 
 
@@ -395,8 +395,8 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
     from playpen.callbacks import CallbackList, JsonlLogCallback
     from playpen.rewards import BinaryReward, OutcomeReward
     from playpen.rollouts.types import SamplingConfig
-    from playpen.training.grpo import anticollapse
     from playpen.training.common import lifecycle
+    from playpen.training.grpo import anticollapse
     cfg = playpen.config
     if cfg.reward not in ("outcome", "binary"):
         raise GRPOSetupError(f"--reward must be outcome or binary, got '{cfg.reward}'")

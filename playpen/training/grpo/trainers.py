@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from playpen.errors import PlaypenError
-from playpen.training.grpo import anticollapse
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import LoraOptions, RunConfig, report_to
+from playpen.training.grpo import anticollapse
 from playpen.training.grpo.parts import GRPOOptions, grpo_parts
 from playpen.training.grpo.steps import GRPOStepOptions, step_args
 

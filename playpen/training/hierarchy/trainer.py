@@ -9,16 +9,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from playpen.errors import TrainingSetupError
-from playpen.training.grpo import anticollapse
 from playpen.training.common import lifecycle
-from playpen.training.grpo.advantages import BatchAdvantages, CreditOptions
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import LoraOptions, RunConfig, option
-from playpen.training.grpo.trainers import grpo_args
-from playpen.training.grpo.steps import GRPOStepOptions
+from playpen.training.grpo import anticollapse
+from playpen.training.grpo.advantages import BatchAdvantages, CreditOptions
 from playpen.training.grpo.mixes import check_partners
-from playpen.training.preference.rounds import check_init_adapter
+from playpen.training.grpo.steps import GRPOStepOptions
+from playpen.training.grpo.trainers import grpo_args
 from playpen.training.hierarchy.proposer_solver import PROPOSER_GAME, SOLVER_GAME
+from playpen.training.preference.rounds import check_init_adapter
 from playpen.training.rubrics.files import RUBRIC_HELP
 
 
@@ -92,12 +92,12 @@ class HierarchicalGRPOTrainer(BasePlayPen):
         from playpen.callbacks import CallbackList, JsonlLogCallback
         from playpen.rewards import BinaryReward, OutcomeReward
         from playpen.rollouts.types import SamplingConfig
-        from playpen.training.trl_trainers import PlaypenGRPOTrainer
+        from playpen.training.common.plotting import LOG_FILE
         from playpen.training.grpo.parts import load_rubric, reward_functions
         from playpen.training.hierarchy.instance_store import InstanceStore
-        from playpen.training.common.plotting import LOG_FILE
         from playpen.training.hierarchy.proposer_solver import (PROPOSER, SOLVER, HierarchicalRollout,
                                                                 proposer_instances, slot_rows)
+        from playpen.training.trl_trainers import PlaypenGRPOTrainer
 
         cfg = self.config
         size = cfg.num_generations

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from playpen.training.pipeline import stages
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import RunConfig
+from playpen.training.pipeline import stages
 from playpen.training.preference.rounds import check_init_adapter
 
 

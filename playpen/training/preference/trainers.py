@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from playpen.training.preference import dpo
-from playpen.training.rubrics import judging
-from playpen.training.preference import self_rewarding
-from playpen.training.preference import spin
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import DemonstrationOptions, LoraOptions, RunConfig, report_to
+from playpen.training.preference import dpo
+from playpen.training.preference import self_rewarding
+from playpen.training.preference import spin
 from playpen.training.preference.rounds import PreferenceOptions, PreferenceRun, check_init_adapter, dpo_args
+from playpen.training.rubrics import judging
 
 
 def dpo_trainer_factory(playpen, run: PreferenceRun):

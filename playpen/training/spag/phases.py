@@ -22,13 +22,13 @@ from typing import Any, Optional
 from playpen.callbacks import JsonlLogCallback
 from playpen.errors import ResumeError
 from playpen.files import write_json
-from playpen.training.spag import objective
 from playpen.training.common.checkpoints import STATE_FILE, is_complete, remove_checkpoint
 from playpen.training.common.finite import NonFiniteGuard
-from playpen.training.common.plotting import CURVE_FILE, LOG_FILE, plot_run
-from playpen.training.common.memory import memory_metrics, prepare_for_training, release_memory, reset_peak
 from playpen.training.common.lifecycle import (GracefulInterrupt, lock_run_folder, model_of, safe_name, set_lora_dropout,
                                               tokenizer_of)
+from playpen.training.common.memory import memory_metrics, prepare_for_training, release_memory, reset_peak
+from playpen.training.common.plotting import CURVE_FILE, LOG_FILE, plot_run
+from playpen.training.spag import objective
 
 IMITATION = "imitation"
 PARTIAL = "partial"

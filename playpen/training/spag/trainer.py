@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from playpen.training.spag import objective
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import DemonstrationOptions, LoraOptions, RunConfig, option
 from playpen.training.grpo.parts import training_slots
 from playpen.training.preference.rounds import check_init_adapter
+from playpen.training.spag import objective
 from playpen.training.spag.phases import IMITATION, SpagRun
 
 
