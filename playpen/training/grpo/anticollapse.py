@@ -18,9 +18,9 @@ from playpen.training.grpo.advantages import BASELINES, Advantages, chance_rewar
 from playpen.training.grpo.mixes import (PAST, PROGRAMMATIC, SELF, TEACHER, PartnerMix, chance_level,
                                          check_game_shares, check_partners, game_dataset_slots, parse_weights)
 
-NO_SIGNAL_HINT = ("Start from a supervised adapter (examples/trl/sft_trainer_lora.py, then --init-adapter "
+NO_SIGNAL_HINT = ("Start from a supervised adapter (`playpen run sft`, then --init-adapter "
                   "models/sft+lora/<learner>/checkpoint-N) or mix in a competent partner "
-                  "(--partners programmatic:0.5,self:0.5, or -t programmatic with grpo_trainer_lora_mp.py).")
+                  "(--partners programmatic:0.5,self:0.5, or -t programmatic with `playpen run grpo-teacher`).")
 
 
 def validate_options(cfg) -> None:

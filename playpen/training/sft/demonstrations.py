@@ -16,8 +16,8 @@ i-th assistant turn (its text and end-of-turn marker) — exactly what the model
 produce after the generation prompt at inference. SFTTrainer applies the resulting
 ``assistant_masks`` column itself.
 
-:func:`supervised_dataset` is the data half of the SFT example trainers
-(examples/trl/sft_trainer_simple.py and sft_trainer_lora.py); they show the TRL half.
+:func:`supervised_dataset` is the data half of the SFT trainers
+(:mod:`playpen.training.sft.trainers`); they hold the TRL half.
 """
 from __future__ import annotations
 
