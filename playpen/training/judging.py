@@ -1,8 +1,0 @@
-"""Moved to :mod:`playpen.training.rubrics.judging` (``training/`` by family, issue 29). This old
-path stays for one release as the same module object (patching either patches both); import
-the new one."""
-import sys
-
-from playpen.training.rubrics import judging
-
-sys.modules[__name__] = judging
