@@ -81,7 +81,7 @@ def test_a_second_run_into_a_used_run_folder_stops_naming_the_holder(tiny_worksp
     assert second.returncode == 2, second.stderr[-3000:]
     error = [line for line in second.stderr.splitlines() if line.startswith("playpen: error:")]
     assert len(error) == 1 and f"(PID {first.pid}: " in error[0] and "is in use by another run" in error[0]
-    assert "sft_trainer_lora.py" in error[0] and "Traceback" not in second.stderr
+    assert "run sft -l tiny-random" in error[0] and "Traceback" not in second.stderr
     assert first.poll() is None  # the holder goes on
     first.send_signal(signal.SIGINT)
     out, err = first.communicate(timeout=300)
