@@ -91,7 +91,8 @@ def cli(ctx, debug):
     \b
     Typical use:
       playpen list games
-      playpen run examples/trl/sft_trainer_lora.py -l smol-135m
+      playpen run --list
+      playpen run sft -l smol-135m
       playpen eval -m smol-135m -g taboo
     """
     ctx.ensure_object(dict)

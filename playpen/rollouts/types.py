@@ -219,7 +219,7 @@ class Trajectory:
     trainable: bool = True
     """False when the task marks this level as played but not trained (e.g. frozen solvers)."""
     policy_version: int = 0
-    """The optimizer step of the policy that produced it (see :mod:`playpen.training.offpolicy`)."""
+    """The optimizer step of the policy that produced it (see :mod:`playpen.training.grpo.offpolicy`)."""
 
     @property
     def num_model_tokens(self) -> int:
