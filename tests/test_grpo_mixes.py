@@ -467,3 +467,15 @@ def test_partner_mix_in_a_run(toy_workspace, kept_trainers):
     model = kept_trainers[0].model
     assert "past" in model.peft_config
     assert all(not p.requires_grad for n, p in model.named_parameters() if ".past." in n)
+
+
+def test_micro_batch_size_zero_is_one_on_a_cpu_and_sixteen_on_a_gpu(monkeypatch):
+    import torch
+    from playpen.training.grpo.steps import step_args
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert step_args(32, 0, False)["per_device_train_batch_size"] == 1
+    assert step_args(32, 0, False)["gradient_accumulation_steps"] == 32
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert step_args(32, 0, False)["per_device_train_batch_size"] == 16
+    assert step_args(12, 0, False)["per_device_train_batch_size"] == 12  # the largest divisor of the rows <= 16
+    assert step_args(32, 4, False)["per_device_train_batch_size"] == 4  # an explicit size wins

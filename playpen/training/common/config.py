@@ -60,7 +60,7 @@ _RULES = {
     "lora_dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     "num_generations": (lambda v: v >= 2, "an integer >= 2 (a group needs two episodes to compare)"),
     "groups_per_step": (lambda v: v >= 1, "an integer >= 1"),
-    "micro_batch_size": (lambda v: v >= 1, "an integer >= 1"),
+    "micro_batch_size": (lambda v: v >= 0, "an integer >= 0 (0 = automatic: up to 16 on a GPU, 1 on a CPU)"),
     "max_concurrent_episodes": (lambda v: v >= 1, "an integer >= 1"),
     "beta": (lambda v: v >= 0, "a number >= 0"),
     "rounds": (lambda v: v >= 1, "an integer >= 1"),

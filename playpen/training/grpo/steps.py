@@ -62,6 +62,19 @@ def masked_reference(inputs: dict) -> dict:
     return {**inputs, "ref_per_token_logps": ref.masked_fill(mask == 0, MASKED_REFERENCE_LOGP)}
 
 
+# --micro-batch-size 0 on a GPU: rows per forward/backward pass. benchmarks/scale.py (H200): 16 rows of
+# ~440 tokens of the Qwen3-1.7B shape peak at 40 GB with LoRA, 64 at once did not fit in 140 GB.
+GPU_MICRO_BATCH = 16
+
+
+def automatic_micro_batch() -> int:
+    """``--micro-batch-size 0``: up to :data:`GPU_MICRO_BATCH` rows per pass on a GPU (one pass
+    per step at smol-135m's step sizes; a launch-bound GPU wants few, large passes), 1 on a
+    CPU (memory-safe for long multi-turn rows, and on a CPU a larger pass is not faster)."""
+    import torch
+    return GPU_MICRO_BATCH if torch.cuda.is_available() else 1
+
+
 def step_args(rows: int, micro_batch_size: int, gradient_checkpointing: bool) -> dict:
     """``GRPOConfig`` keywords for steps of ``rows`` trajectories generated once, used once,
     trained in micro-batches of at most ``micro_batch_size`` rows. In a data-parallel run of
@@ -71,7 +84,7 @@ def step_args(rows: int, micro_batch_size: int, gradient_checkpointing: bool) ->
     if rows % world_size():  # grpo_parts refuses such a --groups-per-step first, in one line
         raise ValueError(f"{rows} trajectories per step cannot be shared by {world_size()} processes")
     rows //= world_size()
-    micro = micro_batch(rows, micro_batch_size)
+    micro = micro_batch(rows, micro_batch_size or automatic_micro_batch())
     return dict(per_device_train_batch_size=micro, gradient_accumulation_steps=rows // micro,
                 steps_per_generation=rows // micro, num_iterations=1,
                 activation_checkpointing=gradient_checkpointing)  # transformers 5's name of gradient checkpointing
@@ -105,9 +118,9 @@ def rows_by_prompt(batch: dict) -> dict:
 class GRPOStepOptions:
     """How a GRPO step runs its trajectories (memory against time; the step's result is the same)."""
 
-    micro_batch_size: int = option(1, "trajectories per forward and backward pass (gradients are accumulated over "
+    micro_batch_size: int = option(0, "trajectories per forward and backward pass (gradients are accumulated over "
                                       "the step's micro-batches; more = more memory; on a CPU faster only with --share-prompts, "
-                                      "when its rows share their prompt)")
+                                      "when its rows share their prompt); 0 = automatic: up to 16 on a GPU, 1 on a CPU")
     share_prompts: bool = option(True, "rows of a micro-batch whose prompts begin alike (a group's episodes up to "
                                        "the learner's first reply) run the shared tokens once, in the training and "
                                        "the reference pass: same gradients, less time and memory; needs "
