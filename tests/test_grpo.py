@@ -259,3 +259,26 @@ def test_plot_command(tmp_path):
     assert png.read_bytes()[:4] == b"\x89PNG"
     missing = CliRunner().invoke(cli, ["plot", str(tmp_path / "nothing")])
     assert missing.exit_code == 2 and "no training log" in missing.output
+
+
+def test_steps_without_signal_skip_their_passes(toy_workspace):
+    """A random model never says the word: every episode scores alike, every advantage is 0.
+    With beta 0 the loss and its gradients are exactly 0, so the rows' forward and backward
+    passes are skipped (counted in train/no_signal_rows) and the adapter stays as it was; with
+    a KL term they still run."""
+    from safetensors.torch import load_file
+    for beta, skipped in ((0.0, True), (0.02, False)):
+        trainer, _ = load_trainer(SP_TRAINER, "tiny-random", games="sayword", train_instances="instances",
+                                  max_steps=2, num_generations=4, groups_per_step=2, micro_batch_size=4,
+                                  beta=beta, reward="binary", save_steps=100, evaluate=False,
+                                  models_dir=str(toy_workspace / f"models-{beta}"))
+        trainer.learn(None)
+        run_dir = toy_workspace / f"models-{beta}" / "grpo+lora" / "tiny-random" / "selfplay"
+        steps = [json.loads(line) for line in (run_dir / "playpen-log.jsonl").read_text().splitlines()]
+        steps = [s for s in steps if s["event"] == "train_step"]
+        assert len(steps) == 2 and all(s["reward/WordSayer/std"] == 0.0 for s in steps)
+        assert [s["train/no_signal_rows"] for s in steps] == ([8, 8] if skipped else [0, 0])
+        if skipped:
+            assert all(s["time/forward_s"] < 0.05 and s["train/loss"] == 0.0 for s in steps)
+            weights = load_file(training.latest_checkpoint(run_dir) / "adapter_model.safetensors")
+            assert all(float(w.abs().sum()) == 0.0 for n, w in weights.items() if "lora_B" in n)

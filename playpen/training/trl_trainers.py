@@ -100,6 +100,7 @@ class PlaypenGRPOTrainer(GRPOTrainer):
         self._backward_ended: Optional[float] = None
         self._inside = 0.0
         self.shared_prompt_rows = 0  # rows of the step whose prompt ran shared in the training forward
+        self.no_signal_rows = 0  # rows of the step whose micro-batch carried no signal (no forward, no backward)
         self.add_callback(_ClockCallback(self))
         if self.rollout_func is not None:
             rollout_func = self.rollout_func
@@ -111,8 +112,9 @@ class PlaypenGRPOTrainer(GRPOTrainer):
 
     def log(self, logs, *args, **kwargs):
         if self.model.training and "loss" in logs:  # a training step's line, not the summary
-            logs = {**logs, **self.clock.metrics(), "train/shared_prompt_rows": self.shared_prompt_rows}
-            self.shared_prompt_rows = 0
+            logs = {**logs, **self.clock.metrics(), "train/shared_prompt_rows": self.shared_prompt_rows,
+                    "train/no_signal_rows": self.no_signal_rows}
+            self.shared_prompt_rows = self.no_signal_rows = 0
         return super().log(logs, *args, **kwargs)
 
     def _generate_and_score_completions(self, inputs):
@@ -177,6 +179,14 @@ class PlaypenGRPOTrainer(GRPOTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         began = time.perf_counter()
         try:
+            advantages = inputs.get("advantages")
+            if self.beta == 0.0 and not return_outputs and isinstance(advantages, torch.Tensor) \
+                    and not bool(advantages.any()):
+                # advantage 0 at every row and no KL term: the loss and every gradient are exactly 0
+                # (a group whose episodes all scored alike). The same zero gradients, without the
+                # forward and backward passes over the rows (on a CPU most of such a step's time)
+                self.no_signal_rows += int(advantages.size(0))
+                return sum(p.sum() for p in model.parameters() if p.requires_grad) * 0.0
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         finally:
             elapsed = time.perf_counter() - began
