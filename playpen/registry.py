@@ -216,6 +216,23 @@ def _game_specs_in(directory: Path, source: str, max_depth: int = 3,
     return found
 
 
+def _completed_entry(item: dict, path: Path, where: str) -> dict:
+    """A ``{"game_name", "game_path"}`` registry entry completed from the folder's own
+    clemgame.json spec of that name (the entry's own fields win). clemcore plays such an
+    entry only because its working-directory scan finds the folder's clemgame.json; its
+    registry entry alone lacks ``players`` and fails."""
+    data = read_json(path / "clemgame.json")
+    own = [s for s in (data if isinstance(data, list) else [data])
+           if isinstance(s, dict) and s.get("game_name") == item["game_name"]]
+    if own:
+        return {**own[0], **item}
+    if "players" in item:  # a complete entry of its own (old clembench registries)
+        return dict(item)
+    names = [s.get("game_name") for s in (data if isinstance(data, list) else [data]) if isinstance(s, dict)]
+    raise RegistryError(f"{where}: {path / 'clemgame.json'} has no game '{item['game_name']}' "
+                        f"(it has: {', '.join(map(str, names)) or 'none'})")
+
+
 def all_game_entries(cwd: Path | None = None, scan_cwd: bool = True) -> list[GameEntry]:
     """Every copy of every game in lookup order — ``game_registry.json`` entries in file order,
     playpen's packaged games, the cwd scan — each folder once; a later copy of a name is
@@ -243,7 +260,8 @@ def all_game_entries(cwd: Path | None = None, scan_cwd: bool = True) -> list[Gam
                 if not (path / "clemgame.json").is_file():
                     raise RegistryError(f"{registry_file}: entry {index} ('{item['game_name']}'): game_path "
                                         f"'{path}' is {'not a game folder (no clemgame.json)' if path.is_dir() else 'no folder'}")
-                entries.append(GameEntry(item["game_name"], path, dict(item, game_path=str(path)),
+                spec = _completed_entry(item, path, f"{registry_file}: entry {index} ('{item['game_name']}')")
+                entries.append(GameEntry(item["game_name"], path, dict(spec, game_path=str(path)),
                                          str(registry_file), _qualifier(path, path.resolve().parent.name)))
             else:
                 raise RegistryError(f"{registry_file}: entry {index} needs 'benchmark_path' or "

@@ -1,0 +1,60 @@
+"""What went wrong with the real clembench games, each on a toy game of the same shape:
+a game registered by name and path only, a learner that speaks only in side calls, an
+episode with no learner turn to branch on, a game that never ends with a model player,
+programmatic players that use `random`, probe-only episodes in `playpen dataset`."""
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+from rollout_helpers import TOYGAMES_DIR
+
+from playpen.cli import cli
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+# ----------------------------------------------------------------------------- name + path entries
+
+@pytest.fixture
+def mygame_workspace(tmp_path, monkeypatch):
+    """The README's entry form: ``{"game_name": ..., "game_path": ...}``, nothing else."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(TOYGAMES_DIR / "sayword", tmp_path / "path" / "to" / "sayword")
+    (tmp_path / "game_registry.json").write_text(
+        json.dumps([{"game_name": "sayword", "game_path": "path/to/sayword"}]))
+    return tmp_path
+
+
+def test_a_name_and_path_entry_takes_its_fields_from_clemgame_json(mygame_workspace):
+    from playpen.registry import game_spec, resolve_game
+    entry = resolve_game("sayword")
+    assert entry.spec["players"] == 1 and entry.spec["roles"] == ["WordSayer"]
+    assert entry.spec["description"].startswith("Toy: reply with the given word")
+    assert game_spec("sayword").players == 1
+    result = invoke("list", "games")
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.output.splitlines() if line.strip().startswith("sayword"))
+    assert " 1p " in line and "Toy: reply with the given word" in line and "?p" not in line
+
+
+def test_eval_plays_a_name_and_path_entry(mygame_workspace):
+    result = invoke("eval", "-m", "programmatic", "-g", "sayword", "-n", "1")
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output and "No players" not in result.output
+    assert list((mygame_workspace / "results").rglob("interactions.json"))
+
+
+def test_an_entry_whose_own_fields_win_and_an_entry_naming_no_spec_of_the_folder(mygame_workspace):
+    (mygame_workspace / "game_registry.json").write_text(json.dumps([
+        {"game_name": "sayword", "game_path": "path/to/sayword", "description": "mine"}]))
+    from playpen.registry import resolve_game
+    assert resolve_game("sayword").spec["description"] == "mine"
+    (mygame_workspace / "game_registry.json").write_text(json.dumps([
+        {"game_name": "other", "game_path": "path/to/sayword"}]))
+    result = invoke("list", "games")
+    assert result.exit_code == 2
+    assert "entry 0 ('other'): path/to/sayword/clemgame.json has no game 'other' (it has: sayword)" \
+        in result.output.replace(str(mygame_workspace) + "/", "")
