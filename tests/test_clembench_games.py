@@ -58,3 +58,66 @@ def test_an_entry_whose_own_fields_win_and_an_entry_naming_no_spec_of_the_folder
     assert result.exit_code == 2
     assert "entry 0 ('other'): path/to/sayword/clemgame.json has no game 'other' (it has: sayword)" \
         in result.output.replace(str(mygame_workspace) + "/", "")
+
+
+# ----------------------------------------------------------------------------- a learner heard only in side calls
+
+@pytest.fixture
+def toys_workspace(tiny_workspace):
+    """tiny_workspace (the `tiny-random` model) with the toy games registered."""
+    (tiny_workspace / "game_registry.json").write_text(json.dumps([{"benchmark_path": str(TOYGAMES_DIR)}]))
+    return tiny_workspace
+
+
+def test_grpo_trains_what_a_side_call_only_learner_said(toys_workspace):
+    """oracle's model player answers only inside the master's steps. A GRPO step once
+    trained on one masked EOS per row (num_tokens 2, no reward) and said nothing."""
+    from playpen.models import load_model_by_name
+    from playpen.rollouts import SamplingConfig
+    from playpen.training import grpo
+    learner = load_model_by_name("tiny-random", gen_args=dict(temperature=1.0, max_tokens=4), role="learner")
+    per_instance, roles = grpo.training_slots(["oracle"], instances="instances")
+    assert roles == {"oracle": ["Oracle"]}
+    group = 2
+    prompts = [s.to_prompt() for s in per_instance[0] for _ in range(group)]
+    func = grpo.GameRollout("tiny-random", learner.tokenizer, num_generations=group, game_roles=roles,
+                            sampling=SamplingConfig(temperature=1.0, max_new_tokens=4), records_dir=None,
+                            instances="instances")
+
+    class FakeTrainer:
+        model = learner.model
+        state = type("S", (), {"global_step": 0})()
+
+    out = func(prompts, FakeTrainer())
+    assert len(out["completion_ids"]) == group
+    for ids, mask, reward in zip(out["completion_ids"], out["env_mask"], out["reward"]):
+        assert sum(mask) >= 1 and len(ids) == len(mask)
+        assert reward == reward  # a real reward, not the NaN of a row with nothing to learn
+
+
+def test_a_grpo_step_with_no_trainable_turn_stops_with_one_line(toys_workspace):
+    """relay's Listener never speaks when the Speaker's partner breaks the format at once."""
+    from playpen.errors import GRPOSetupError
+    from playpen.models import load_model_by_name
+    from playpen.rollouts import SamplingConfig
+    from playpen.rollouts.partners import Partner, TurnResponse
+    from playpen.training import grpo
+
+    class Mumbler(Partner):
+        def respond(self, requests):
+            return [TurnResponse("hmm") for _ in requests]
+
+    learner = load_model_by_name("tiny-random", gen_args=dict(temperature=1.0, max_tokens=4), role="learner")
+    per_instance, roles = grpo.training_slots(["relay"], roles=["Listener"], instances="instances")
+    prompts = [s.to_prompt() for s in per_instance[0] for _ in range(2)]
+    func = grpo.GameRollout("tiny-random", learner.tokenizer, num_generations=2, game_roles=roles,
+                            teacher=Mumbler("mumbler"), sampling=SamplingConfig(temperature=1.0, max_new_tokens=4),
+                            records_dir=None, instances="instances")
+
+    class FakeTrainer:
+        model = learner.model
+        state = type("S", (), {"global_step": 0})()
+
+    with pytest.raises(GRPOSetupError, match="GRPO step 1: the trained role.s. Listener of relay produced no "
+                                             "trainable turns in 2 episode.s. .outcomes: aborted."):
+        func(prompts, FakeTrainer())
