@@ -62,14 +62,7 @@ def test_an_entry_whose_own_fields_win_and_an_entry_naming_no_spec_of_the_folder
 
 # ----------------------------------------------------------------------------- a learner heard only in side calls
 
-@pytest.fixture
-def toys_workspace(tiny_workspace):
-    """tiny_workspace (the `tiny-random` model) with the toy games registered."""
-    (tiny_workspace / "game_registry.json").write_text(json.dumps([{"benchmark_path": str(TOYGAMES_DIR)}]))
-    return tiny_workspace
-
-
-def test_grpo_trains_what_a_side_call_only_learner_said(toys_workspace):
+def test_grpo_trains_what_a_side_call_only_learner_said(toy_workspace):
     """oracle's model player answers only inside the master's steps. A GRPO step once
     trained on one masked EOS per row (num_tokens 2, no reward) and said nothing."""
     from playpen.models import load_model_by_name
@@ -95,7 +88,7 @@ def test_grpo_trains_what_a_side_call_only_learner_said(toys_workspace):
         assert reward == reward  # a real reward, not the NaN of a row with nothing to learn
 
 
-def test_a_grpo_step_with_no_trainable_turn_stops_with_one_line(toys_workspace):
+def test_a_grpo_step_with_no_trainable_turn_stops_with_one_line(toy_workspace):
     """relay's Listener never speaks when the Speaker's partner breaks the format at once."""
     from playpen.errors import GRPOSetupError
     from playpen.models import load_model_by_name
@@ -121,3 +114,28 @@ def test_a_grpo_step_with_no_trainable_turn_stops_with_one_line(toys_workspace):
     with pytest.raises(GRPOSetupError, match="GRPO step 1: the trained role.s. Listener of relay produced no "
                                              "trainable turns in 2 episode.s. .outcomes: aborted."):
         func(prompts, FakeTrainer())
+
+
+# ----------------------------------------------------------------------------- branching with no learner turn
+
+def test_branching_says_how_many_branch_points_it_found(toy_workspace, tiny_pair, capsys):
+    """An episode that ends before any learner turn once came back alone, unexplained."""
+    from rollout_helpers import make_learner
+
+    from playpen.rollouts import Branching, InstanceRef, rollout
+    from playpen.rollouts.partners import Partner, TurnResponse
+
+    class Mumbler(Partner):
+        def respond(self, requests):
+            return [TurnResponse("hmm") for _ in requests]
+
+    learner = make_learner(tiny_pair)
+    result = rollout("relay", learner, partners={"Speaker": Mumbler("mumbler")}, branching=Branching(factor=3),
+                     instances=[InstanceRef("relay", "short", 0)], records_dir=None, instances_file="instances")
+    assert len(result.episodes) == 1 and result.episodes[0].outcome == "aborted"
+    assert result.stats.num_branch_points == 0 and result.stats.as_metrics()["rollout/branch_points"] == 0
+    assert "branching: 0 branch point(s) found in 1 episode(s)" in capsys.readouterr().err
+    result = rollout("sayword", learner, branching=Branching(factor=3), records_dir=None,
+                     instances=[InstanceRef("sayword", "words", 0)])
+    assert len(result.episodes) == 3 and result.stats.num_branch_points == 1
+    assert "branch point" not in capsys.readouterr().err

@@ -108,6 +108,7 @@ class _Loop:
         self.clock = _Clock()
         self.side_calls = SideCallServer(learner, template_kwargs, self.clock)
         self.finished: list[tuple[tuple, EpisodeResult]] = []
+        self.branch_points = 0
         # conversations' KV caches between turns, valid while the weights stay as they are
         self.kv_cache = KVCacheStore(int(kv_cache_mb * 2**20)) if kv_cache_mb > 0 else None
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
@@ -152,6 +153,7 @@ class _Loop:
 
     def _fork(self, episode: Episode, player_name: str, learner_turn: int) -> list[Episode]:
         factor = self.branching.factor
+        self.branch_points += 1
         node_id = episode.episode_id
         group_id = f"{node_id}@{player_name}#{learner_turn}"
         children = []

@@ -11,6 +11,7 @@ each); then step every game master and retire finished episodes. Game code runs 
 """
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence, Union
@@ -136,5 +137,11 @@ def rollout(games: Union[str, Sequence[str]],
                          seconds_total=total, seconds_setup=setup_seconds,
                          seconds_generate=clock.generate, seconds_partners=clock.partners,
                          seconds_env=max(0.0, total - setup_seconds - clock.generate - clock.partners),
-                         num_prefill_tokens=clock.prefill.prefilled, num_reused_tokens=clock.prefill.reused)
+                         num_prefill_tokens=clock.prefill.prefilled, num_reused_tokens=clock.prefill.reused,
+                         num_branch_points=loop.branch_points)
+    if branching is not None and loop.branch_points < len(pending):
+        # e.g. episodes that ended before any learner turn: fewer episodes than asked for
+        print(f"[playpen] branching: {loop.branch_points} branch point(s) found in {len(pending)} episode(s); "
+              f"an episode without one (it ended before a learner turn the condition chose) is not forked",
+              file=sys.stderr, flush=True)
     return RolloutResult(results, stats, writer.run_dir if writer is not None else None)
