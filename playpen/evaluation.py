@@ -233,6 +233,7 @@ def play_games(specs: Sequence, player_models: Sequence, *, results_dir: str | P
 def _play_game(spec, models: list, folder, batch_size: int, max_instances: int | None) -> Optional[GameLoadError]:
     from playpen.clem import RunnerErrors, clemcore, clemgame, log_dir, preserved_logging
     from playpen.envs.loading import load_benchmark
+    from playpen.envs.turns import TurnLimitedBenchmark
     cg = clemgame()
     from clemcore.clemgame.callbacks.files import PlayerFileSaver
     from clemcore.clemgame.runners import dispatch
@@ -251,7 +252,8 @@ def _play_game(spec, models: list, folder, batch_size: int, max_instances: int |
     with preserved_logging(), _quiet_stdout(), captured, benchmark:
         instances = cg.GameInstances.from_game_spec(spec).filter(limit_per_experiment(max_instances))
         try:
-            dispatch.run(benchmark, instances, models, callbacks=callbacks, batch_size=batch_size)
+            dispatch.run(TurnLimitedBenchmark(benchmark), instances, models, callbacks=callbacks,
+                         batch_size=batch_size)
         except Exception as e:  # e.g. "could not prepare any game sessions": the cause is below
             captured.records.append("".join(traceback.format_exception(e)))
     game_dir = folder.to_run_dir_path() / spec.game_name

@@ -139,3 +139,38 @@ def test_branching_says_how_many_branch_points_it_found(toy_workspace, tiny_pair
                      instances=[InstanceRef("sayword", "words", 0)])
     assert len(result.episodes) == 3 and result.stats.num_branch_points == 1
     assert "branch point" not in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- a game that never ends with a model
+
+def test_the_turn_limit_ends_an_endless_episode_as_aborted(toy_workspace, tiny_pair, capsys):
+    """stubborn asks again after every wrong format: a random model never ends it."""
+    from rollout_helpers import make_learner
+
+    from playpen.rollouts import InstanceRef, rollout
+    result = rollout("stubborn", make_learner(tiny_pair), instances=[InstanceRef("stubborn", "pick", 0)],
+                     max_turns=4, seed=0)
+    (episode,) = result.episodes
+    assert episode.outcome == "aborted" and episode.num_turns <= 4
+    assert "[playpen] stubborn: episode pick 0 the episode did not end within 4 turns" in capsys.readouterr().err
+    interactions = json.loads((episode.path / "interactions.json").read_text())
+    notes = [e["action"]["content"] for turn in interactions["turns"] for e in turn
+             if e["action"]["type"] == "turn limit"]
+    assert notes == ["playpen: the episode did not end within 4 turns (the turn limit, --max-turns): "
+                     "ended as aborted"]
+    assert interactions["Aborted"] == 1 and interactions["Success"] == 0
+    assert sum(e["action"]["type"] == "get message" for turn in interactions["turns"] for e in turn) == 4
+
+
+def test_eval_ends_an_endless_episode_at_max_turns(toy_workspace, monkeypatch):
+    from playpen.envs import turns
+    monkeypatch.setattr(turns, "_said", set())  # said once per game and process
+    result = invoke("eval", "-m", "tiny-random", "-g", "stubborn", "-n", "1", "-L", "3", "--max-turns", "3")
+    assert result.exit_code == 0, result.output
+    assert "[playpen] stubborn: episode pick 0 the episode did not end within 3 turns" in result.output
+    (interactions,) = (toy_workspace / "results").rglob("interactions.json")
+    data = json.loads(interactions.read_text())
+    assert data["Aborted"] == 1
+    assert json.loads((interactions.parent / "scores.json").read_text())["episode scores"]["Aborted"] == 1
+    result = invoke("eval", "-m", "tiny-random", "-g", "stubborn", "--max-turns", "-1")
+    assert result.exit_code == 2 and "option --max-turns: -1 is not valid; expected an integer >= 0" in result.output

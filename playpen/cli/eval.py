@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from playpen.cli import remote_options, set_remote_limits, split_values
+from playpen.envs.turns import DEFAULT_MAX_TURNS, check_max_turns, turn_limit
 
 
 @click.command("eval")
@@ -37,10 +38,13 @@ from playpen.cli import remote_options, set_remote_limits, split_values
 @click.option("--threads", type=click.IntRange(min=0), default=None,
               help="torch CPU threads while playing; 0 = torch's default [default: 1 for a local model on "
                    "the CPU, torch's default otherwise; see benchmarks/README.md].")
+@click.option("--max-turns", type=int, default=DEFAULT_MAX_TURNS, show_default=True,
+              help="An episode still running after this many turns ends as aborted, with a note naming the "
+                   "game (a game that never ends with this model); 0: no limit.")
 @remote_options
 def eval_command(model_name, games, adapter, partner, instances, results_dir, run_name, overwrite,
-                 max_instances, batch_size, temperature, max_tokens, as_json, threads, connect_timeout, read_timeout,
-                 retries, retry_budget):
+                 max_instances, batch_size, temperature, max_tokens, as_json, threads, max_turns, connect_timeout,
+                 read_timeout, retries, retry_budget):
     """Evaluate MODEL (optionally with --adapter) on the games' held-out instances.
 
     Prints the clemscore table (% played, quality, clemscore per game and overall): the
@@ -67,6 +71,7 @@ def eval_command(model_name, games, adapter, partner, instances, results_dir, ru
     check_generation_options(temperature, max_tokens)
     check_output_folder(results_dir, "-r/--results-dir")
     set_remote_limits(connect_timeout, read_timeout, retries, retry_budget)
+    check_max_turns(max_turns)
     if adapter is not None:
         check_adapter(adapter)
     # fail on names before loading any weights
@@ -85,11 +90,12 @@ def eval_command(model_name, games, adapter, partner, instances, results_dir, ru
     if partner:
         models.append(load_model_by_name(partner, gen_args=gen, role="partner"))
     try:
-        table = evaluate(models, names, results_dir=Path(results_dir), instances=instances,
-                         batch_size=batch_size, max_instances=max_instances, run_name=run_name,
-                         overwrite=overwrite, threads=threads, extra={"model": model_name,
-                                                     "adapter": str(adapter) if adapter else None,
-                                                     "partner": partner})
+        with turn_limit(max_turns):
+            table = evaluate(models, names, results_dir=Path(results_dir), instances=instances,
+                             batch_size=batch_size, max_instances=max_instances, run_name=run_name,
+                             overwrite=overwrite, threads=threads,
+                             extra={"model": model_name, "adapter": str(adapter) if adapter else None,
+                                    "partner": partner})
     except GameLoadError as e:  # the games that did play still get their table
         if getattr(e, "table", None) is not None:
             click.echo(e.table.to_text())
