@@ -294,13 +294,29 @@ def episode_records(folder: Path, include_programmatic: bool = False, side_calls
     return records
 
 
-def _why_no_record(folder: Path) -> str:
+def _why_no_record(folder: Path, side_calls: bool = False) -> str:
     episode = _load(folder)
     game = _game_experiment_id(episode)[0]
     if not _players(episode, game, include_programmatic=True):
         return "name no players"
-    return "had only programmatic players (see --include-programmatic)" if not _players(episode, game) \
-        else "ended before any player's reply"
+    players = {name for name, _, _ in _players(episode, game)}
+    if not players:
+        return "had only programmatic players (see --include-programmatic)"
+    # a player may answer only when its master calls its model inside a step (probing
+    # questions): clemcore logs those calls in the player's request log, not as turns
+    def read(name: str) -> dict:
+        data = _optional_json(folder / name)
+        return data if isinstance(data, dict) else {}
+    calls = [c for c in read("episode.json").get("side_calls") or []
+             if isinstance(c, dict) and c.get("player_name") in players]
+    if calls and not side_calls:
+        return "had players who answered only in side calls (episode.json), not converted here"
+    files = [f"{'_'.join(name.lower().split())}.requests.json" for name in sorted(players)]
+    requested = [file for file in files if read(file).get("calls")]
+    if requested:
+        return (f"had players who answered only in side calls (model calls inside the game's steps, in "
+                f"{', '.join(requested)}; interactions.json logs no turn of theirs)")
+    return "ended before any player's reply"
 
 
 def conversational_records(results_dir: str | Path, keep: DatasetFilter = DatasetFilter(), *,
@@ -323,7 +339,7 @@ def conversational_records(results_dir: str | Path, keep: DatasetFilter = Datase
         try:
             found = episode_records(folder, include_programmatic, side_calls)
             if not found:
-                no_record.append((str(folder), _why_no_record(folder)))
+                no_record.append((str(folder), _why_no_record(folder, side_calls)))
         except _Skip as e:
             skipped.append((str(folder), str(e)))
             continue

@@ -174,3 +174,16 @@ def test_eval_ends_an_endless_episode_at_max_turns(toy_workspace, monkeypatch):
     assert json.loads((interactions.parent / "scores.json").read_text())["episode scores"]["Aborted"] == 1
     result = invoke("eval", "-m", "tiny-random", "-g", "stubborn", "--max-turns", "-1")
     assert result.exit_code == 2 and "option --max-turns: -1 is not valid; expected an integer >= 0" in result.output
+
+
+# ----------------------------------------------------------------------------- playpen dataset on probe-only episodes
+
+def test_dataset_names_side_call_only_players_as_the_reason(toy_workspace):
+    """`clem run`'s records of a side-call-only player log no turn of it: the report once said
+    the episodes "ended before any player's reply"."""
+    assert invoke("eval", "-m", "tiny-random", "-g", "oracle", "-n", "1", "-L", "3").exit_code == 0
+    result = invoke("dataset", toy_workspace / "results", "-o", toy_workspace / "out.jsonl")
+    assert result.exit_code == 0, result.output
+    assert "1 episode(s) gave no record: 1 had players who answered only in side calls (model calls inside " \
+           "the game's steps, in player_2.requests.json" in result.output
+    assert "ended before any player's reply" not in result.output
