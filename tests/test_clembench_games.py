@@ -187,3 +187,39 @@ def test_dataset_names_side_call_only_players_as_the_reason(toy_workspace):
     assert "1 episode(s) gave no record: 1 had players who answered only in side calls (model calls inside " \
            "the game's steps, in player_2.requests.json" in result.output
     assert "ended before any player's reply" not in result.output
+
+
+# ----------------------------------------------------------------------------- usability
+
+@pytest.fixture
+def word_roles_workspace(toy_workspace):
+    """relay whose player classes say WordSpeaker/WordListener while clemgame.json says
+    Speaker/Listener (clembench's taboo: WordGuesser and Guesser)."""
+    folder = toy_workspace / "games" / "wordrelay"
+    shutil.copytree(TOYGAMES_DIR / "relay", folder)
+    master = folder / "master.py"
+    master.write_text(master.read_text().replace('game_role="Speaker"', 'game_role="WordSpeaker"')
+                      .replace('game_role="Listener"', 'game_role="WordListener"'))
+    spec = json.loads((folder / "clemgame.json").read_text())
+    (folder / "clemgame.json").write_text(json.dumps({**spec, "game_name": "wordrelay"}))
+    (toy_workspace / "game_registry.json").write_text(json.dumps([{"benchmark_path": str(toy_workspace / "games")}]))
+    return toy_workspace
+
+
+def test_partners_accept_the_clemgame_json_role_and_the_player_class_role(word_roles_workspace, tiny_pair):
+    from rollout_helpers import make_learner
+
+    from playpen.errors import RolloutError
+    from playpen.rollouts import InstanceRef, rollout
+    learner = make_learner(tiny_pair)
+    for key in ("Listener", "WordListener"):
+        result = rollout("wordrelay", learner, partners={key: "programmatic"}, records_dir=None,
+                         instances=[InstanceRef("wordrelay", "short", 0)])
+        (episode,) = result.episodes
+        assert {t.role for t in episode.trajectories} == {"WordSpeaker"}, key
+        assert {t.responder for t in episode.turns if t.player_name == "Player 2"} <= {"programmatic"}
+    result = rollout("wordrelay", learner, roles=["Speaker"], partners={"Listener": "programmatic"},
+                     records_dir=None, instances=[InstanceRef("wordrelay", "short", 0)])
+    assert {t.role for t in result.episodes[0].trajectories} == {"WordSpeaker"}
+    with pytest.raises(RolloutError, match="unknown role or player 'Lisener'. Did you mean: Listener"):
+        rollout("wordrelay", learner, partners={"Lisener": "programmatic"}, records_dir=None)
