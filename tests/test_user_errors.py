@@ -195,3 +195,38 @@ def test_dataset_says_why_nothing_was_written_and_never_overwrites(tmp_path, pro
     assert out.read_text() == "precious\n"
     result = invoke("dataset", programmatic_results, "-o", out, "--include-programmatic", "--overwrite")
     assert result.exit_code == 0 and len(out.read_text().splitlines()) == 6  # 3 episodes x 2 players
+
+
+# ----------------------------------------------------------------------------- issue 30: more user mistakes
+
+def test_a_run_folder_with_checkpoints_names_models_dir(tmp_path, monkeypatch):
+    """A second game's run in the same workspace meets the first one's checkpoints."""
+    monkeypatch.chdir(tmp_path)
+    from playpen.errors import PlaypenError
+    from playpen.training.config import RunConfig
+    from playpen.training.run import TrainingRun
+    run_dir = tmp_path / "models" / "sft+lora" / "m"
+    (run_dir / "checkpoint-2").mkdir(parents=True)
+    (run_dir / "checkpoint-2" / "trainer_state.json").write_text('{"global_step": 2}')
+    trainer = type("T", (), {"config": RunConfig(evaluate=False)})()
+    with pytest.raises(PlaypenError, match="already holds checkpoints: pass --resume to continue, --overwrite to "
+                                           "start over, or --models-dir DIR for a run of its own"):
+        TrainingRun(trainer, run_dir, ["taboo"], "")
+
+
+def test_list_games_columns_fit_long_names(tmp_path, monkeypatch):
+    import shutil
+    from rollout_helpers import TOYGAMES_DIR
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "games" / "a_very_long_clembench_game_name_v2"
+    shutil.copytree(TOYGAMES_DIR / "sayword", folder)
+    spec = json.loads((folder / "clemgame.json").read_text())
+    (folder / "clemgame.json").write_text(json.dumps({**spec, "game_name": folder.name}))
+    (tmp_path / "game_registry.json").write_text(json.dumps([{"benchmark_path": "games"}]))
+    result = invoke("list", "games")
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines()[1:] if line.startswith("  ") and not line.startswith("    ")]
+    mine = next(line for line in rows if folder.name in line)
+    taboo = next(line for line in rows if line.split()[0] == "taboo")
+    assert mine.index(" 1p ") == taboo.index(" 2p ")  # the players column stays one column
+    assert mine.index("games:") == taboo.index("playpen:taboo")
