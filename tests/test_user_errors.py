@@ -230,3 +230,24 @@ def test_list_games_columns_fit_long_names(tmp_path, monkeypatch):
     taboo = next(line for line in rows if line.split()[0] == "taboo")
     assert mine.index(" 1p ") == taboo.index(" 2p ")  # the players column stays one column
     assert mine.index("games:") == taboo.index("playpen:taboo")
+
+
+@pytest.mark.parametrize("damage, expected", [
+    (lambda d: (d / "config.json").write_text('{"model_type": "llama",'), "damaged/config.json:1:24: not valid JSON"),
+    (lambda d: (d / "config.json").unlink(), "has no config.json"),
+    (lambda d: [p.unlink() for p in d.glob("*.safetensors")], "has config.json but no weights"),
+    (lambda d: [(d / n).unlink() for n in ("tokenizer.json", "vocab.json") if (d / n).exists()], "has no tokenizer"),
+])
+def test_a_damaged_local_model_folder_is_one_line(tiny_workspace, tiny_model_dir, damage, expected):
+    """A config.json that was not valid JSON once gave a 107-line transformers traceback."""
+    import shutil
+    folder = tiny_workspace / "damaged"
+    shutil.copytree(tiny_model_dir, folder)
+    damage(folder)
+    add_model(tiny_workspace, model_name="damaged", backend="huggingface_local", huggingface_id=str(folder),
+              model_config=HF_CONFIG)
+    result = invoke("eval", "-m", "damaged", "-g", "taboo")
+    one_line_error(result, f"model 'damaged' ({tiny_workspace / 'model_registry.json'}): ")
+    assert expected in result.output
+    (tiny_workspace / "t.py").write_text(TRAINER)
+    one_line_error(invoke("run", "t.py", "-l", "damaged"), expected)
