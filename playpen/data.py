@@ -311,6 +311,11 @@ def _why_no_record(folder: Path, side_calls: bool = False) -> str:
              if isinstance(c, dict) and c.get("player_name") in players]
     if calls and not side_calls:
         return "had players who answered only in side calls (episode.json), not converted here"
+    kinds = sorted({str((e.get("action") or {}).get("type")) for turn in episode.interactions.get("turns") or []
+                    for e in turn if isinstance(e, dict) and e.get("from") in players and e.get("to") == "GM"})
+    if kinds:  # 2.x privateshared: "probe answer" events of an episode aborted while probing
+        return (f"had players who answered only in side calls ({', '.join(repr(k) for k in kinds)} events, "
+                f"no turn)")
     files = [f"{'_'.join(name.lower().split())}.requests.json" for name in sorted(players)]
     requested = [file for file in files if read(file).get("calls")]
     if requested:
