@@ -251,3 +251,12 @@ def test_a_damaged_local_model_folder_is_one_line(tiny_workspace, tiny_model_dir
     assert expected in result.output
     (tiny_workspace / "t.py").write_text(TRAINER)
     one_line_error(invoke("run", "t.py", "-l", "damaged"), expected)
+
+
+def test_a_trainer_file_without_run_suggests_playpen_run(tmp_path, monkeypatch):
+    """Upstream playpen's TL;DR form: `playpen examples/trl/x.py -l M`."""
+    monkeypatch.chdir(tmp_path)
+    result = invoke("examples/trl/sft_trainer_lora.py", "-l", "smol-135m")
+    one_line_error(result, "no command 'examples/trl/sft_trainer_lora.py': did you mean "
+                           "`playpen run examples/trl/sft_trainer_lora.py`?")
+    one_line_error(invoke("evl", "-m", "x"), "No such command 'evl'")

@@ -73,6 +73,12 @@ class LazyGroup(click.Group):
                 raise
             raise interrupted_exit(getattr(e, "signum", signal.SIGINT), str(e)) from e
 
+    def resolve_command(self, ctx, args):
+        # upstream playpen's TL;DR form `playpen TRAINER.py -l MODEL` lacks `run`
+        if args and args[0] not in self.list_commands(ctx) and args[0].endswith(".py"):
+            raise click.UsageError(f"no command '{args[0]}': did you mean `playpen run {args[0]}`?", ctx)
+        return super().resolve_command(ctx, args)
+
     def get_command(self, ctx, name):
         if name in self.lazy_commands and name in self.available_lazy():
             module, attr = self.lazy_commands[name]
