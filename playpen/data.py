@@ -162,6 +162,10 @@ def _load(folder: Path) -> _Episode:
     if not isinstance(interactions, dict) or not isinstance(interactions.get("players"), dict) \
             or not isinstance(interactions.get("turns"), list):
         raise _Skip("interactions.json lacks 'players' or 'turns'")
+    for i, turn in enumerate(interactions["turns"]):
+        if not isinstance(turn, list) or not all(isinstance(e, dict) and isinstance(e.get("action", {}), dict)
+                                                 for e in turn):
+            raise _Skip(f"interactions.json: turn {i} is not a list of events {{from, to, action{{type, content}}}}")
     return _Episode(folder, interactions, _optional_json(folder / "scores.json"),
                     _optional_json(folder / "instance.json"))
 

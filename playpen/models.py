@@ -171,6 +171,9 @@ def check_key_for(entry, cwd: Path | None = None) -> None:
     for name in required:
         if not backend_keys.get(name):
             raise _missing_key(entry, f"{key_file}: field '{entry.backend}.{name}' is missing or empty")
+        if not isinstance(backend_keys[name], str):
+            raise RegistryError(f"{key_file}: field '{entry.backend}.{name}' is a {type(backend_keys[name]).__name__}, "
+                                f"expected a string")
     base_url = backend_keys.get("base_url")
     if base_url is not None:
         from urllib.parse import urlparse

@@ -83,6 +83,15 @@ def _validate_model_entries(data: Any, source: str) -> list[ModelEntry]:
             if not isinstance(item.get(key), str) or not item[key]:
                 raise RegistryError(f"{where}: missing or empty '{key}'")
         where = f"{source}: model '{item['model_name']}'"
+        for key in ("huggingface_id", "model_id"):
+            if key in item and not isinstance(item[key], str):
+                raise RegistryError(f"{where}: '{key}' is {item[key]!r}, expected a string")
+        if "model_config" in item and not isinstance(item["model_config"], dict):
+            raise RegistryError(f"{where}: 'model_config' is {type(item['model_config']).__name__}, expected an "
+                                f"object")
+        if not isinstance((item.get("model_config") or {}).get("peft_model", ""), str):
+            raise RegistryError(f"{where}: 'model_config.peft_model' is {item['model_config']['peft_model']!r}, "
+                                f"expected an adapter folder (a string)")
         if item["backend"] == "huggingface_local":
             if not item.get("huggingface_id"):
                 raise RegistryError(f"{where}: huggingface_local needs 'huggingface_id' "
@@ -247,6 +256,10 @@ def all_game_entries(cwd: Path | None = None, scan_cwd: bool = True) -> list[Gam
         for index, item in enumerate(data):
             if not isinstance(item, dict):
                 raise RegistryError(f"{registry_file}: entry {index} must be an object")
+            for key in ("benchmark_path", "game_path", "game_name"):
+                if key in item and (not isinstance(item[key], str) or not item[key]):
+                    raise RegistryError(f"{registry_file}: entry {index}: '{key}' is {item[key]!r}, expected a "
+                                        f"{'name' if key == 'game_name' else 'folder'} (a non-empty string)")
             if "benchmark_path" in item:
                 path = Path(item["benchmark_path"])
                 path = path if path.is_absolute() else cwd / path

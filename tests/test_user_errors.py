@@ -260,3 +260,115 @@ def test_a_trainer_file_without_run_suggests_playpen_run(tmp_path, monkeypatch):
     one_line_error(result, "no command 'examples/trl/sft_trainer_lora.py': did you mean "
                            "`playpen run examples/trl/sft_trainer_lora.py`?")
     one_line_error(invoke("evl", "-m", "x"), "No such command 'evl'")
+
+
+# ----------------------------------------------------------------------------- every command, wrong types and full disks
+
+REMOTE = {"model_name": "m", "backend": "openai_compatible", "model_id": "served"}
+
+
+@pytest.mark.parametrize("files, args, expected", [
+    ({"model_registry.json": [{"model_name": "m", "backend": "huggingface_local", "huggingface_id": 5,
+                               "model_config": HF_CONFIG}]},
+     ["eval", "-m", "m", "-g", "taboo"], "model 'm': 'huggingface_id' is 5, expected a string"),
+    ({"model_registry.json": [{"model_name": "m", "backend": "huggingface_local", "huggingface_id": "a/b",
+                               "model_config": {**HF_CONFIG, "peft_model": 3}}]},
+     ["eval", "-m", "m", "-g", "taboo"], "'model_config.peft_model' is 3, expected an adapter folder"),
+    ({"model_registry.json": [{"model_name": "m", "backend": "huggingface_local", "huggingface_id": "a/b",
+                               "model_config": ["premade_chat_template"]}]},
+     ["list", "models"], "'model_config' is list, expected an object"),
+    ({"model_registry.json": [{**REMOTE, "model_id": 7}]}, ["eval", "-m", "m"], "'model_id' is 7, expected a string"),
+    ({"model_registry.json": [REMOTE], "key.json": {"openai_compatible": {"api_key": 123, "base_url": "http://x/v1"}}},
+     ["eval", "-m", "m", "-g", "taboo"], "field 'openai_compatible.api_key' is a int, expected a string"),
+    ({"model_registry.json": [REMOTE], "key.json": {"openai_compatible": "sk-123"}},
+     ["eval", "-m", "m", "-g", "taboo"], "has no 'openai_compatible' entry"),
+    ({"game_registry.json": [{"benchmark_path": 3}]}, ["list", "games"],
+     "entry 0: 'benchmark_path' is 3, expected a folder (a non-empty string)"),
+    ({"game_registry.json": [{"game_name": "mine", "game_path": ["games"]}]}, ["eval", "-m", "programmatic"],
+     "entry 0: 'game_path' is ['games'], expected a folder"),
+    ({"game_registry.json": [{"game_name": 3, "game_path": "games"}]}, ["check", "taboo"],
+     "entry 0: 'game_name' is 3, expected a name"),
+])
+def test_wrong_types_in_registries_and_key_json_are_one_line(tmp_path, monkeypatch, files, args, expected):
+    """Each of these once ended in a TypeError or AttributeError traceback (or passed unchecked)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name, data in files.items():
+        (tmp_path / name).write_text(json.dumps(data))
+    result = invoke(*args)
+    if args[0] == "check":  # the checker reports it as its first check
+        assert result.exit_code == 1 and expected in result.output and "Traceback" not in result.output
+    else:
+        one_line_error(result, expected)
+    assert "123" not in result.output and "sk-123" not in result.output  # never a key's value
+
+
+@pytest.mark.parametrize("log, expected", [
+    ('{"event": "train_step", "step": "x"}\n', "playpen-log.jsonl:1: a train_step record's 'step' is 'x', expected"),
+    ('[1, 2]\n{"event": "train_step", "step": 1}\n', "playpen-log.jsonl:1: expected a JSON object per line, got list"),
+])
+def test_plot_of_a_malformed_log_is_one_line(tmp_path, log, expected):
+    (tmp_path / "playpen-log.jsonl").write_text(log)
+    one_line_error(invoke("plot", tmp_path), expected)
+    assert not (tmp_path / "learning-curve.png").exists()
+
+
+def test_dataset_skips_an_episode_whose_events_are_malformed(tmp_path):
+    episode = tmp_path / "results" / "m" / "g" / "e" / "instance_00000"
+    episode.mkdir(parents=True)
+    (episode / "interactions.json").write_text(json.dumps({
+        "players": {"GM": "x", "Player 1": "A: m"}, "turns": [[{"from": "Player 1", "to": "GM", "action": 5}]]}))
+    for extra in ([], ["--pairs"]):
+        result = invoke("dataset", tmp_path / "results", "-o", tmp_path / f"o{len(extra)}.jsonl", *extra)
+        assert "Traceback" not in result.output and result.exit_code in (0, 2), result.output
+    result = invoke("dataset", tmp_path / "results", "-o", tmp_path / "o.jsonl", "--overwrite")
+    assert result.exit_code == 0 and "turn 0 is not a list of events" in result.output
+
+
+def _full_disk(monkeypatch):
+    """Every atomic write (and mkdtemp-free temp file) fails as on a full disk."""
+    import errno
+    import tempfile
+
+    def enospc(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(tempfile, "mkstemp", enospc)
+
+
+def test_a_full_disk_is_one_line_and_keeps_what_was_written(tmp_path, monkeypatch, programmatic_results):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "episodes.jsonl"
+    out.write_text("precious\n")
+    _full_disk(monkeypatch)
+    one_line_error(invoke("dataset", programmatic_results, "-o", out, "--include-programmatic", "--overwrite"),
+                   f"cannot write {out}: No space left on device")
+    assert out.read_text() == "precious\n" and [p.name for p in tmp_path.iterdir()] == ["episodes.jsonl"]
+    one_line_error(invoke("setup", "--no-verify"),
+                   f"cannot write {tmp_path / 'game_registry.json'}: No space left on device")
+    one_line_error(invoke("eval", "-m", "programmatic", "-g", "taboo", "-n", "1"), "No space left on device")
+
+
+def test_a_folder_without_permission_is_one_line(tmp_path, monkeypatch):
+    """Simulated (the tests may run as root, for whom chmod does not bite)."""
+    import errno
+    import pathlib
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model_registry.json").write_text("[]")
+    real_read_text = pathlib.Path.read_text
+
+    def denied(self, *args, **kwargs):
+        if self.name == "model_registry.json":
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_read_text(self, *args, **kwargs)
+    monkeypatch.setattr(pathlib.Path, "read_text", denied)
+    one_line_error(invoke("list", "models"), "model_registry.json: cannot read: Permission denied")
+    monkeypatch.setattr(pathlib.Path, "read_text", real_read_text)
+    real_mkdir = pathlib.Path.mkdir
+
+    def read_only(self, *args, **kwargs):
+        if "results" in self.parts:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+    monkeypatch.setattr(pathlib.Path, "mkdir", read_only)
+    result = invoke("eval", "-m", "programmatic", "-g", "taboo", "-n", "1")
+    one_line_error(result, "Permission denied")

@@ -15,7 +15,7 @@ import signal
 import click
 
 from playpen import __version__
-from playpen.errors import Interrupted, PlaypenError
+from playpen.errors import WRITE_ERRNOS, Interrupted, PlaypenError, write_error
 
 
 def split_values(values) -> list[str]:
@@ -62,6 +62,10 @@ class LazyGroup(click.Group):
             if (ctx.obj or {}).get("debug"):
                 raise
             raise UserError(str(e), e.exit_code) from e
+        except OSError as e:  # a full disk, no permission, a read-only file system: one line
+            if (ctx.obj or {}).get("debug") or e.errno not in WRITE_ERRNOS:
+                raise
+            raise UserError(str(write_error(e)), 2) from e
         except click.UsageError as e:  # a subcommand's bad option or argument: one line too
             if (ctx.obj or {}).get("debug"):
                 raise
