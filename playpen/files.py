@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
-from playpen.errors import WRITE_ERRNOS, write_error
+from playpen.errors import WRITE_ERRNOS, WriteError, write_error
 
 
 def _umask() -> int:
@@ -62,6 +62,9 @@ def write_text(path: str | Path, text: str, *, sync: bool = False) -> Path:
     disk or a folder without write permission is a :class:`~playpen.errors.WriteError`
     naming ``path`` (an earlier file there is kept)."""
     path = Path(path)
+    blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise WriteError(f"cannot write {path}: {blocking} is a file, not a folder")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

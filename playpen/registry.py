@@ -33,6 +33,8 @@ def read_json(path: Path) -> Any:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
         raise RegistryError(f"{path}: cannot read: {e.strerror}") from e
+    except UnicodeDecodeError as e:
+        raise RegistryError(f"{path}: not UTF-8 text (byte {e.start}): JSON files are UTF-8") from e
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -209,8 +211,8 @@ def _game_specs_in(directory: Path, source: str, max_depth: int = 3,
             specs = data if isinstance(data, list) else [data]
             label = _qualifier(path, qualifier or path.resolve().parent.name)
             for spec in specs:
-                if not isinstance(spec, dict) or "game_name" not in spec:
-                    raise RegistryError(f"{spec_file}: every spec needs a 'game_name'")
+                if not isinstance(spec, dict) or not isinstance(spec.get("game_name"), str) or not spec["game_name"]:
+                    raise RegistryError(f"{spec_file}: every spec needs a 'game_name' (a non-empty string)")
                 found.append(GameEntry(spec["game_name"], path, dict(spec, game_path=str(path)), source, label))
             return
         try:
@@ -366,6 +368,10 @@ def game_spec(name: str, instances: str | None = None, cwd: Path | None = None):
     ``in/`` folder, see :func:`instances_stem`) checked and set in ``spec.instances``."""
     from playpen.clem import clemgame
     entry = resolve_game(name, cwd)
+    players = entry.spec.get("players")
+    if type(players) is not int or players < 1:
+        raise RegistryError(f"game '{entry.name}' ({Path(entry.path) / 'clemgame.json'}): 'players' is {players!r}, "
+                            f"expected an integer >= 1")
     spec = clemgame().GameSpec.from_dict(dict(entry.spec))
     stem = instances_stem(entry.spec, instances)
     if not (Path(entry.path) / "in" / f"{stem}.json").exists():

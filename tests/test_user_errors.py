@@ -372,3 +372,35 @@ def test_a_folder_without_permission_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(pathlib.Path, "mkdir", read_only)
     result = invoke("eval", "-m", "programmatic", "-g", "taboo", "-n", "1")
     one_line_error(result, "Permission denied")
+
+
+@pytest.mark.parametrize("name", ["game_registry.json", "model_registry.json", "key.json"])
+def test_a_registry_file_that_is_not_utf8_is_one_line(tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    if name == "key.json":
+        add_model(tmp_path, **REMOTE)
+    (tmp_path / name).write_bytes(b"\xff\xfe[")  # UTF-16, as some editors save
+    args = {"game_registry.json": ["list", "games"], "model_registry.json": ["list", "models"],
+            "key.json": ["eval", "-m", "m", "-g", "taboo"]}[name]
+    one_line_error(invoke(*args), f"{tmp_path / name}: not UTF-8 text (byte 0)")
+
+
+def test_game_specs_with_wrong_types_are_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    game = tmp_path / "games" / "g"
+    (game / "in").mkdir(parents=True)
+    (game / "in" / "instances.json").write_text(json.dumps({"experiments": []}))
+    (tmp_path / "game_registry.json").write_text(json.dumps([{"benchmark_path": "games"}]))
+    (game / "clemgame.json").write_text(json.dumps([{"game_name": 5, "players": 1}]))
+    one_line_error(invoke("list", "games"), "g/clemgame.json: every spec needs a 'game_name' (a non-empty string)")
+    (game / "clemgame.json").write_text(json.dumps({"game_name": "gg", "players": "two", "description": "d"}))
+    one_line_error(invoke("eval", "-m", "programmatic", "-g", "gg"),
+                   "game 'gg' (" + str(game / "clemgame.json") + "): 'players' is 'two', expected an integer >= 1")
+
+
+def test_an_output_under_a_file_is_one_line(tmp_path, programmatic_results):
+    (tmp_path / "afile").write_text("x")
+    one_line_error(invoke("dataset", programmatic_results, "-o", tmp_path / "afile" / "o.jsonl"),
+                   f"cannot write {tmp_path / 'afile' / 'o.jsonl'}: {tmp_path / 'afile'} is a file, not a folder")
+    assert (tmp_path / "afile").read_text() == "x"
