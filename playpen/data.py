@@ -22,6 +22,9 @@ side call that playpen's records list in ``episode.json`` (a model call the game
 inside a step, see :mod:`playpen.rollouts.sidecalls`) is a record of its own: the messages the
 game gave plus the answer, ``meta.side_call`` = its index. Malformed or partial episode
 folders are skipped, and episodes that give no record counted by reason, never fatal.
+
+Longer than 400 lines because both layouts, their quirks and the reasons an episode gives
+no record are read in one place.
 """
 from __future__ import annotations
 
@@ -306,25 +309,18 @@ def _why_no_record(folder: Path, side_calls: bool = False) -> str:
     players = {name for name, _, _ in _players(episode, game)}
     if not players:
         return "had only programmatic players (see --include-programmatic)"
-    # a player may answer only when its master calls its model inside a step (probing
-    # questions): clemcore logs those calls in the player's request log, not as turns
-    def read(name: str) -> dict:
-        data = _optional_json(folder / name)
-        return data if isinstance(data, dict) else {}
-    calls = [c for c in read("episode.json").get("side_calls") or []
-             if isinstance(c, dict) and c.get("player_name") in players]
-    if calls and not side_calls:
-        return "had players who answered only in side calls (episode.json), not converted here"
-    kinds = sorted({str((e.get("action") or {}).get("type")) for turn in episode.interactions.get("turns") or []
-                    for e in turn if isinstance(e, dict) and e.get("from") in players and e.get("to") == "GM"})
-    if kinds:  # 2.x privateshared: "probe answer" events of an episode aborted while probing
-        return (f"had players who answered only in side calls ({', '.join(repr(k) for k in kinds)} events, "
-                f"no turn)")
-    files = [f"{'_'.join(name.lower().split())}.requests.json" for name in sorted(players)]
-    requested = [file for file in files if read(file).get("calls")]
-    if requested:
-        return (f"had players who answered only in side calls (model calls inside the game's steps, in "
-                f"{', '.join(requested)}; interactions.json logs no turn of theirs)")
+    # a player may answer only when its master calls its model inside a step (probes): no
+    # turns; 2.x games logged them as events of their own, clemcore in the request logs
+    said, read = "had players who answered only in side calls", lambda name: _optional_json(folder / name) or {}
+    kinds = sorted({str(e.get("action", {}).get("type")) for turn in episode.interactions["turns"] for e in turn
+                    if e.get("from") in players and e.get("to") == "GM"})
+    logs = [f for f in (f"{'_'.join(n.lower().split())}.requests.json" for n in sorted(players))
+            if isinstance(read(f), dict) and read(f).get("calls")]
+    if not side_calls and isinstance(read("episode.json"), dict) and read("episode.json").get("side_calls"):
+        return f"{said} (episode.json), not converted here"
+    if kinds or logs:
+        return f"{said} ({', '.join(map(repr, kinds))} events, no turn)" if kinds else \
+            f"{said} (model calls inside the game's steps, in {', '.join(logs)}; interactions.json logs no turn of theirs)"
     return "ended before any player's reply"
 
 

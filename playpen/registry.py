@@ -6,6 +6,9 @@ built-in entries (the embedded default model), then clemcore's packaged registry
 first entry with a given name wins. Games: ``./game_registry.json`` entries, playpen's
 packaged games, then clemcore's scan of the working directory; a plain name picks the
 first copy, ``source:game`` or a folder path any copy (:func:`resolve_game`).
+
+Longer than 400 lines because every registry entry kind and field type is validated here,
+next to the lookup that reads it.
 """
 from __future__ import annotations
 
@@ -85,15 +88,13 @@ def _validate_model_entries(data: Any, source: str) -> list[ModelEntry]:
             if not isinstance(item.get(key), str) or not item[key]:
                 raise RegistryError(f"{where}: missing or empty '{key}'")
         where = f"{source}: model '{item['model_name']}'"
-        for key in ("huggingface_id", "model_id"):
-            if key in item and not isinstance(item[key], str):
-                raise RegistryError(f"{where}: '{key}' is {item[key]!r}, expected a string")
-        if "model_config" in item and not isinstance(item["model_config"], dict):
-            raise RegistryError(f"{where}: 'model_config' is {type(item['model_config']).__name__}, expected an "
-                                f"object")
-        if not isinstance((item.get("model_config") or {}).get("peft_model", ""), str):
-            raise RegistryError(f"{where}: 'model_config.peft_model' is {item['model_config']['peft_model']!r}, "
-                                f"expected an adapter folder (a string)")
+        config = item.get("model_config", {})
+        typed = [("huggingface_id", item.get("huggingface_id", ""), str), ("model_id", item.get("model_id", ""), str),
+                 ("model_config", config, dict),
+                 ("model_config.peft_model", config.get("peft_model", "") if isinstance(config, dict) else "", str)]
+        for key, value, kind in typed:
+            if not isinstance(value, kind):
+                raise RegistryError(f"{where}: '{key}' is {value!r}, expected {'a string' if kind is str else 'an object'}")
         if item["backend"] == "huggingface_local":
             if not item.get("huggingface_id"):
                 raise RegistryError(f"{where}: huggingface_local needs 'huggingface_id' "
@@ -228,18 +229,14 @@ def _game_specs_in(directory: Path, source: str, max_depth: int = 3,
 
 
 def _completed_entry(item: dict, path: Path, where: str) -> dict:
-    """A ``{"game_name", "game_path"}`` registry entry completed from the folder's own
-    clemgame.json spec of that name (the entry's own fields win). clemcore plays such an
-    entry only because its working-directory scan finds the folder's clemgame.json; its
-    registry entry alone lacks ``players`` and fails."""
+    """A ``{"game_name", "game_path"}`` entry completed from the folder's clemgame.json spec of
+    that name (the entry's fields win), as ``clem`` plays it: its cwd scan finds the folder."""
     data = read_json(path / "clemgame.json")
-    own = [s for s in (data if isinstance(data, list) else [data])
-           if isinstance(s, dict) and s.get("game_name") == item["game_name"]]
-    if own:
-        return {**own[0], **item}
-    if "players" in item:  # a complete entry of its own (old clembench registries)
-        return dict(item)
-    names = [s.get("game_name") for s in (data if isinstance(data, list) else [data]) if isinstance(s, dict)]
+    specs = [s for s in (data if isinstance(data, list) else [data]) if isinstance(s, dict)]
+    own = [s for s in specs if s.get("game_name") == item["game_name"]]
+    if own or "players" in item:  # else: a complete entry of its own (old clembench registries)
+        return {**(own[0] if own else {}), **item}
+    names = [s.get("game_name") for s in specs]
     raise RegistryError(f"{where}: {path / 'clemgame.json'} has no game '{item['game_name']}' "
                         f"(it has: {', '.join(map(str, names)) or 'none'})")
 
