@@ -223,3 +223,19 @@ def test_partners_accept_the_clemgame_json_role_and_the_player_class_role(word_r
     assert {t.role for t in result.episodes[0].trajectories} == {"WordSpeaker"}
     with pytest.raises(RolloutError, match="unknown role or player 'Lisener'. Did you mean: Listener"):
         rollout("wordrelay", learner, partners={"Lisener": "programmatic"}, records_dir=None)
+
+
+def test_playpen_run_max_turns_is_the_limit_of_the_trainers_rollouts(tiny_workspace):
+    (tiny_workspace / "t.py").write_text(
+        "from playpen import BasePlayPen\n"
+        "from playpen.envs.turns import max_turns\n\n"
+        "class Probe(BasePlayPen):\n"
+        "    def learn(self, game_registry):\n"
+        "        open('limit', 'w').write(str(max_turns()))\n")
+    result = invoke("run", "t.py", "-l", "tiny-random", "--max-turns", "7")
+    assert result.exit_code == 0, result.output
+    assert (tiny_workspace / "limit").read_text() == "7"
+    from playpen.envs.turns import DEFAULT_MAX_TURNS, max_turns
+    assert max_turns() == DEFAULT_MAX_TURNS  # the command's limit does not outlive it
+    result = invoke("run", "t.py", "-l", "tiny-random", "--max-turns", "-2")
+    assert result.exit_code == 2 and "option --max-turns: -2 is not valid" in result.output
