@@ -50,9 +50,14 @@ def add_model(workspace, **entry):
     (["-L", "0"], "option -L/--max-tokens: 0 is not valid"),
     (["--batch-size", "0"], "option --batch-size: 0 is not valid; expected an integer >= 1"),
     (["--max-steps", "-3"], "option --max-steps: -3 is not valid"),
-    (["--models-dir", "afile"], "option --models-dir: 'afile' is not valid; expected a folder (this is a file)"),
+    (["--models-dir", "afile"], "option --models-dir: 'afile' is not valid; expected a folder (this or a folder "
+                                "above it is a file)"),
+    (["--models-dir", "afile/x"], "option --models-dir: 'afile/x' is not valid; expected a folder (this or a "
+                                  "folder above it is a file)"),
+    (["--results-dir", "afile/deeper/r"], "option --results-dir: 'afile/deeper/r' is not valid"),
     (["--results-dir", "afile"], "option --results-dir: 'afile' is not valid; expected a folder"),
     (["-o", "afile"], "option -o/--output-dir: 'afile' is a file, not a folder"),
+    (["-o", "afile/records"], "option -o/--output-dir: 'afile/records' is under 'afile', a file, not a folder"),
 ])
 def test_sft_options_are_checked_before_any_model_loads(tiny_workspace, monkeypatch, args, expected):
     (tiny_workspace / "afile").write_text("not a folder")
@@ -76,6 +81,7 @@ def test_batch_size_0_through_the_real_command(tiny_workspace):
 @pytest.mark.parametrize("args, expected", [
     (["-T", "-0.5"], "option -T/--temperature: -0.5 is not valid"),
     (["-r", "afile"], "option -r/--results-dir: 'afile' is a file, not a folder"),
+    (["-r", "afile/r"], "option -r/--results-dir: 'afile/r' is under 'afile', a file, not a folder"),
 ])
 def test_eval_options_are_checked(tmp_path, monkeypatch, args, expected):
     monkeypatch.chdir(tmp_path)

@@ -265,6 +265,9 @@ def check_generation_options(temperature: float, max_tokens: int) -> None:
 
 
 def check_output_folder(path: str | Path, option: str) -> None:
-    """A folder option must not name an existing file."""
+    """A folder option must not name an existing file, nor a folder under one."""
     if Path(path).exists() and not Path(path).is_dir():
         raise PlaypenError(f"option {option}: '{path}' is a file, not a folder")
+    blocking = next((p for p in Path(path).parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise PlaypenError(f"option {option}: '{path}' is under '{blocking}', a file, not a folder")
