@@ -78,9 +78,9 @@ class WriteError(PlaypenError):
     system (the message names the path; what was there before is untouched)."""
 
 
-WRITE_ERRNOS = frozenset({28, 122, 13, 1, 30})
-"""ENOSPC, EDQUOT, EACCES, EPERM, EROFS: an ``OSError`` with one of these is the machine's
-state, not a bug; the CLI says it in one line (:class:`WriteError`)."""
+WRITE_ERRNOS = frozenset({28, 122, 13, 1, 30, 20, 21})
+"""ENOSPC, EDQUOT, EACCES, EPERM, EROFS, ENOTDIR, EISDIR: an ``OSError`` with one of these is
+the machine's state or a path given, not a bug; the CLI says it in one line (:class:`WriteError`)."""
 
 
 def write_error(error: OSError, path=None) -> WriteError:
