@@ -143,6 +143,15 @@ def check_model_folder(path: Path, what: str) -> None:
     if not any(next(path.glob(pattern), None) is not None for pattern in MODEL_WEIGHTS):
         raise RegistryError(f"{what}: {path} has config.json but no weights ({', '.join(MODEL_WEIGHTS)}): "
                             f"an interrupted copy or save?")
+    for index in path.glob("*.index.json"):  # sharded weights: every shard it names is there
+        try:
+            shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise RegistryError(f"{what}: {index}: not a weights index ({type(e).__name__}: {e})") from e
+        missing = sorted(str(shard) for shard in shards if not (path / str(shard)).is_file())
+        if missing:
+            raise RegistryError(f"{what}: {index} names {len(missing)} missing shard(s), e.g. {path / missing[0]}: "
+                                f"an interrupted copy or download?")
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         raise RegistryError(f"{what}: {path} has no tokenizer ({', '.join(TOKENIZER_FILES)}): save the "
                             f"tokenizer into the folder (tokenizer.save_pretrained)")

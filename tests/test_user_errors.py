@@ -243,6 +243,9 @@ def test_list_games_columns_fit_long_names(tmp_path, monkeypatch):
     (lambda d: (d / "config.json").unlink(), "has no config.json"),
     (lambda d: [p.unlink() for p in d.glob("*.safetensors")], "has config.json but no weights"),
     (lambda d: [(d / n).unlink() for n in ("tokenizer.json", "vocab.json") if (d / n).exists()], "has no tokenizer"),
+    (lambda d: (d / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})),
+     "model.safetensors.index.json names 2 missing shard(s)"),
 ])
 def test_a_damaged_local_model_folder_is_one_line(tiny_workspace, tiny_model_dir, damage, expected):
     """A config.json that was not valid JSON once gave a 107-line transformers traceback."""
