@@ -82,6 +82,8 @@ def test_batch_size_0_through_the_real_command(tiny_workspace):
     (["-T", "-0.5"], "option -T/--temperature: -0.5 is not valid"),
     (["-r", "afile"], "option -r/--results-dir: 'afile' is a file, not a folder"),
     (["-r", "afile/r"], "option -r/--results-dir: 'afile/r' is under 'afile', a file, not a folder"),
+    (["--name", "../../elsewhere"], "option --name: '../../elsewhere' is not valid; expected a folder name"),
+    (["--name", ".."], "option --name: '..' is not valid"),
 ])
 def test_eval_options_are_checked(tmp_path, monkeypatch, args, expected):
     monkeypatch.chdir(tmp_path)

@@ -70,6 +70,9 @@ def eval_command(model_name, games, adapter, partner, instances, results_dir, ru
     from playpen.cli.run import check_generation_options, check_output_folder
     check_generation_options(temperature, max_tokens)
     check_output_folder(results_dir, "-r/--results-dir")
+    if run_name is not None and (not run_name.strip() or Path(run_name).name != run_name or run_name in (".", "..")):
+        raise EvaluationError(f"option --name: {run_name!r} is not valid; expected a folder name (no '/', "
+                              f"not '..'): the sub-folder of -r/--results-dir the results go to")
     set_remote_limits(connect_timeout, read_timeout, retries, retry_budget)
     check_max_turns(max_turns)
     if adapter is not None:
