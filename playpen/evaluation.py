@@ -125,7 +125,13 @@ def read_episode_scores(run_dir: Path) -> list[dict]:
     out = []
     for path in sorted(Path(run_dir).rglob("scores.json")):
         game, experiment, episode = path.parts[-4:-1]
-        episode_scores = json.loads(path.read_text(encoding="utf-8"))["episode scores"]
+        try:
+            episode_scores = json.loads(path.read_text(encoding="utf-8"))["episode scores"]
+            episode_scores["Aborted"]
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+            # e.g. half-written by an interrupted `clem score`: it counts in the folder's table
+            raise EvaluationError(f"{path}: not a scores file ({type(e).__name__}: {e}); score the run folder "
+                                  f"again (`clem score -r {run_dir}`) or remove the episode folder") from e
         main = episode_scores.get("Main Score")
         out.append({"game": game, "experiment": experiment, "episode": episode,
                     "Aborted": episode_scores["Aborted"],

@@ -415,3 +415,12 @@ def test_an_output_under_a_file_is_one_line(tmp_path, programmatic_results):
     one_line_error(invoke("dataset", programmatic_results, "-o", tmp_path / "afile" / "o.jsonl"),
                    f"cannot write {tmp_path / 'afile' / 'o.jsonl'}: {tmp_path / 'afile'} is a file, not a folder")
     assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_a_half_written_scores_file_in_the_run_folder_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert invoke("eval", "-m", "programmatic", "-g", "taboo", "-n", "1").exit_code == 0
+    scores = next((tmp_path / "results").rglob("scores.json"))
+    scores.write_text('{"episode scores": {')
+    one_line_error(invoke("eval", "-m", "programmatic", "-g", "wordle", "-n", "1"),
+                   f"{scores.relative_to(tmp_path)}: not a scores file (JSONDecodeError")
