@@ -239,3 +239,25 @@ def test_playpen_run_max_turns_is_the_limit_of_the_trainers_rollouts(tiny_worksp
     assert max_turns() == DEFAULT_MAX_TURNS  # the command's limit does not outlive it
     result = invoke("run", "t.py", "-l", "tiny-random", "--max-turns", "-2")
     assert result.exit_code == 2 and "option --max-turns: -2 is not valid" in result.output
+
+
+def test_the_turn_limit_ends_a_legacy_master_as_aborted(tmp_path, monkeypatch):
+    """The legacy master API (probes) logs its own outcome keys: the limit's win."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "game_registry.json").write_text(json.dumps([{"benchmark_path": str(TOYGAMES_DIR)}]))
+    from playpen.envs import GameEnv, make_env
+    env, rows = make_env("probes")
+    env = GameEnv(env.benchmark, env.player_models, max_turns=2)
+    try:
+        env.reset(rows[0])
+        steps = 0
+        while not env.done:
+            player, context = env.perceive()
+            result = env.step(player._custom_response(context))
+            steps += 1
+    finally:
+        env.benchmark.close()
+    assert steps == 2 and result.outcome == "aborted" and env.interactions["Aborted"] == 1
+    assert result.episode_scores["Aborted"] == 1 and result.episode_scores["Main Score"] != \
+        result.episode_scores["Main Score"]  # NaN, as for every aborted episode
+    assert [e["action"]["type"] for turn in env.interactions["turns"] for e in turn][-1] == "turn limit"
