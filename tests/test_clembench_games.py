@@ -247,7 +247,7 @@ def test_the_turn_limit_ends_a_legacy_master_as_aborted(tmp_path, monkeypatch):
     (tmp_path / "game_registry.json").write_text(json.dumps([{"benchmark_path": str(TOYGAMES_DIR)}]))
     from playpen.envs import GameEnv, make_env
     env, rows = make_env("probes")
-    env = GameEnv(env.benchmark, env.player_models, max_turns=2)
+    env = GameEnv(env.benchmark, env.player_models, max_turns=1)
     try:
         env.reset(rows[0])
         steps = 0
@@ -257,7 +257,7 @@ def test_the_turn_limit_ends_a_legacy_master_as_aborted(tmp_path, monkeypatch):
             steps += 1
     finally:
         env.benchmark.close()
-    assert steps == 2 and result.outcome == "aborted" and env.interactions["Aborted"] == 1
+    assert steps == 1 and result.outcome == "aborted" and env.interactions["Aborted"] == 1
     assert result.episode_scores["Aborted"] == 1 and result.episode_scores["Main Score"] != \
         result.episode_scores["Main Score"]  # NaN, as for every aborted episode
     assert [e["action"]["type"] for turn in env.interactions["turns"] for e in turn][-1] == "turn limit"
