@@ -222,7 +222,7 @@ METHODS = {
 }
 # what every result depends on besides its own trainer; deliberately narrow (a change of a
 # log line elsewhere must not cost hours of re-runs): --force re-runs after wider changes
-SHARED_CODE = ("playpen/evaluation.py",)
+SHARED_CODE = ("playpen/evaluation/__init__.py",)
 
 
 def training_temperature(method: Method, args) -> float:

@@ -1,6 +1,6 @@
 """The `playpen` command line: the click group, one module per command (``list``,
-``setup``, ``run``, ``eval``, ``dataset``, ``plot``, ``check``). Commands parse, dispatch and print;
-the work happens in the library.
+``setup``, ``run``, ``eval``, ``dataset``, ``plot``, ``check``, ``tournament``, ``serve``).
+Commands parse, dispatch and print; the work happens in the library.
 
 A command's module is imported only when the command runs (or ``--help`` lists it), and
 heavy modules (torch, transformers, trl, clemcore) only inside the commands that need
@@ -46,6 +46,7 @@ class LazyGroup(click.Group):
         "plot": ("playpen.cli.plot", "plot"),
         "check": ("playpen.cli.check", "check_command"),
         "tournament": ("playpen.cli.tournament", "tournament_command"),
+        "serve": ("playpen.cli.serve", "serve_command"),
     }
 
     def list_commands(self, ctx):

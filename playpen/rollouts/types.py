@@ -35,6 +35,12 @@ class SamplingConfig:
     top_k: Optional[int] = None
     max_batch_size: int = 64
     """Most rows in one ``generate`` call; larger groups are split."""
+    engine: str = "auto"
+    """How turns over kept KV caches are decoded: ``static`` (pre-allocated buffers, each
+    step a captured CUDA graph on a GPU: :mod:`playpen.inference.static`), ``dynamic``
+    (a growing per-call cache, :func:`playpen.rollouts.kvcache.generate_cached`), or
+    ``auto``: static on CUDA where the model allows it, dynamic elsewhere (on a CPU the
+    launches it saves cost nothing)."""
 
     @classmethod
     def from_gen_args(cls, gen_args: Optional[Mapping[str, Any]], **overrides) -> "SamplingConfig":

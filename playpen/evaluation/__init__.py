@@ -112,11 +112,17 @@ def table_from_scores(run_name: str, episode_scores: Sequence[dict]) -> EvalTabl
                               round(sum(qualities) / len(qualities), 2) if qualities else math.nan))
     if not rows:
         raise EvaluationError(f"no scored episodes for {run_name}")
+    return EvalTable(run_name, tuple(rows), average_row(rows))
+
+
+def average_row(rows: Sequence[GameScore], name: str = "all") -> GameScore:
+    """clem eval's macro average over games: % played and quality each averaged unweighted
+    (a game without a quality drops out of the quality mean), so the row's clemscore is
+    mean % played / 100 × mean quality — not the mean of the games' clemscores."""
     qualities = [r.quality for r in rows if not math.isnan(r.quality)]
-    overall = GameScore("all", sum(r.num_episodes for r in rows),
-                        round(sum(r.percent_played for r in rows) / len(rows), 2),
-                        round(sum(qualities) / len(qualities), 2) if qualities else math.nan)
-    return EvalTable(run_name, tuple(rows), overall)
+    return GameScore(name, sum(r.num_episodes for r in rows),
+                     round(sum(r.percent_played for r in rows) / len(rows), 2),
+                     round(sum(qualities) / len(qualities), 2) if qualities else math.nan)
 
 
 def read_episode_scores(run_dir: Path) -> list[dict]:
