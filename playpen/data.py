@@ -22,6 +22,9 @@ side call that playpen's records list in ``episode.json`` (a model call the game
 inside a step, see :mod:`playpen.rollouts.sidecalls`) is a record of its own: the messages the
 game gave plus the answer, ``meta.side_call`` = its index. Malformed or partial episode
 folders are skipped, and episodes that give no record counted by reason, never fatal.
+
+Longer than 400 lines because both layouts, their quirks and the reasons an episode gives
+no record are read in one place.
 """
 from __future__ import annotations
 
@@ -162,6 +165,10 @@ def _load(folder: Path) -> _Episode:
     if not isinstance(interactions, dict) or not isinstance(interactions.get("players"), dict) \
             or not isinstance(interactions.get("turns"), list):
         raise _Skip("interactions.json lacks 'players' or 'turns'")
+    for i, turn in enumerate(interactions["turns"]):
+        if not isinstance(turn, list) or not all(isinstance(e, dict) and isinstance(e.get("action", {}), dict)
+                                                 for e in turn):
+            raise _Skip(f"interactions.json: turn {i} is not a list of events {{from, to, action{{type, content}}}}")
     return _Episode(folder, interactions, _optional_json(folder / "scores.json"),
                     _optional_json(folder / "instance.json"))
 
@@ -294,13 +301,27 @@ def episode_records(folder: Path, include_programmatic: bool = False, side_calls
     return records
 
 
-def _why_no_record(folder: Path) -> str:
+def _why_no_record(folder: Path, side_calls: bool = False) -> str:
     episode = _load(folder)
     game = _game_experiment_id(episode)[0]
     if not _players(episode, game, include_programmatic=True):
         return "name no players"
-    return "had only programmatic players (see --include-programmatic)" if not _players(episode, game) \
-        else "ended before any player's reply"
+    players = {name for name, _, _ in _players(episode, game)}
+    if not players:
+        return "had only programmatic players (see --include-programmatic)"
+    # a player may answer only when its master calls its model inside a step (probes): no
+    # turns; 2.x games logged them as events of their own, clemcore in the request logs
+    said, read = "had players who answered only in side calls", lambda name: _optional_json(folder / name) or {}
+    kinds = sorted({str(e.get("action", {}).get("type")) for turn in episode.interactions["turns"] for e in turn
+                    if e.get("from") in players and e.get("to") == "GM"})
+    logs = [f for f in (f"{'_'.join(n.lower().split())}.requests.json" for n in sorted(players))
+            if isinstance(read(f), dict) and read(f).get("calls")]
+    if not side_calls and isinstance(read("episode.json"), dict) and read("episode.json").get("side_calls"):
+        return f"{said} (episode.json), not converted here"
+    if kinds or logs:
+        return f"{said} ({', '.join(map(repr, kinds))} events, no turn)" if kinds else \
+            f"{said} (model calls inside the game's steps, in {', '.join(logs)}; interactions.json logs no turn of theirs)"
+    return "ended before any player's reply"
 
 
 def conversational_records(results_dir: str | Path, keep: DatasetFilter = DatasetFilter(), *,
@@ -323,7 +344,7 @@ def conversational_records(results_dir: str | Path, keep: DatasetFilter = Datase
         try:
             found = episode_records(folder, include_programmatic, side_calls)
             if not found:
-                no_record.append((str(folder), _why_no_record(folder)))
+                no_record.append((str(folder), _why_no_record(folder, side_calls)))
         except _Skip as e:
             skipped.append((str(folder), str(e)))
             continue

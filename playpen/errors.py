@@ -73,6 +73,25 @@ class DatasetError(PlaypenError):
     SFT (malformed dataset file, no trainable examples)."""
 
 
+class WriteError(PlaypenError):
+    """A file or folder could not be written: a full disk, no permission, a read-only file
+    system (the message names the path; what was there before is untouched)."""
+
+
+WRITE_ERRNOS = frozenset({28, 122, 13, 1, 30, 20, 21})
+"""ENOSPC, EDQUOT, EACCES, EPERM, EROFS, ENOTDIR, EISDIR: an ``OSError`` with one of these is
+the machine's state or a path given, not a bug; the CLI says it in one line (:class:`WriteError`)."""
+
+
+def write_error(error: OSError, path=None) -> WriteError:
+    """The one-line WriteError of an ``OSError`` from writing ``path``; without ``path``,
+    the error's own file names (reading or writing: the error does not say which)."""
+    if path is not None:
+        return WriteError(f"cannot write {path}: {error.strerror or error}")
+    names = " -> ".join(str(n) for n in (error.filename, error.filename2) if n is not None)
+    return WriteError(f"{names}: {error.strerror}" if names and error.strerror else str(error))
+
+
 class EvaluationError(PlaypenError):
     """Evaluation could not run or produced no scores (a user-fixable cause is named)."""
 

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
+from playpen.errors import WRITE_ERRNOS, WriteError, write_error
+
 
 def _umask() -> int:
     """The process umask, read without changing it where the OS tells (``os.umask`` alone
@@ -56,10 +58,20 @@ def finite(value: Any) -> Any:
 
 
 def write_text(path: str | Path, text: str, *, sync: bool = False) -> Path:
-    """Write ``text`` to ``path`` atomically (temporary sibling + ``os.replace``)."""
+    """Write ``text`` to ``path`` atomically (temporary sibling + ``os.replace``); a full
+    disk or a folder without write permission is a :class:`~playpen.errors.WriteError`
+    naming ``path`` (an earlier file there is kept)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise WriteError(f"cannot write {path}: {blocking} is a file, not a folder")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        if e.errno in WRITE_ERRNOS:
+            raise write_error(e, path) from e
+        raise
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -68,8 +80,10 @@ def write_text(path: str | Path, text: str, *, sync: bool = False) -> Path:
                 f.flush()
                 os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.errno in WRITE_ERRNOS:
+            raise write_error(e, path) from e
         raise
     return path
 

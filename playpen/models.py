@@ -109,9 +109,52 @@ def _check_local_files(entry) -> None:
         raise RegistryError(f"model '{entry.name}' ({entry.source}): huggingface_id '{model_id}' is "
                             f"{'a file' if path.exists() else 'no folder'}: a local model needs its folder "
                             f"(a hub id has the form ORG/NAME)")
+    if is_path and path.is_dir() and managed_folder(entry) is None:
+        check_model_folder(path, f"model '{entry.name}' ({entry.source})")
     adapter = (entry.spec.get("model_config") or {}).get("peft_model")
     if adapter:
         check_adapter(adapter)
+
+
+MODEL_WEIGHTS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.h5", "*.msgpack")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
+
+
+def check_model_folder(path: Path, what: str) -> None:
+    """A local Hugging Face model folder has a readable config.json, weights and a
+    tokenizer: else one RegistryError naming the file (transformers' own error on a
+    malformed config.json is a ~100-line traceback)."""
+    import json
+    from playpen.errors import RegistryError
+    config = path / "config.json"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RegistryError(f"{what}: {path} has no config.json: not a Hugging Face model folder "
+                            f"(an interrupted copy or save?)") from None
+    except OSError as e:
+        raise RegistryError(f"{what}: {config}: cannot read: {e.strerror}") from e
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        where = f":{e.lineno}:{e.colno}" if isinstance(e, json.JSONDecodeError) else ""
+        raise RegistryError(f"{what}: {config}{where}: not valid JSON ({getattr(e, 'msg', e)}): a half-written "
+                            f"or edited file?") from e
+    if not isinstance(data, dict):
+        raise RegistryError(f"{what}: {config}: expected a JSON object, got {type(data).__name__}")
+    if not any(next(path.glob(pattern), None) is not None for pattern in MODEL_WEIGHTS):
+        raise RegistryError(f"{what}: {path} has config.json but no weights ({', '.join(MODEL_WEIGHTS)}): "
+                            f"an interrupted copy or save?")
+    for index in path.glob("*.index.json"):  # sharded weights: every shard it names is there
+        try:
+            shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise RegistryError(f"{what}: {index}: not a weights index ({type(e).__name__}: {e})") from e
+        missing = sorted(str(shard) for shard in shards if not (path / str(shard)).is_file())
+        if missing:
+            raise RegistryError(f"{what}: {index} names {len(missing)} missing shard(s), e.g. {path / missing[0]}: "
+                                f"an interrupted copy or download?")
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise RegistryError(f"{what}: {path} has no tokenizer ({', '.join(TOKENIZER_FILES)}): save the "
+                            f"tokenizer into the folder (tokenizer.save_pretrained)")
 
 
 def check_key_for(entry, cwd: Path | None = None) -> None:
@@ -137,6 +180,9 @@ def check_key_for(entry, cwd: Path | None = None) -> None:
     for name in required:
         if not backend_keys.get(name):
             raise _missing_key(entry, f"{key_file}: field '{entry.backend}.{name}' is missing or empty")
+        if not isinstance(backend_keys[name], str):
+            raise RegistryError(f"{key_file}: field '{entry.backend}.{name}' is a {type(backend_keys[name]).__name__}, "
+                                f"expected a string")
     base_url = backend_keys.get("base_url")
     if base_url is not None:
         from urllib.parse import urlparse

@@ -6,6 +6,9 @@ built-in entries (the embedded default model), then clemcore's packaged registry
 first entry with a given name wins. Games: ``./game_registry.json`` entries, playpen's
 packaged games, then clemcore's scan of the working directory; a plain name picks the
 first copy, ``source:game`` or a folder path any copy (:func:`resolve_game`).
+
+Longer than 400 lines because every registry entry kind and field type is validated here,
+next to the lookup that reads it.
 """
 from __future__ import annotations
 
@@ -33,6 +36,8 @@ def read_json(path: Path) -> Any:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
         raise RegistryError(f"{path}: cannot read: {e.strerror}") from e
+    except UnicodeDecodeError as e:
+        raise RegistryError(f"{path}: not UTF-8 text (byte {e.start}): JSON files are UTF-8") from e
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -83,6 +88,13 @@ def _validate_model_entries(data: Any, source: str) -> list[ModelEntry]:
             if not isinstance(item.get(key), str) or not item[key]:
                 raise RegistryError(f"{where}: missing or empty '{key}'")
         where = f"{source}: model '{item['model_name']}'"
+        config = item.get("model_config", {})
+        typed = [("huggingface_id", item.get("huggingface_id", ""), str), ("model_id", item.get("model_id", ""), str),
+                 ("model_config", config, dict),
+                 ("model_config.peft_model", config.get("peft_model", "") if isinstance(config, dict) else "", str)]
+        for key, value, kind in typed:
+            if not isinstance(value, kind):
+                raise RegistryError(f"{where}: '{key}' is {value!r}, expected {'a string' if kind is str else 'an object'}")
         if item["backend"] == "huggingface_local":
             if not item.get("huggingface_id"):
                 raise RegistryError(f"{where}: huggingface_local needs 'huggingface_id' "
@@ -200,8 +212,8 @@ def _game_specs_in(directory: Path, source: str, max_depth: int = 3,
             specs = data if isinstance(data, list) else [data]
             label = _qualifier(path, qualifier or path.resolve().parent.name)
             for spec in specs:
-                if not isinstance(spec, dict) or "game_name" not in spec:
-                    raise RegistryError(f"{spec_file}: every spec needs a 'game_name'")
+                if not isinstance(spec, dict) or not isinstance(spec.get("game_name"), str) or not spec["game_name"]:
+                    raise RegistryError(f"{spec_file}: every spec needs a 'game_name' (a non-empty string)")
                 found.append(GameEntry(spec["game_name"], path, dict(spec, game_path=str(path)), source, label))
             return
         try:
@@ -214,6 +226,19 @@ def _game_specs_in(directory: Path, source: str, max_depth: int = 3,
 
     walk(directory, 0)
     return found
+
+
+def _completed_entry(item: dict, path: Path, where: str) -> dict:
+    """A ``{"game_name", "game_path"}`` entry completed from the folder's clemgame.json spec of
+    that name (the entry's fields win), as ``clem`` plays it: its cwd scan finds the folder."""
+    data = read_json(path / "clemgame.json")
+    specs = [s for s in (data if isinstance(data, list) else [data]) if isinstance(s, dict)]
+    own = [s for s in specs if s.get("game_name") == item["game_name"]]
+    if own or "players" in item:  # else: a complete entry of its own (old clembench registries)
+        return {**(own[0] if own else {}), **item}
+    names = [s.get("game_name") for s in specs]
+    raise RegistryError(f"{where}: {path / 'clemgame.json'} has no game '{item['game_name']}' "
+                        f"(it has: {', '.join(map(str, names)) or 'none'})")
 
 
 def all_game_entries(cwd: Path | None = None, scan_cwd: bool = True) -> list[GameEntry]:
@@ -230,6 +255,10 @@ def all_game_entries(cwd: Path | None = None, scan_cwd: bool = True) -> list[Gam
         for index, item in enumerate(data):
             if not isinstance(item, dict):
                 raise RegistryError(f"{registry_file}: entry {index} must be an object")
+            for key in ("benchmark_path", "game_path", "game_name"):
+                if key in item and (not isinstance(item[key], str) or not item[key]):
+                    raise RegistryError(f"{registry_file}: entry {index}: '{key}' is {item[key]!r}, expected a "
+                                        f"{'name' if key == 'game_name' else 'folder'} (a non-empty string)")
             if "benchmark_path" in item:
                 path = Path(item["benchmark_path"])
                 path = path if path.is_absolute() else cwd / path
@@ -243,11 +272,8 @@ def all_game_entries(cwd: Path | None = None, scan_cwd: bool = True) -> list[Gam
                 if not (path / "clemgame.json").is_file():
                     raise RegistryError(f"{registry_file}: entry {index} ('{item['game_name']}'): game_path "
                                         f"'{path}' is {'not a game folder (no clemgame.json)' if path.is_dir() else 'no folder'}")
-                # the fields an entry leaves out come from the game's own clemgame.json, as clemcore
-                # reads them (a bare {"game_name", "game_path"} entry has no players otherwise)
-                own = {e.name: e.spec for e in _game_specs_in(path, str(registry_file), max_depth=0)}
-                spec = {**own.get(item["game_name"], {}), **item, "game_path": str(path)}
-                entries.append(GameEntry(item["game_name"], path, spec,
+                spec = _completed_entry(item, path, f"{registry_file}: entry {index} ('{item['game_name']}')")
+                entries.append(GameEntry(item["game_name"], path, dict(spec, game_path=str(path)),
                                          str(registry_file), _qualifier(path, path.resolve().parent.name)))
             else:
                 raise RegistryError(f"{registry_file}: entry {index} needs 'benchmark_path' or "
@@ -339,6 +365,10 @@ def game_spec(name: str, instances: str | None = None, cwd: Path | None = None):
     ``in/`` folder, see :func:`instances_stem`) checked and set in ``spec.instances``."""
     from playpen.clem import clemgame
     entry = resolve_game(name, cwd)
+    players = entry.spec.get("players")
+    if type(players) is not int or players < 1:
+        raise RegistryError(f"game '{entry.name}' ({Path(entry.path) / 'clemgame.json'}): 'players' is {players!r}, "
+                            f"expected an integer >= 1")
     spec = clemgame().GameSpec.from_dict(dict(entry.spec))
     stem = instances_stem(entry.spec, instances)
     if not (Path(entry.path) / "in" / f"{stem}.json").exists():

@@ -177,3 +177,36 @@ def test_example_data_utils(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert len(out.read_text().splitlines()) == 6
+
+
+def test_example_data_utils_with_one_argument_writes_results_jsonl_beside_it(tmp_path):
+    """Upstream playpen's README form: `python examples/trl/data_utils.py RESULTS_DIR`."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    repo = Path(__file__).resolve().parents[1]
+    script = tmp_path / "examples" / "trl" / "data_utils.py"
+    script.parent.mkdir(parents=True)
+    shutil.copy(repo / "examples" / "trl" / "data_utils.py", script)
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    done = subprocess.run([sys.executable, str(script), str(FIXTURES)], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    written = script.parent / "results.jsonl"
+    assert len(written.read_text().splitlines()) > 6 and "records from" in done.stdout
+    written.write_text("precious\n")
+    done = subprocess.run([sys.executable, str(script), str(FIXTURES)], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip().endswith("or remove it") and "Traceback" not in done.stderr
+    assert written.read_text() == "precious\n"
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "nothing"), str(tmp_path / "o.jsonl")],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 2 and "does not exist" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_probe_only_episodes_are_counted_by_their_real_reason():
+    """2.x privateshared episodes that aborted while probing: the Answerer answered probes only."""
+    _, report = conversational_records(FIXTURES)
+    reasons = [reason for _, reason in report.no_record]
+    assert reasons == ["had players who answered only in side calls ('probe answer' events, no turn)"] * 2

@@ -1,6 +1,7 @@
 """The game contract checker (playpen.envs.check) on the toy games and on purpose-built
 broken games (tests/fixtures/broken_games/, one defect each)."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,7 @@ def only(report: CheckReport, **expected) -> None:
 def test_toy_games_pass(game):
     report = check_game(TOYGAMES_DIR / game)
     only(report)
-    assert report.ok and report.lines()[-1] == "OK: 11 pass"
+    assert report.ok and report.lines()[-1] == "OK: 12 pass"
 
 
 def test_a_registered_name_resolves(tmp_path):
@@ -78,21 +79,21 @@ def test_import_error_names_the_module_and_the_file():
 
 def test_a_game_that_never_ends():
     report = check_game(BROKEN / "endless", max_steps=20)
-    only(report, episode_ends="fail", episode_scores="skip", episode_outcome="skip", fork="skip")
+    only(report, episode_ends="fail", episode_scores="skip", episode_outcome="skip", fork="skip", model_players="skip")
     message = report.get("episode_ends").message
     assert "broken_games/endless" in message and "did not end within 20 steps" in message
 
 
 def test_a_scorer_without_main_score():
     report = check_game(BROKEN / "no_main_score")
-    only(report, episode_scores="fail")
+    only(report, episode_scores="fail", model_players="skip")
     message = report.get("episode_scores").message
     assert "no_main_score/master.py:" in message and "did not log 'Main Score'" in message
 
 
 def test_a_master_that_never_logs_the_outcome_fails_scoring_with_a_hint():
     report = check_game(BROKEN / "unlogged_outcome")
-    only(report, episode_scores="fail", episode_outcome="skip", fork="skip")
+    only(report, episode_scores="fail", episode_outcome="skip", fork="skip", model_players="skip")
     message = report.get("episode_scores").message
     assert "unlogged_outcome/master.py:" in message and "KeyError: 'Aborted'" in message
     assert "the master never logged Aborted, Success, Lose" in message
@@ -138,14 +139,49 @@ def test_main_prints_the_report_and_returns_the_exit_status(capsys):
     from playpen.envs.check import main
     assert main([str(TOYGAMES_DIR / "sayword"), "--num-episodes", "1"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("playpen check ") and out.strip().endswith("OK: 11 pass")
+    assert out.startswith("playpen check ") and out.strip().endswith("OK: 12 pass")
     assert main([str(BROKEN / "no_main_score")]) == 1
     assert "FAIL  episode_scores: " in capsys.readouterr().out
 
 
 def test_python_dash_m_exits_1_on_failures_without_a_traceback(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))  # this checkout's playpen
     done = subprocess.run([sys.executable, "-m", "playpen.envs.check", str(BROKEN / "import_error")], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300, check=False)
+                          capture_output=True, text=True, timeout=300, check=False, env=env)
     assert done.returncode == 1, done.stderr
-    assert "FAIL  master_import: " in done.stdout and done.stdout.strip().endswith("FAILED: 2 pass, 1 fail, 8 skip")
+    assert "FAIL  master_import: " in done.stdout and done.stdout.strip().endswith("FAILED: 2 pass, 1 fail, 9 skip")
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_game_that_never_ends_with_a_model_player_is_found():
+    """stubborn asks again after every reply in a wrong format: a model that never finds the
+    format once played one `playpen eval` episode for 9.5 minutes."""
+    report = check_game(TOYGAMES_DIR / "stubborn", max_steps=30)
+    only(report, model_players="warn")
+    message = report.get("model_players").message
+    assert "experiment 'pick' game_id 0 did not end within 30 steps when every model player replies in no " \
+           "format" in message and "--max-turns" in message
+    report = check_game(TOYGAMES_DIR / "relay")  # it aborts on a wrong format
+    assert report.get("model_players").message.startswith("experiment 'short' game_id 0 ended (aborted) after 1")
+
+
+def test_side_calls_of_model_players_get_the_stand_in_reply_too():
+    report = check_game(TOYGAMES_DIR / "oracle")
+    assert report.get("model_players").status == "pass"
+    assert "ended (failure)" in report.get("model_players").message  # oracle's answers were wrong
+
+
+def test_verdicts_on_random_programmatic_players_are_seeded():
+    """stubborn's programmatic Mover draws its move with `random`: the outcomes once varied."""
+    def outcomes(seed):
+        return check_game(TOYGAMES_DIR / "stubborn", num_episodes=4, seed=seed).get("episode_outcome").message
+    first = outcomes(0)
+    import random
+    random.seed()  # whatever the state before, the same seed gives the same verdicts
+    assert all(outcomes(0) == first for _ in range(3))
+    assert len({outcomes(seed) for seed in range(6)}) > 1  # the seed does decide
+    from click.testing import CliRunner
+
+    from playpen.cli import cli
+    result = CliRunner().invoke(cli, ["check", str(TOYGAMES_DIR / "stubborn"), "-n", "4", "--seed", "0"])
+    assert result.exit_code == 0 and f"PASS  episode_outcome: {first}" in result.output

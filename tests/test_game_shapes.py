@@ -344,7 +344,7 @@ def test_playpen_check_command(toy_workspace):
     result = invoke("check", "interview")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0] == "playpen check interview" and lines[-1] == "OK: 10 pass, 1 warn"
+    assert lines[0] == "playpen check interview" and lines[-1] == "OK: 11 pass, 1 warn"
     assert any(line.startswith("WARN  player_slots:") and "slot 1 unused" in line for line in lines)
     result = invoke("check", str(FIXTURES_DIR / "unloadable_games" / "needsdep"))
     assert result.exit_code == 1

@@ -48,9 +48,14 @@ def add_model(workspace, **entry):
     (["-L", "0"], "option -L/--max-tokens: 0 is not valid"),
     (["--batch-size", "0"], "option --batch-size: 0 is not valid; expected an integer >= 1"),
     (["--max-steps", "-3"], "option --max-steps: -3 is not valid"),
-    (["--models-dir", "afile"], "option --models-dir: 'afile' is not valid; expected a folder (this is a file)"),
+    (["--models-dir", "afile"], "option --models-dir: 'afile' is not valid; expected a folder (this or a folder "
+                                "above it is a file)"),
+    (["--models-dir", "afile/x"], "option --models-dir: 'afile/x' is not valid; expected a folder (this or a "
+                                  "folder above it is a file)"),
+    (["--results-dir", "afile/deeper/r"], "option --results-dir: 'afile/deeper/r' is not valid"),
     (["--results-dir", "afile"], "option --results-dir: 'afile' is not valid; expected a folder"),
     (["-o", "afile"], "option -o/--output-dir: 'afile' is a file, not a folder"),
+    (["-o", "afile/records"], "option -o/--output-dir: 'afile/records' is under 'afile', a file, not a folder"),
 ])
 def test_sft_options_are_checked_before_any_model_loads(tiny_workspace, monkeypatch, args, expected):
     (tiny_workspace / "afile").write_text("not a folder")
@@ -74,6 +79,9 @@ def test_batch_size_0_through_the_real_command(tiny_workspace):
 @pytest.mark.parametrize("args, expected", [
     (["-T", "-0.5"], "option -T/--temperature: -0.5 is not valid"),
     (["-r", "afile"], "option -r/--results-dir: 'afile' is a file, not a folder"),
+    (["-r", "afile/r"], "option -r/--results-dir: 'afile/r' is under 'afile', a file, not a folder"),
+    (["--name", "../../elsewhere"], "option --name: '../../elsewhere' is not valid; expected a folder name"),
+    (["--name", ".."], "option --name: '..' is not valid"),
 ])
 def test_eval_options_are_checked(tmp_path, monkeypatch, args, expected):
     monkeypatch.chdir(tmp_path)
@@ -193,3 +201,224 @@ def test_dataset_says_why_nothing_was_written_and_never_overwrites(tmp_path, pro
     assert out.read_text() == "precious\n"
     result = invoke("dataset", programmatic_results, "-o", out, "--include-programmatic", "--overwrite")
     assert result.exit_code == 0 and len(out.read_text().splitlines()) == 6  # 3 episodes x 2 players
+
+
+# ----------------------------------------------------------------------------- issue 30: more user mistakes
+
+def test_a_run_folder_with_checkpoints_names_models_dir(tmp_path, monkeypatch):
+    """A second game's run in the same workspace meets the first one's checkpoints."""
+    monkeypatch.chdir(tmp_path)
+    from playpen.errors import PlaypenError
+    from playpen.training.config import RunConfig
+    from playpen.training.run import TrainingRun
+    run_dir = tmp_path / "models" / "sft+lora" / "m"
+    (run_dir / "checkpoint-2").mkdir(parents=True)
+    (run_dir / "checkpoint-2" / "trainer_state.json").write_text('{"global_step": 2}')
+    trainer = type("T", (), {"config": RunConfig(evaluate=False)})()
+    with pytest.raises(PlaypenError, match="already holds checkpoints: pass --resume to continue, --overwrite to "
+                                           "start over, or --models-dir DIR for a run of its own"):
+        TrainingRun(trainer, run_dir, ["taboo"], "")
+
+
+def test_list_games_columns_fit_long_names(tmp_path, monkeypatch):
+    import shutil
+    from rollout_helpers import TOYGAMES_DIR
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "games" / "a_very_long_clembench_game_name_v2"
+    shutil.copytree(TOYGAMES_DIR / "sayword", folder)
+    spec = json.loads((folder / "clemgame.json").read_text())
+    (folder / "clemgame.json").write_text(json.dumps({**spec, "game_name": folder.name}))
+    (tmp_path / "game_registry.json").write_text(json.dumps([{"benchmark_path": "games"}]))
+    result = invoke("list", "games")
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines()[1:] if line.startswith("  ") and not line.startswith("    ")]
+    mine = next(line for line in rows if folder.name in line)
+    taboo = next(line for line in rows if line.split()[0] == "taboo")
+    assert mine.index(" 1p ") == taboo.index(" 2p ")  # the players column stays one column
+    assert mine.index("games:") == taboo.index("playpen:taboo")
+
+
+@pytest.mark.parametrize("damage, expected", [
+    (lambda d: (d / "config.json").write_text('{"model_type": "llama",'), "damaged/config.json:1:24: not valid JSON"),
+    (lambda d: (d / "config.json").unlink(), "has no config.json"),
+    (lambda d: [p.unlink() for p in d.glob("*.safetensors")], "has config.json but no weights"),
+    (lambda d: [(d / n).unlink() for n in ("tokenizer.json", "vocab.json") if (d / n).exists()], "has no tokenizer"),
+    (lambda d: (d / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})),
+     "model.safetensors.index.json names 2 missing shard(s)"),
+])
+def test_a_damaged_local_model_folder_is_one_line(tiny_workspace, tiny_model_dir, damage, expected):
+    """A config.json that was not valid JSON once gave a 107-line transformers traceback."""
+    import shutil
+    folder = tiny_workspace / "damaged"
+    shutil.copytree(tiny_model_dir, folder)
+    damage(folder)
+    add_model(tiny_workspace, model_name="damaged", backend="huggingface_local", huggingface_id=str(folder),
+              model_config=HF_CONFIG)
+    result = invoke("eval", "-m", "damaged", "-g", "taboo")
+    one_line_error(result, f"model 'damaged' ({tiny_workspace / 'model_registry.json'}): ")
+    assert expected in result.output
+    (tiny_workspace / "t.py").write_text(TRAINER)
+    one_line_error(invoke("run", "t.py", "-l", "damaged"), expected)
+
+
+def test_a_trainer_file_without_run_suggests_playpen_run(tmp_path, monkeypatch):
+    """Upstream playpen's TL;DR form: `playpen examples/trl/x.py -l M`."""
+    monkeypatch.chdir(tmp_path)
+    result = invoke("examples/trl/sft_trainer_lora.py", "-l", "smol-135m")
+    one_line_error(result, "no command 'examples/trl/sft_trainer_lora.py': did you mean "
+                           "`playpen run examples/trl/sft_trainer_lora.py`?")
+    one_line_error(invoke("evl", "-m", "x"), "No such command 'evl'")
+
+
+# ----------------------------------------------------------------------------- every command, wrong types and full disks
+
+REMOTE = {"model_name": "m", "backend": "openai_compatible", "model_id": "served"}
+
+
+@pytest.mark.parametrize("files, args, expected", [
+    ({"model_registry.json": [{"model_name": "m", "backend": "huggingface_local", "huggingface_id": 5,
+                               "model_config": HF_CONFIG}]},
+     ["eval", "-m", "m", "-g", "taboo"], "model 'm': 'huggingface_id' is 5, expected a string"),
+    ({"model_registry.json": [{"model_name": "m", "backend": "huggingface_local", "huggingface_id": "a/b",
+                               "model_config": {**HF_CONFIG, "peft_model": 3}}]},
+     ["eval", "-m", "m", "-g", "taboo"], "'model_config.peft_model' is 3, expected a string"),
+    ({"model_registry.json": [{"model_name": "m", "backend": "huggingface_local", "huggingface_id": "a/b",
+                               "model_config": ["premade_chat_template"]}]},
+     ["list", "models"], "'model_config' is ['premade_chat_template'], expected an object"),
+    ({"model_registry.json": [{**REMOTE, "model_id": 7}]}, ["eval", "-m", "m"], "'model_id' is 7, expected a string"),
+    ({"model_registry.json": [REMOTE], "key.json": {"openai_compatible": {"api_key": 123, "base_url": "http://x/v1"}}},
+     ["eval", "-m", "m", "-g", "taboo"], "field 'openai_compatible.api_key' is a int, expected a string"),
+    ({"model_registry.json": [REMOTE], "key.json": {"openai_compatible": "sk-123"}},
+     ["eval", "-m", "m", "-g", "taboo"], "has no 'openai_compatible' entry"),
+    ({"game_registry.json": [{"benchmark_path": 3}]}, ["list", "games"],
+     "entry 0: 'benchmark_path' is 3, expected a folder (a non-empty string)"),
+    ({"game_registry.json": [{"game_name": "mine", "game_path": ["games"]}]}, ["eval", "-m", "programmatic"],
+     "entry 0: 'game_path' is ['games'], expected a folder"),
+    ({"game_registry.json": [{"game_name": 3, "game_path": "games"}]}, ["check", "taboo"],
+     "entry 0: 'game_name' is 3, expected a name"),
+])
+def test_wrong_types_in_registries_and_key_json_are_one_line(tmp_path, monkeypatch, files, args, expected):
+    """Each of these once ended in a TypeError or AttributeError traceback (or passed unchecked)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name, data in files.items():
+        (tmp_path / name).write_text(json.dumps(data))
+    result = invoke(*args)
+    if args[0] == "check":  # the checker reports it as its first check
+        assert result.exit_code == 1 and expected in result.output and "Traceback" not in result.output
+    else:
+        one_line_error(result, expected)
+    assert "123" not in result.output and "sk-123" not in result.output  # never a key's value
+
+
+@pytest.mark.parametrize("log, expected", [
+    ('{"event": "train_step", "step": "x"}\n', "playpen-log.jsonl:1: a train_step record's 'step' is 'x', expected"),
+    ('[1, 2]\n{"event": "train_step", "step": 1}\n', "playpen-log.jsonl:1: expected a JSON object per line, got list"),
+])
+def test_plot_of_a_malformed_log_is_one_line(tmp_path, log, expected):
+    (tmp_path / "playpen-log.jsonl").write_text(log)
+    one_line_error(invoke("plot", tmp_path), expected)
+    assert not (tmp_path / "learning-curve.png").exists()
+
+
+def test_dataset_skips_an_episode_whose_events_are_malformed(tmp_path):
+    episode = tmp_path / "results" / "m" / "g" / "e" / "instance_00000"
+    episode.mkdir(parents=True)
+    (episode / "interactions.json").write_text(json.dumps({
+        "players": {"GM": "x", "Player 1": "A: m"}, "turns": [[{"from": "Player 1", "to": "GM", "action": 5}]]}))
+    for extra in ([], ["--pairs"]):
+        result = invoke("dataset", tmp_path / "results", "-o", tmp_path / f"o{len(extra)}.jsonl", *extra)
+        assert "Traceback" not in result.output and result.exit_code in (0, 2), result.output
+    result = invoke("dataset", tmp_path / "results", "-o", tmp_path / "o.jsonl", "--overwrite")
+    assert result.exit_code == 0 and "turn 0 is not a list of events" in result.output
+
+
+def _full_disk(monkeypatch):
+    """Every atomic write (and mkdtemp-free temp file) fails as on a full disk."""
+    import errno
+    import tempfile
+
+    def enospc(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(tempfile, "mkstemp", enospc)
+
+
+def test_a_full_disk_is_one_line_and_keeps_what_was_written(tmp_path, monkeypatch, programmatic_results):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "episodes.jsonl"
+    out.write_text("precious\n")
+    _full_disk(monkeypatch)
+    one_line_error(invoke("dataset", programmatic_results, "-o", out, "--include-programmatic", "--overwrite"),
+                   f"cannot write {out}: No space left on device")
+    assert out.read_text() == "precious\n" and [p.name for p in tmp_path.iterdir()] == ["episodes.jsonl"]
+    one_line_error(invoke("setup", "--no-verify"),
+                   f"cannot write {tmp_path / 'game_registry.json'}: No space left on device")
+    one_line_error(invoke("eval", "-m", "programmatic", "-g", "taboo", "-n", "1"), "No space left on device")
+
+
+def test_a_folder_without_permission_is_one_line(tmp_path, monkeypatch):
+    """Simulated (the tests may run as root, for whom chmod does not bite)."""
+    import errno
+    import pathlib
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model_registry.json").write_text("[]")
+    real_read_text = pathlib.Path.read_text
+
+    def denied(self, *args, **kwargs):
+        if self.name == "model_registry.json":
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_read_text(self, *args, **kwargs)
+    monkeypatch.setattr(pathlib.Path, "read_text", denied)
+    one_line_error(invoke("list", "models"), "model_registry.json: cannot read: Permission denied")
+    monkeypatch.setattr(pathlib.Path, "read_text", real_read_text)
+    real_mkdir = pathlib.Path.mkdir
+
+    def read_only(self, *args, **kwargs):
+        if "results" in self.parts:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+    monkeypatch.setattr(pathlib.Path, "mkdir", read_only)
+    result = invoke("eval", "-m", "programmatic", "-g", "taboo", "-n", "1")
+    one_line_error(result, "Permission denied")
+
+
+@pytest.mark.parametrize("name", ["game_registry.json", "model_registry.json", "key.json"])
+def test_a_registry_file_that_is_not_utf8_is_one_line(tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    if name == "key.json":
+        add_model(tmp_path, **REMOTE)
+    (tmp_path / name).write_bytes(b"\xff\xfe[")  # UTF-16, as some editors save
+    args = {"game_registry.json": ["list", "games"], "model_registry.json": ["list", "models"],
+            "key.json": ["eval", "-m", "m", "-g", "taboo"]}[name]
+    one_line_error(invoke(*args), f"{tmp_path / name}: not UTF-8 text (byte 0)")
+
+
+def test_game_specs_with_wrong_types_are_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    game = tmp_path / "games" / "g"
+    (game / "in").mkdir(parents=True)
+    (game / "in" / "instances.json").write_text(json.dumps({"experiments": []}))
+    (tmp_path / "game_registry.json").write_text(json.dumps([{"benchmark_path": "games"}]))
+    (game / "clemgame.json").write_text(json.dumps([{"game_name": 5, "players": 1}]))
+    one_line_error(invoke("list", "games"), "g/clemgame.json: every spec needs a 'game_name' (a non-empty string)")
+    (game / "clemgame.json").write_text(json.dumps({"game_name": "gg", "players": "two", "description": "d"}))
+    one_line_error(invoke("eval", "-m", "programmatic", "-g", "gg"),
+                   "game 'gg' (" + str(game / "clemgame.json") + "): 'players' is 'two', expected an integer >= 1")
+
+
+def test_an_output_under_a_file_is_one_line(tmp_path, programmatic_results):
+    (tmp_path / "afile").write_text("x")
+    one_line_error(invoke("dataset", programmatic_results, "-o", tmp_path / "afile" / "o.jsonl"),
+                   f"cannot write {tmp_path / 'afile' / 'o.jsonl'}: {tmp_path / 'afile'} is a file, not a folder")
+    assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_a_half_written_scores_file_in_the_run_folder_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert invoke("eval", "-m", "programmatic", "-g", "taboo", "-n", "1").exit_code == 0
+    scores = next((tmp_path / "results").rglob("scores.json"))
+    scores.write_text('{"episode scores": {')
+    one_line_error(invoke("eval", "-m", "programmatic", "-g", "wordle", "-n", "1"),
+                   f"{scores.relative_to(tmp_path)}: not a scores file (JSONDecodeError")

@@ -15,7 +15,7 @@ import signal
 import click
 
 from playpen import __version__
-from playpen.errors import Interrupted, PlaypenError
+from playpen.errors import WRITE_ERRNOS, Interrupted, PlaypenError, write_error
 
 
 def split_values(values) -> list[str]:
@@ -63,6 +63,10 @@ class LazyGroup(click.Group):
             if (ctx.obj or {}).get("debug"):
                 raise
             raise UserError(str(e), e.exit_code) from e
+        except OSError as e:  # a full disk, no permission, a read-only file system: one line
+            if (ctx.obj or {}).get("debug") or e.errno not in WRITE_ERRNOS:
+                raise
+            raise UserError(str(write_error(e)), 2) from e
         except click.UsageError as e:  # a subcommand's bad option or argument: one line too
             if (ctx.obj or {}).get("debug"):
                 raise
@@ -73,6 +77,12 @@ class LazyGroup(click.Group):
             if (ctx.obj or {}).get("debug"):
                 raise
             raise interrupted_exit(getattr(e, "signum", signal.SIGINT), str(e)) from e
+
+    def resolve_command(self, ctx, args):
+        # upstream playpen's TL;DR form `playpen TRAINER.py -l MODEL` lacks `run`
+        if args and args[0] not in self.list_commands(ctx) and args[0].endswith(".py"):
+            raise click.UsageError(f"no command '{args[0]}': did you mean `playpen run {args[0]}`?", ctx)
+        return super().resolve_command(ctx, args)
 
     def get_command(self, ctx, name):
         if name in self.lazy_commands and name in self.available_lazy():

@@ -14,13 +14,17 @@ import click
               help="An episode still running after this many steps counts as endless.")
 @click.option("-n", "--num-episodes", type=int, default=2, show_default=True,
               help="Episodes to play with the game's programmatic players.")
-def check_command(game, instances, max_steps, num_episodes):
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of `random` before each episode: programmatic players that draw at random give the "
+                   "same verdicts on every run.")
+def check_command(game, instances, max_steps, num_episodes, seed):
     """Check that GAME works with playpen: a registered name (`playpen list games`; SOURCE:GAME
     for a shadowed copy) or a game folder holding clemgame.json (every spec in it).
 
-    Eleven checks — clemgame.json, the instances file, importing master.py, which player
+    Twelve checks — clemgame.json, the instances file, importing master.py, which player
     slots the master builds, programmatic players, then episodes played by them: contexts,
-    endings, scores, outcome, forking, the interactions log. Each line says pass, warn, fail
+    endings, scores, outcome, forking, the interactions log; last, an episode whose model
+    players reply in no format must end too (else only the turn limit ends it). Each line says pass, warn, fail
     or skip with the file, the defect and what is expected. Exit status 0 when no check
     failed, 1 when one did.
 
@@ -30,7 +34,7 @@ def check_command(game, instances, max_steps, num_episodes):
       playpen check path/to/clembench/wordle
     """
     from playpen.envs.check import check_game
-    report = check_game(game, instances=instances, max_steps=max_steps, num_episodes=num_episodes)
+    report = check_game(game, instances=instances, max_steps=max_steps, num_episodes=num_episodes, seed=seed)
     for line in report.lines():
         click.echo(line)
     if not report.ok:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from playpen.cli import remote_options, set_remote_limits, split_values
+from playpen.envs.turns import DEFAULT_MAX_TURNS, check_max_turns, turn_limit
 from playpen.evaluation.suite import SUITES
 
 
@@ -56,10 +57,13 @@ from playpen.evaluation.suite import SUITES
 @click.option("--threads", type=click.IntRange(min=0), default=None,
               help="torch CPU threads while playing; 0 = torch's default [default: 1 for a local model on "
                    "the CPU, torch's default otherwise; see benchmarks/README.md].")
+@click.option("--max-turns", type=int, default=DEFAULT_MAX_TURNS, show_default=True,
+              help="An episode still running after this many turns ends as aborted, with a note naming the "
+                   "game (a game that never ends with this model); 0: no limit.")
 @remote_options
 def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_paths, limit, compare, adapter,
                  partner, instances, results_dir, run_name, overwrite, max_instances, batch_size, temperature,
-                 max_tokens, as_json, threads, connect_timeout, read_timeout, retries, retry_budget):
+                 max_tokens, as_json, threads, max_turns, connect_timeout, read_timeout, retries, retry_budget):
     """Evaluate MODEL (optionally with --adapter) on game sets and static benchmarks.
 
     Prints the clemscore table (% played, quality, clemscore per game and overall), the
@@ -98,6 +102,10 @@ def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_
     from playpen.cli.run import check_generation_options, check_output_folder
     check_generation_options(temperature, max_tokens)
     check_output_folder(results_dir, "-r/--results-dir")
+    if run_name is not None and (not run_name.strip() or Path(run_name).name != run_name or run_name in (".", "..")):
+        raise EvaluationError(f"option --name: {run_name!r} is not valid; expected a folder name (no '/', "
+                              f"not '..'): the sub-folder of -r/--results-dir the results go to")
+    check_max_turns(max_turns)
     set_remote_limits(connect_timeout, read_timeout, retries, retry_budget)
     if adapter is not None:
         check_adapter(adapter)
@@ -135,12 +143,13 @@ def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_
     if partner:
         models.append(load_model_by_name(partner, gen_args=gen, role="partner"))
     try:
-        result = evaluate_suite(models, suite=suite, game_sets=game_sets, set_names=set_names, games=names,
-                                tasks=tasks, include_paths=include_paths, results_dir=Path(results_dir),
-                                run_name=run_name, instances=instances, batch_size=batch_size,
-                                max_instances=max_instances, limit=limit, overwrite=overwrite, threads=threads,
-                                extra={"model": model_name, "adapter": str(adapter) if adapter else None,
-                                       "partner": partner})
+        with turn_limit(max_turns):
+            result = evaluate_suite(models, suite=suite, game_sets=game_sets, set_names=set_names, games=names,
+                                    tasks=tasks, include_paths=include_paths, results_dir=Path(results_dir),
+                                    run_name=run_name, instances=instances, batch_size=batch_size,
+                                    max_instances=max_instances, limit=limit, overwrite=overwrite, threads=threads,
+                                    extra={"model": model_name, "adapter": str(adapter) if adapter else None,
+                                           "partner": partner})
     except GameLoadError as e:  # the games that did play still get their tables
         if getattr(e, "suite", None) is not None:
             click.echo(e.suite.to_text())

@@ -75,13 +75,18 @@ def game_lines(verbose: bool, selector: str) -> list[str]:
         header += f"; {num_shadowed} shadowed cop{'y' if num_shadowed == 1 else 'ies'}: pick one with SOURCE:GAME"
     out = [header + "):"]
     winner = {}
+    # columns as wide as their longest entry (clembench names reach 30 characters)
+    name_width = max([22] + [len(e.name) for e in entries])
+    source_width = max([30] + [len(e.qualified_name) for e in entries])
+    players_width = max([2] + [len(f"{e.spec.get('players', '?')}p") for e in entries])
     for entry in entries:
         winner.setdefault(entry.name, entry)
         spec = entry.spec
         players = spec.get("players", "?")
         desc = spec.get("description", "")
         mark = f"  (shadowed by {winner[entry.name].qualified_name})" if entry.shadowed else ""
-        out.append(f"  {entry.name:<22} {players}p  {entry.qualified_name:<30} {desc}{mark}")
+        out.append(f"  {entry.name:<{name_width}} {f'{players}p':<{players_width}}  "
+                   f"{entry.qualified_name:<{source_width}} {desc}{mark}")
         if verbose:
             out.append(f"      path: {entry.path}  (from {entry.source})")
             out.append("      " + json.dumps({k: v for k, v in spec.items() if k != "game_path"},

@@ -14,6 +14,7 @@ import click
 
 from playpen import registry
 from playpen.cli import remote_options, set_remote_limits
+from playpen.envs.turns import DEFAULT_MAX_TURNS, check_max_turns, turn_limit
 from playpen.errors import Interrupted, PlaypenError, TrainerFileError
 from playpen.training import catalog
 # parse_config lived here before the pipeline (a trainer) needed it: kept importable from here
@@ -111,6 +112,9 @@ def trainer_help(trainer: str | Path) -> str:
 @click.option("-L", "--max-tokens", type=int, default=300, show_default=True,
               help="Maximum new tokens per generated turn.")
 @click.option("--seed", type=int, default=42, show_default=True, help="Global seed.")
+@click.option("--max-turns", type=int, default=DEFAULT_MAX_TURNS, show_default=True,
+              help="An episode of the trainer's rollouts still running after this many turns ends as "
+                   "aborted (a game that never ends with the model); 0: no limit.")
 @click.option("-o", "--output-dir", type=click.Path(), default="playpen-records",
               show_default=True, help="Root folder for records and run outputs.")
 @remote_options
@@ -124,7 +128,7 @@ def trainer_help(trainer: str | Path) -> str:
 @click.option("-h", "--help", "show_help", is_flag=True,
               help="Show this help; with TRAINER, also the trainer's own options.")
 @click.pass_context
-def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, seed, output_dir, connect_timeout,
+def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, seed, max_turns, output_dir, connect_timeout,
                 read_timeout, retries, retry_budget, num_processes, accelerate_config, show_list, show_help):
     """Run TRAINER with LEARNER (and TEACHER): a packaged trainer's name (`playpen run sft
     -l smol-135m`; `playpen run --list` names them) or a file defining a BasePlayPen subclass.
@@ -150,6 +154,7 @@ def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, seed, o
     check_generation_options(temperature, max_tokens)
     check_output_folder(output_dir, "-o/--output-dir")
     set_remote_limits(connect_timeout, read_timeout, retries, retry_budget)
+    check_max_turns(max_turns)
     from playpen.launch import check_num_processes
     check_num_processes(num_processes, accelerate_config)
     if (num_processes or 1) > 1 or accelerate_config:
@@ -157,7 +162,7 @@ def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, seed, o
         prepare(trainer, learner=learner, teacher=teacher, extra_args=ctx.args, num_processes=num_processes or 1)
         from playpen.launch import launch
         args = ["run", trainer, "-l", learner, *(["-t", teacher] if teacher else []), "-T", repr(temperature),
-                "-L", str(max_tokens), "--seed", str(seed), "-o", str(output_dir),
+                "-L", str(max_tokens), "--seed", str(seed), "--max-turns", str(max_turns), "-o", str(output_dir),
                 "--connect-timeout", repr(connect_timeout), "--read-timeout", repr(read_timeout),
                 "--retries", str(retries), "--retry-budget", repr(retry_budget), *ctx.args]
         debug = (ctx.find_root().obj or {}).get("debug")
@@ -165,8 +170,9 @@ def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, seed, o
         if code:
             ctx.exit(code)
         return
-    run(trainer, learner=learner, teacher=teacher, temperature=temperature, max_tokens=max_tokens, seed=seed,
-        output_dir=Path(output_dir), extra_args=ctx.args)
+    with turn_limit(max_turns):
+        run(trainer, learner=learner, teacher=teacher, temperature=temperature, max_tokens=max_tokens, seed=seed,
+            output_dir=Path(output_dir), extra_args=ctx.args)
 
 
 def prepare(trainer, *, learner: str, teacher: str | None, extra_args: list[str], num_processes: int = 1):
@@ -211,6 +217,9 @@ def check_generation_options(temperature: float, max_tokens: int) -> None:
 
 
 def check_output_folder(path: str | Path, option: str) -> None:
-    """A folder option must not name an existing file."""
+    """A folder option must not name an existing file, nor a folder under one."""
     if Path(path).exists() and not Path(path).is_dir():
         raise PlaypenError(f"option {option}: '{path}' is a file, not a folder")
+    blocking = next((p for p in Path(path).parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise PlaypenError(f"option {option}: '{path}' is under '{blocking}', a file, not a folder")

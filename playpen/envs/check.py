@@ -1,7 +1,7 @@
 """A contract checker for clemcore games, like gymnasium's ``check_env``:
 ``python -m playpen.envs.check GAME_NAME_OR_FOLDER``.
 
-Longer than 400 lines: eleven checks of one contract, each with messages that name the
+Longer than 400 lines: twelve checks of one contract, each with messages that name the
 file, the defect and what is expected; they share one episode-playing core.
 
 Each check (:data:`CHECKS`) passes, warns, fails or is skipped (one it needs did not pass),
@@ -23,10 +23,14 @@ from typing import Any
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 CHECKS = ("clemgame_json", "instances_file", "master_import", "player_slots", "programmatic_players",
-          "episode_contexts", "episode_ends", "episode_scores", "episode_outcome", "fork", "interactions_log")
+          "episode_contexts", "episode_ends", "episode_scores", "episode_outcome", "fork", "interactions_log",
+          "model_players")
 REQUIRED_SCORES = ("Aborted", "Success", "Lose", "Main Score")
 FALLBACK_RESPONSE = "playpen check: no programmatic player"
 """What a player without programmatic behaviour answers while its game is checked."""
+STAND_IN_RESPONSE = "playpen check: a model's reply in no format the game asked for"
+"""What every model-backed player answers in the ``model_players`` episode (a model that
+never finds the format): the game must still end."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,7 @@ class _GameChecker:
     suffix: str
     max_steps: int
     num_episodes: int
+    seed: int = 0
     results: list[CheckResult] = field(default_factory=list)
     benchmark: Any = None
     rows: list = field(default_factory=list)
@@ -222,7 +227,7 @@ class _GameChecker:
             self.episodes.append(episode)
             try:
                 episode.env = self._new_env()
-                episode.env.reset(row["experiment"], row["game_instance"])
+                self._reset(episode.env, row)
                 self._advance(episode, episode.env, self.max_steps)
             except Exception as e:  # noqa: BLE001 - judged by the episode checks
                 episode.error = e  # scoring runs inside the last step: tell it by clemcore's scorer API
@@ -230,15 +235,29 @@ class _GameChecker:
                                         for frame, _ in traceback.walk_tb(e.__traceback__))
                 episode.steps += episode.in_scorer  # the last step ended the game
 
-    def _new_env(self):
+    def _new_env(self, player_models: list | None = None):
         from playpen.clem import clemcore
         from playpen.envs.game import GameEnv
         backends = clemcore().backends
-        return GameEnv(self.benchmark, [backends.CustomResponseModel(backends.ModelSpec(model_name="programmatic"))
-                                        for _ in range(int(self.spec["players"]))])
+        models = player_models or [backends.CustomResponseModel(backends.ModelSpec(model_name="programmatic"))
+                                   for _ in range(int(self.spec["players"]))]
+        return GameEnv(self.benchmark, models, max_turns=0)  # endless episodes are found here, not cut short
 
-    def _advance(self, episode: _Episode, env: Any, num_steps: int) -> Any:
+    def _reset(self, env: Any, row: dict) -> None:
+        """Reset ``env`` to ``row`` with ``random`` (and numpy's, once imported) seeded by the
+        seed and the instance: programmatic players that draw at random give the same verdict
+        on every run, and a replayed episode (the fork check) is the same episode."""
+        import random
+        key = f"{self.seed}/{row['experiment']['name']}/{row['game_instance']['game_id']}"
+        random.seed(key)
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed(random.Random(key).getrandbits(32))
+        env.reset(row["experiment"], row["game_instance"])
+
+    def _advance(self, episode: _Episode, env: Any, num_steps: int,
+                 answer: Callable[[Any, dict], str] | None = None) -> Any:
         """Play up to ``num_steps`` steps: the final StepResult, or None if not done."""
+        answer = answer or self._answer
         for _ in range(num_steps):
             gm = env.game_master
             context = gm.get_context_for(gm.current_player)
@@ -248,7 +267,7 @@ class _GameChecker:
                                        f"{context!r:.80}; expected a dict with 'role' and 'content' (str)")
                 return None
             player, context = env.perceive()
-            result = env.step(self._answer(player, context))
+            result = env.step(answer(player, context))
             episode.steps += 1
             if result.done:
                 episode.result = result
@@ -326,7 +345,7 @@ class _GameChecker:
             return SKIP, "not run: no episode ended and was scored"
         at, where = played.steps // 2, f"{_show(self.folder)}: {played.label}"
         original, env = _Episode(played.row, played.label), self._new_env()
-        env.reset(played.row["experiment"], played.row["game_instance"])
+        self._reset(env, played.row)
         if self._advance(original, env, at) is not None:
             return SKIP, f"{where}: replayed, the episode ended before step {at}"
         try:
@@ -353,6 +372,37 @@ class _GameChecker:
             raise _Failed(f"{_show(self.folder)}: interactions log: {problems}")
         num_events = sum(len(t) for e in logged for t in e.env.interactions["turns"])
         return PASS, f"{len(logged)} interactions log(s), {num_events} event(s), well formed"
+
+    def check_model_players(self) -> tuple[str, str]:
+        """One episode whose model-backed players answer in no format (their side calls too);
+        the players the game builds itself answer programmatically."""
+        from playpen.clem import clemcore
+        backends = clemcore().backends
+
+        class StandIn(backends.Model):
+            def generate_response(self, messages):
+                return {"messages": messages}, {"response": STAND_IN_RESPONSE}, STAND_IN_RESPONSE
+
+        row = self.rows[0]
+        label = f"experiment '{row['experiment']['name']}' game_id {row['game_instance']['game_id']}"
+        models = [StandIn(backends.ModelSpec(model_name=f"stand-in-{i}")) for i in range(int(self.spec["players"]))]
+        env, episode = self._new_env(models), _Episode(row, label)
+        self._reset(env, row)
+
+        def answer(player: Any, context: dict) -> str:
+            return STAND_IN_RESPONSE if any(player.model is m for m in models) else self._answer(player, context)
+        try:
+            result = self._advance(episode, env, self.max_steps, answer)
+        except Exception as e:  # noqa: BLE001 - game code failing on a reply a model may give
+            raise _Failed(f"{label}, every model player replying {STAND_IN_RESPONSE!r}: step {episode.steps}: "
+                          f"{describe_error(e, self.folder)}; expected the game to handle any reply") from None
+        if result is None:
+            return WARN, (f"{_show(self.folder)}: {label} did not end within {self.max_steps} steps when every "
+                          f"model player replies in no format ({STAND_IN_RESPONSE!r}): a model that never finds the "
+                          f"format plays until the turn limit (--max-turns) ends the episode as aborted; expected "
+                          f"the master to end the game after repeated format errors")
+        return PASS, (f"{label} ended ({result.outcome}) after {episode.steps} step(s) with every model player "
+                      f"replying in no format")
 
 
 def _experiment_problems(index: int, experiment: Any):
@@ -436,18 +486,19 @@ def _check_spec_file(name_or_path: Any) -> tuple[CheckResult, Path, list[dict]]:
 
 
 def check_game(name_or_path: Any, *, instances: str | None = None, max_steps: int = 200,
-               num_episodes: int = 2) -> CheckReport:
+               num_episodes: int = 2, seed: int = 0) -> CheckReport:
     """Check a game — a registered name (``playpen.registry.resolve_game``) or a folder
     with ``clemgame.json`` (every spec in it) — against what playpen needs.
 
     ``instances`` overrides the instances file stem; an episode still running after
-    ``max_steps`` steps counts as endless; ``num_episodes`` are played (experiments in turn).
+    ``max_steps`` steps counts as endless; ``num_episodes`` are played (experiments in turn);
+    ``seed`` seeds ``random`` before each episode (the same verdicts on every run).
     """
     spec_result, folder, specs = _check_spec_file(name_or_path)
     results = [spec_result]
     for spec in specs:
         checker = _GameChecker(dict(spec, instances=instances) if instances else spec, folder,
-                               f"[{spec['game_name']}]" if len(specs) > 1 else "", max_steps, num_episodes)
+                               f"[{spec['game_name']}]" if len(specs) > 1 else "", max_steps, num_episodes, seed)
         try:
             checker.run("instances_file")
             checker.run("master_import")
@@ -455,7 +506,7 @@ def check_game(name_or_path: Any, *, instances: str | None = None, max_steps: in
             if checker.status("player_slots") in (PASS, WARN):
                 checker.play_episodes()
             for name in CHECKS[4:]:  # these need played episodes
-                checker.run(name, needs=("player_slots",))
+                checker.run(name, needs=("player_slots",) + ("episode_ends", "episode_scores") * (name == "model_players"))
         finally:
             if checker.benchmark is not None:
                 checker.benchmark.close()
@@ -473,8 +524,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instances", help="instances file stem in the game's in/ folder")
     parser.add_argument("--max-steps", type=int, default=200, help="an episode longer than this is endless")
     parser.add_argument("--num-episodes", type=int, default=2, help="episodes to play (default 2)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of `random` before each episode (default 0)")
     args = parser.parse_args(argv)
-    report = check_game(args.game, instances=args.instances, max_steps=args.max_steps, num_episodes=args.num_episodes)
+    report = check_game(args.game, instances=args.instances, max_steps=args.max_steps, num_episodes=args.num_episodes,
+                        seed=args.seed)
     print("\n".join(report.lines()))
     return 0 if report.ok else 1
 

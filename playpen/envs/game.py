@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Mapping, NamedTuple, Optional
 
+from playpen.envs.turns import ended_by_limit, limit_turns
 from playpen.outcomes import EpisodeOutcome, as_float, outcome_of
 from playpen.rewards import OutcomeReward
 
@@ -90,12 +91,15 @@ class GameEnv:
         player_models: one clemcore ``Model`` per player slot, as ``clem run`` passes them.
         reward_fn: ``(EpisodeOutcome, player_name, role) -> float`` (default OutcomeReward).
         results_folder: the model folder name recorded in ``interactions.json`` meta.
+        max_turns: an episode still running after this many steps ends as aborted
+            (:mod:`playpen.envs.turns`; None: the process's limit, 0: none).
     """
 
     def __init__(self, benchmark: Any, player_models: list, *,
                  reward_fn: Optional[Callable[[EpisodeOutcome, str, str], float]] = None,
-                 results_folder: str = ""):
+                 results_folder: str = "", max_turns: Optional[int] = None):
         self.benchmark = benchmark
+        self.max_turns = max_turns
         self.player_models = list(player_models)
         self.reward_fn = reward_fn or OutcomeReward()
         self.results_folder = results_folder
@@ -154,7 +158,7 @@ class GameEnv:
         self.experiment, self.game_instance = experiment, game_instance
         self.last_result = None
         self.started_at = datetime.now()
-        gm = self.benchmark.create_game_master(experiment, self.player_models)
+        gm = limit_turns(self.benchmark.create_game_master(experiment, self.player_models), self.max_turns)
         gm.setup(**game_instance)
         self.game_master = gm
         # the same order as clemcore's InteractionsFileSaver / PlayerFileSaver (on_game_start)
@@ -232,8 +236,15 @@ class GameEnv:
 
     # ------------------------------------------------------------------ outcome
     def _final_result(self, info: dict) -> StepResult:
-        scores = score_episode(self.benchmark, self.experiment, self.game_instance, self.interactions)
-        outcome = outcome_of(scores, self.interactions, self.game_master)
+        try:
+            scores = score_episode(self.benchmark, self.experiment, self.game_instance, self.interactions)
+        except Exception:
+            if not ended_by_limit(self.game_master):
+                raise
+            # a scorer may expect what only a finished round logs: the limit decides alone
+            scores = {"Aborted": 1, "Success": 0, "Lose": 0, "Main Score": math.nan}
+        outcome = "aborted" if ended_by_limit(self.game_master) else outcome_of(scores, self.interactions,
+                                                                               self.game_master)
         main_score = as_float(scores.get("Main Score"))
         if outcome == "aborted":
             main_score = math.nan

@@ -131,7 +131,13 @@ def read_episode_scores(run_dir: Path) -> list[dict]:
     out = []
     for path in sorted(Path(run_dir).rglob("scores.json")):
         game, experiment, episode = path.parts[-4:-1]
-        episode_scores = json.loads(path.read_text(encoding="utf-8"))["episode scores"]
+        try:
+            episode_scores = json.loads(path.read_text(encoding="utf-8"))["episode scores"]
+            episode_scores["Aborted"]
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+            # e.g. half-written by an interrupted `clem score`: it counts in the folder's table
+            raise EvaluationError(f"{path}: not a scores file ({type(e).__name__}: {e}); score the run folder "
+                                  f"again (`clem score -r {run_dir}`) or remove the episode folder") from e
         main = episode_scores.get("Main Score")
         out.append({"game": game, "experiment": experiment, "episode": episode,
                     "Aborted": episode_scores["Aborted"],
@@ -239,6 +245,7 @@ def play_games(specs: Sequence, player_models: Sequence, *, results_dir: str | P
 def _play_game(spec, models: list, folder, batch_size: int, max_instances: int | None) -> Optional[GameLoadError]:
     from playpen.clem import RunnerErrors, clemcore, clemgame, log_dir, preserved_logging
     from playpen.envs.loading import load_benchmark
+    from playpen.envs.turns import TurnLimitedBenchmark
     cg = clemgame()
     from clemcore.clemgame.callbacks.files import PlayerFileSaver
     from clemcore.clemgame.runners import dispatch
@@ -257,7 +264,8 @@ def _play_game(spec, models: list, folder, batch_size: int, max_instances: int |
     with preserved_logging(), _quiet_stdout(), captured, benchmark:
         instances = cg.GameInstances.from_game_spec(spec).filter(limit_per_experiment(max_instances))
         try:
-            dispatch.run(benchmark, instances, models, callbacks=callbacks, batch_size=batch_size)
+            dispatch.run(TurnLimitedBenchmark(benchmark), instances, models, callbacks=callbacks,
+                         batch_size=batch_size)
         except Exception as e:  # e.g. "could not prepare any game sessions": the cause is below
             captured.records.append("".join(traceback.format_exception(e)))
     game_dir = folder.to_run_dir_path() / spec.game_name

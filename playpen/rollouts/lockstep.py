@@ -96,7 +96,7 @@ class _Clock:
 
 class _Loop:
     def __init__(self, learner, template_kwargs, branching, max_concurrent, reward_fn, writer, callbacks,
-                 raise_game_errors, kv_cache_mb: float = 0.0):
+                 raise_game_errors, kv_cache_mb: float = 0.0, max_turns: Optional[int] = None):
         self.learner = learner
         self.template_kwargs = template_kwargs
         self.branching = branching
@@ -105,9 +105,11 @@ class _Loop:
         self.writer = writer
         self.callbacks = callbacks
         self.raise_game_errors = raise_game_errors
+        self.max_turns = max_turns  # per episode (playpen.envs.turns; None: the process's limit)
         self.clock = _Clock()
         self.side_calls = SideCallServer(learner, template_kwargs, self.clock)
         self.finished: list[tuple[tuple, EpisodeResult]] = []
+        self.branch_points = 0
         # conversations' KV caches between turns, valid while the weights stay as they are
         self.kv_cache = KVCacheStore(int(kv_cache_mb * 2**20)) if kv_cache_mb > 0 else None
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
@@ -134,7 +136,8 @@ class _Loop:
 
     # ------------------------------------------------------------------ episodes
     def _new(self, order, plan: GamePlan, row: dict, repeat: int) -> Episode:
-        env = GameEnv(plan.benchmark, plan.player_models, reward_fn=self.reward_fn, results_folder=plan.model_dir)
+        env = GameEnv(plan.benchmark, plan.player_models, reward_fn=self.reward_fn, results_folder=plan.model_dir,
+                      max_turns=self.max_turns)
         gid = int(row["game_instance"]["game_id"])
         base_id = f"{plan.name}/{row['experiment']['name']}/{gid}/r{repeat}"
         return Episode(order, plan, row, repeat, env, base_id, group_id=f"{plan.name}/{row['experiment']['name']}/{gid}")
@@ -152,6 +155,7 @@ class _Loop:
 
     def _fork(self, episode: Episode, player_name: str, learner_turn: int) -> list[Episode]:
         factor = self.branching.factor
+        self.branch_points += 1
         node_id = episode.episode_id
         group_id = f"{node_id}@{player_name}#{learner_turn}"
         children = []

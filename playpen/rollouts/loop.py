@@ -11,6 +11,7 @@ each); then step every game master and retire finished episodes. Game code runs 
 """
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence, Union
@@ -39,7 +40,7 @@ def rollout(games: Union[str, Sequence[str]],
             callbacks: Optional[BaseCallback] = None,
             seed: Optional[int] = None,
             raise_game_errors: bool = False, augment: bool = False, augment_variants: int = 0,
-            kv_cache_mb: float = 1024.0) -> RolloutResult:
+            kv_cache_mb: float = 1024.0, max_turns: Optional[int] = None) -> RolloutResult:
     """Play ``len(instances) * num_repeats`` episodes (plus branches) and return them.
 
     Args:
@@ -78,6 +79,10 @@ def rollout(games: Union[str, Sequence[str]],
             least recently used caches are evicted beyond this and re-prefilled when
             needed); 0 turns the cache off (every turn prefills its whole prompt). Tokens
             and logprobs are those of the uncached path up to floating-point noise.
+        max_turns: an episode still running after this many turns (steps) ends as aborted, with a
+            note in its interactions (a game that never ends with this model); None: the
+            process's limit (``playpen run --max-turns``, default
+            :data:`playpen.envs.turns.DEFAULT_MAX_TURNS`), 0: no limit.
     """
     started = time.perf_counter()
     if num_repeats < 1:
@@ -88,6 +93,8 @@ def rollout(games: Union[str, Sequence[str]],
         raise RolloutError(f"max_concurrent_episodes must be >= 1, got {max_concurrent_episodes}")
     if not kv_cache_mb >= 0:
         raise RolloutError(f"kv_cache_mb must be >= 0 (0: no cache kept between turns), got {kv_cache_mb}")
+    if max_turns is not None and (type(max_turns) is not int or max_turns < 0):
+        raise RolloutError(f"max_turns must be an integer >= 0 (0: no limit), got {max_turns!r}")
     if branching is not None and branching.factor < 1:
         raise RolloutError(f"branching factor must be >= 1, got {branching.factor}")
     game_names = [games] if isinstance(games, str) else list(games)
@@ -119,7 +126,7 @@ def rollout(games: Union[str, Sequence[str]],
             torch.manual_seed(seed)
         setup_seconds = time.perf_counter() - started
         loop = _Loop(learner, template_kwargs, branching, max_concurrent_episodes, reward_fn, writer,
-                     callbacks, raise_game_errors, kv_cache_mb)
+                     callbacks, raise_game_errors, kv_cache_mb, max_turns)
         run_loop(loop, plans, pending, writer, callbacks)
     finally:
         for plan in plans:
@@ -136,5 +143,11 @@ def rollout(games: Union[str, Sequence[str]],
                          seconds_total=total, seconds_setup=setup_seconds,
                          seconds_generate=clock.generate, seconds_partners=clock.partners,
                          seconds_env=max(0.0, total - setup_seconds - clock.generate - clock.partners),
-                         num_prefill_tokens=clock.prefill.prefilled, num_reused_tokens=clock.prefill.reused)
+                         num_prefill_tokens=clock.prefill.prefilled, num_reused_tokens=clock.prefill.reused,
+                         num_branch_points=loop.branch_points)
+    if branching is not None and loop.branch_points < len(pending):
+        # e.g. episodes that ended before any learner turn: fewer episodes than asked for
+        print(f"[playpen] branching: {loop.branch_points} branch point(s) found in {len(pending)} episode(s); "
+              f"an episode without one (it ended before a learner turn the condition chose) is not forked",
+              file=sys.stderr, flush=True)
     return RolloutResult(results, stats, writer.run_dir if writer is not None else None)

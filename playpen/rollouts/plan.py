@@ -2,7 +2,7 @@
 slot, and the ordered list of episodes to play."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from playpen.errors import RolloutError
@@ -23,6 +23,9 @@ class GamePlan:
     model_dir: str
     model_infos: dict
     requested: str = ""  # the name the caller asked for (``source:game``, a path, or the name)
+    aliases: dict[str, str] = field(default_factory=dict)
+    """clemgame.json role -> player name, where it differs from the player's ``game_role``
+    (``Guesser`` for a ``WordGuesser``): what ``playpen list games -v`` shows works too."""
 
 
 def plan_game(name, learner_model, partner_objects, roles, instances, instances_file) -> GamePlan:
@@ -38,9 +41,10 @@ def plan_game(name, learner_model, partner_objects, roles, instances, instances_
         if not rows:
             raise RolloutError(f"game '{name}': no instances selected")
         slots, own = probe_roles(benchmark, rows[0])
+        aliases = role_aliases(getattr(spec, "roles", None), slots)
         responders, role_of, models = {}, {}, [None] * int(spec.players)
         for slot in slots:
-            keys = (slot.role, slot.player_name)
+            keys = (slot.role, slot.player_name, *(a for a, p in aliases.items() if p == slot.player_name))
             partner = next((partner_objects[k] for k in keys if k in partner_objects), None)
             if partner is None or partner is LEARNER:
                 if partner is None and roles is not None and not any(k in roles for k in keys):
@@ -66,10 +70,27 @@ def plan_game(name, learner_model, partner_objects, roles, instances, instances_
         model_dir = model_cls.to_identifier(used if len(set(names)) > 1 else used[:1])
         infos = model_cls.to_infos(models)
         return GamePlan(spec.game_name, spec, benchmark, rows, responders, role_of, models, model_dir, infos,
-                        requested=name)
+                        requested=name, aliases=aliases)
     except BaseException:
         benchmark.close()
         raise
+
+
+def role_aliases(declared, slots) -> dict[str, str]:
+    """clemgame.json's role names (``declared``) that name no player's ``game_role`` -> the one
+    player slot whose role they name a part of, ignoring case and spaces (``Guesser`` ->
+    the ``WordGuesser``); a name that fits no slot or several is no alias."""
+    def norm(text: str) -> str:
+        return "".join(str(text).lower().split()).replace("_", "")
+    out = {}
+    for name in declared if isinstance(declared, list) else []:
+        if not isinstance(name, str) or any(name in (s.role, s.player_name) for s in slots):
+            continue
+        fits = [s for s in slots if norm(name) and (norm(s.role).endswith(norm(name))
+                                                    or norm(s.role).startswith(norm(name)))]
+        if len(fits) == 1:
+            out[name] = fits[0].player_name
+    return out
 
 
 def unused_slot_model(game: str, index: int):
@@ -91,7 +112,8 @@ def check_keys_used(plans, roles, partner_objects) -> None:
     twins = sorted({plan.requested for plan in plans if names.count(plan.name) > 1})
     if twins:
         raise RolloutError(f"{', '.join(twins)} are copies of one game name: roll them out in separate calls")
-    known = sorted({v for plan in plans for item in plan.roles.items() for v in item})
+    known = sorted({v for plan in plans for item in plan.roles.items() for v in item}
+                   | {alias for plan in plans for alias in plan.aliases})
     for key in [*(roles or []), *partner_objects]:
         if key not in known:
             from playpen.registry import close_matches

@@ -287,6 +287,9 @@ class RolloutStats:
     num_reused_tokens: int = 0
     """Prompt tokens of the learner's turns whose KV cache was reused (kept from an earlier
     turn, or a prefix shared within a batch) instead of prefilled."""
+    num_branch_points: int = 0
+    """Learner turns at which episodes were forked (with ``branching``; 0 when every episode
+    ended before a turn the condition chose)."""
 
     @property
     def episodes_per_s(self) -> float:
@@ -308,7 +311,8 @@ class RolloutStats:
                 "rollout/generated_tokens": self.num_generated_tokens,
                 "rollout/env_share": self.env_share, "rollout/seconds": self.seconds_total,
                 "rollout/seconds_setup": self.seconds_setup, "rollout/side_calls": self.num_side_calls,
-                "rollout/prefill_tokens": self.num_prefill_tokens, "rollout/reused_tokens": self.num_reused_tokens}
+                "rollout/prefill_tokens": self.num_prefill_tokens, "rollout/reused_tokens": self.num_reused_tokens,
+                "rollout/branch_points": self.num_branch_points}
 
 
 @dataclass(frozen=True)

@@ -89,14 +89,15 @@ _RULES = {
     "report_to": (lambda v: all(t in TRACKERS for t in split_list(v) or ["none"]),
                   "none or a comma-separated list of " + ", ".join(TRACKERS[1:])),
     "games": (lambda v: bool(split_list(v)), "one or more game names, comma-separated"),
-    "models_dir": (lambda v: _folder_or_new(v), "a folder (this is a file)"),
-    "results_dir": (lambda v: _folder_or_new(v), "a folder (this is a file)"),
+    "models_dir": (lambda v: _folder_or_new(v), "a folder (this or a folder above it is a file)"),
+    "results_dir": (lambda v: _folder_or_new(v), "a folder (this or a folder above it is a file)"),
 }
 
 
 def _folder_or_new(value) -> bool:
     path = Path(value)
-    return bool(str(value)) and (path.is_dir() or not path.exists())
+    # a folder to be made under a file (afile/x) fails at mkdir, after the models load
+    return bool(str(value)) and not any(p.exists() and not p.is_dir() for p in (path, *path.parents))
 
 
 @dataclass

@@ -296,8 +296,8 @@ class TrainingRun:
                       f"{', '.join(removed)}", flush=True)
             self.resume_from = resume_checkpoint(self.run_dir, cfg.resume)
             if not cfg.resume and not cfg.overwrite and latest_checkpoint(self.run_dir):
-                raise ResumeError(f"{self.run_dir} already holds checkpoints: pass --resume to continue "
-                                  f"or --overwrite to start over")
+                raise ResumeError(f"{self.run_dir} already holds checkpoints: pass --resume to continue, "
+                                  f"--overwrite to start over, or --models-dir DIR for a run of its own")
             # the final evaluation replaces results only of this run's own checkpoints (resumed or
             # restarted); refuse now, not after training, to replace another run's
             if cfg.evaluate and not (cfg.resume or cfg.overwrite):

@@ -35,8 +35,13 @@ def read_log(path: str | Path) -> list[dict]:
             if number == len(path.read_text(encoding="utf-8").splitlines()):
                 break
             raise PlotError(f"{path}:{number}: malformed JSON line: {e.msg}") from e
+        if not isinstance(record, dict):
+            raise PlotError(f"{path}:{number}: expected a JSON object per line, got {type(record).__name__}")
         if record.get("event") == "train_step":
-            by_step[int(record["step"])] = record
+            if type(record.get("step")) is not int:
+                raise PlotError(f"{path}:{number}: a train_step record's 'step' is {record.get('step')!r}, "
+                                f"expected an integer")
+            by_step[record["step"]] = record
     return [by_step[s] for s in sorted(by_step)]
 
 

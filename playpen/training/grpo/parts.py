@@ -191,6 +191,12 @@ class GameRollout:
             episodes = self._play(learner, slots, names, step, trainer.model)
         self.num_calls += 1
         out = self._rows(slots, names, episodes)
+        if not any(any(mask) for mask in out["env_mask"]):  # TRL would take a step on nothing
+            raise GRPOSetupError(
+                f"GRPO step {step + 1}: the trained role(s) {', '.join(sorted({s.role for s in slots}))} of "
+                f"{', '.join(sorted({s.game for s in slots}))} produced no trainable turns in "
+                f"{len(out['env_mask'])} episode(s) (outcomes: {', '.join(sorted(set(out['outcome'])))}): "
+                f"every episode ended before the role spoke")
         self.last_rows = {key: out[key] for key in ("reward", "role", "game", "logprobs")}
         self.last_rows["policy_version"] = [step] * len(out["reward"])
         for name in self.mix.weights:
@@ -275,11 +281,14 @@ def append_row(out: dict, trajectory, eos: int) -> None:
 
 def _pick(episode, role: str):
     """The episode's trajectory for `role`: the longest segment (a game that rewrites a
-    player's history mid-episode splits it into segments); side calls are not turns."""
-    candidates = [t for t in episode.trajectories if role in (t.role, t.player_name) and t.side_call is None]
+    player's history mid-episode splits it into segments). A player heard only in side
+    calls (a master that asks its model inside its steps, as clembench's privateshared
+    does) has no turn: then its longest side call is what it said, and the row."""
+    mine = [t for t in episode.trajectories if role in (t.role, t.player_name)]
+    candidates = [t for t in mine if t.side_call is None] or mine
     if not candidates:
         return None
-    return max(candidates, key=lambda t: (t.num_model_tokens, -t.segment))
+    return max(candidates, key=lambda t: (t.num_model_tokens, -t.segment, -(t.side_call or 0)))
 
 
 def _merge_stats(stats: list) -> dict[str, float]:

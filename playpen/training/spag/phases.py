@@ -85,8 +85,8 @@ class SpagRun:
             raise ResumeError(f"--resume: no complete phase in {self.run_dir} ({', '.join(self.phases)}); "
                               f"start without --resume")
         if existing and not cfg.resume and not cfg.overwrite:
-            raise ResumeError(f"{self.run_dir} already holds checkpoints: pass --resume to continue or "
-                              f"--overwrite to start over")
+            raise ResumeError(f"{self.run_dir} already holds checkpoints: pass --resume to continue, "
+                              f"--overwrite to start over, or --models-dir DIR for a run of its own")
         if cfg.evaluate and not (cfg.resume or cfg.overwrite):
             from playpen.evaluation import check_no_earlier_results
             check_no_earlier_results(cfg.results_dir, self.eval_name, cfg.game_list,
