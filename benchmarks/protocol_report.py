@@ -65,9 +65,13 @@ def compare(mine: dict, control: dict, cluster_of: dict) -> dict | None:
     per_item = [sum(differences[(s, i)] for s in seeds if (s, i) in differences)
                 / sum((s, i) in differences for s in seeds) for i in items]
     interval = stats.clustered_interval(differences, cluster_of=cluster_of, seed=0)
-    mean_of = lambda rows: sum(v for s in seeds for v in rows[s]["scores"].values()) / max(  # noqa: E731
-        1, sum(len(rows[s]["scores"]) for s in seeds))
-    return {"seeds": len(seeds), "items": len(items), "method_mean": mean_of(mine), "control_mean": mean_of(control),
+    per_seed = [sum(mine[s]["scores"].values()) / max(1, len(mine[s]["scores"])) for s in seeds]
+    played = sum(v for s in seeds for v in mine[s]["played"].values()) / max(
+        1, sum(len(mine[s]["played"]) for s in seeds))
+    control_mean = sum(v for s in seeds for v in control[s]["scores"].values()) / max(
+        1, sum(len(control[s]["scores"]) for s in seeds))
+    return {"seeds": len(seeds), "items": len(items), "method_mean": sum(per_seed) / len(per_seed),
+            "method_sd": stats.sample_sd(per_seed), "played": 100 * played, "control_mean": control_mean,
             "gain": interval.mean, "low": interval.low, "high": interval.high,
             "sign_flip_p": stats.sign_flip_test(per_item).p_value, "wilcoxon_p": stats.wilcoxon_test(per_item).p_value,
             "detectable": stats.detectable_effect(stats.sample_sd(per_item), len(items)),
@@ -110,6 +114,26 @@ def forgetting(results: dict, settings) -> dict:
     return out
 
 
+def consistency(results: dict, settings, splits: dict) -> dict:
+    """method -> per seed (targets whose every item scored > 0, targets) on the settings
+    whose items cluster (referencegame: a target at its three positions)."""
+    out: dict = {}
+    for setting in settings:
+        clusters = splits["games"][setting.split].get("clusters")
+        if not clusters:
+            continue
+        for (method, name), by_seed in sorted(results.items()):
+            if name != setting.name:
+                continue
+            for seed, data in sorted(by_seed.items()):
+                members: dict = {}
+                for item, score in data["scores"].items():
+                    members.setdefault(clusters.get(item, item), []).append(score)
+                out.setdefault(method, []).append((sum(all(v > 0 for v in m) for m in members.values()),
+                                                   len(members)))
+    return out
+
+
 def dev_configurations(out: Path) -> list[str]:
     """Every configuration tried on dev (method, fingerprint, options), from dev-log.jsonl."""
     path = Path(out) / "dev-log.jsonl"
@@ -132,9 +156,10 @@ def dev_curves(out: Path) -> dict:
         return {}
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     start: dict = {}
-    for row in rows:  # each seed's warm-up: its last (best or last tried) chunk's dev as 0 %
-        if row["method"] == WARM_UP:
-            start[row["seed"]] = row["dev"]
+    best: dict = {}
+    for row in rows:  # each seed's warm-up: its best chunk (the methods' start; ties: the earliest) is 0 %
+        if row["method"] == WARM_UP and row.get("dev_mean", 0) > best.get(row["seed"], -math.inf):
+            best[row["seed"]], start[row["seed"]] = row.get("dev_mean", 0), row["dev"]
     points: dict = {}
     for row in rows:
         if row["method"] == WARM_UP:
@@ -160,13 +185,14 @@ def build_report(out: Path, methods: dict, settings, splits: dict) -> str:
              f"Per item: method − control, mean over shared seeds; p: exact two-sided sign-flip over the items; "
              f"Holm over methods × primary settings; interval: 95 % bootstrap clustered by item and seed; "
              f"detectable: the effect a paired test on these items detects at α {ALPHA}, power 0.8.", "",
-             "| method | setting | seeds | items | method | control | gain [95 %] | better/worse | sign-flip p "
-             "| Holm p | Wilcoxon p | detectable |", "|" + "---|" * 12]
+             "| method | setting | seeds | items | method (± sd over seeds) | played % | control | gain [95 %] "
+             "| better/worse | sign-flip p | Holm p | Wilcoxon p | detectable |", "|" + "---|" * 13]
     ordered = sorted(rows.items(), key=lambda kv: (not kv[1]["primary"], kv[0][1], -kv[1]["gain"]))
     for (method, setting), r in ordered:
         mark = " ✓" if r.get("holm_p", 1.0) < ALPHA and r["gain"] > 0 else ""
         lines.append(f"| {method}{mark} | {setting}{'' if r['primary'] else ' (diagnostic)'} | {r['seeds']} | "
-                     f"{r['items']} | {r['method_mean']:.1f} | {r['control_mean']:.1f} | {r['gain']:+.1f} "
+                     f"{r['items']} | {r['method_mean']:.1f} ± {r['method_sd']:.1f} | {r['played']:.0f} | "
+                     f"{r['control_mean']:.1f} | {r['gain']:+.1f} "
                      f"[{r['low']:+.1f}, {r['high']:+.1f}] | {r['better']}/{r['worse']} | {_p(r['sign_flip_p'])} | "
                      f"{_p(r.get('holm_p'))} | {_p(r['wilcoxon_p'])} | {r['detectable']:.1f} |")
     lines += ["", f"Forgetting (games a method did not train; against the warm-up; more than {MAX_PLAYED_DROP:.0f} "
@@ -175,6 +201,12 @@ def build_report(out: Path, methods: dict, settings, splits: dict) -> str:
         worst = max(found, key=lambda f: f[1])
         cells = "; ".join(f"{s}: played {-d:+.1f}, score {c:+.1f}" for s, d, c in found)
         lines.append(f"- {method}: {'MISS' if worst[1] > MAX_PLAYED_DROP else 'kept'} ({cells})")
+    consistent = consistency(results, settings, splits)
+    if consistent:
+        lines += ["", "Diagnostic: referencegame targets named correctly at every grid position (test; a "
+                      "position prior cannot do it):"]
+        lines += [f"- {method}: {' / '.join(f'{n} of {total}' for n, total in counts)} (seed by seed)"
+                  for method, counts in sorted(consistent.items())]
     lines += ["", "Configurations tried on dev:", *(dev_configurations(out) or ["- none logged"]), ""]
     lines += ["Methods: " + "; ".join(f"**{n}**: {m.description}" for n, m in methods.items()), ""]
     text = "\n".join(lines)

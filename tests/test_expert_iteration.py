@@ -67,6 +67,33 @@ def test_the_training_row_targets_only_generated_tokens():
     assert record["meta"]["round"] == 2 and record["input_ids"] == training_row(t)["input_ids"]
 
 
+def test_a_real_episode_with_a_partner_gives_only_the_learners_tokens(toy_workspace, tiny_pair):
+    """relay, the learner as Listener with the programmatic Speaker (its lenient experiment
+    re-prompts: several learner turns). The random model loses; marked won here, its
+    episodes must give the Listener's own generated text and nothing of the Speaker's."""
+    from dataclasses import replace
+
+    from rollout_helpers import make_learner
+
+    from playpen.rollouts import rollout
+    result = rollout("relay", make_learner(tiny_pair), partners={"Speaker": "programmatic"}, roles=["Listener"],
+                     instances=lambda row: row["experiment"]["name"] == "lenient", records_dir=None,
+                     instances_file="instances", seed=0)
+    assert not kept_trajectories(result.episodes, "tiny-random")  # nothing won: nothing kept
+    won = [replace(e, outcome="success") for e in result.episodes]
+    kept = kept_trajectories(won, "tiny-random")
+    assert kept and all(t.role == "Listener" and t.player_name == "Player 2" for t in kept)
+    tokenizer = tiny_pair[1]
+    for episode in won:
+        mine = [t for t in kept if t.episode_id == episode.episode_id]
+        row = training_row(mine[0])
+        generated = tokenizer.decode([i for i, m in zip(row["input_ids"], row["assistant_masks"]) if m])
+        learner_turns = [turn.response for turn in episode.turns if turn.responder == "learner"]
+        speaker_turns = [turn.response for turn in episode.turns if turn.responder != "learner"]
+        assert len(learner_turns) >= 1 and all(text in generated for text in learner_turns)
+        assert not any(text.strip() and text in generated for text in speaker_turns)
+
+
 # ----------------------------------------------------------------------------- the trainer
 
 @pytest.fixture(scope="module")

@@ -85,7 +85,26 @@ def test_the_report_from_the_result_files_alone(bench, tmp_path):
             write_result(tmp_path, method, seed, "arith_solver/solver", {i: 50.0 for i in items},
                          played={i: int(method != "better" or i != "e/0") for i in items})
     splits = bench["protocol_splits"].load_splits()
+    targets = splits["games"]["referencegame"]["clusters"]
+    first, second = sorted({targets[i] for i in splits["games"]["referencegame"]["test"]})[:2]
+    positions = [i for i in splits["games"]["referencegame"]["test"] if targets[i] in (first, second)]
+    # the first target right at all three positions, the second only at one: 1 of 2 consistent
+    right = {i: 100.0 if targets[i] == first or i == positions[-1] else 0.0 for i in positions}
+    write_result(tmp_path, "better", 1, "referencegame/follower", right)
+    dev = {"taboo/guesser": {"mean": 10.0, "items": 6}}
+    (tmp_path / "dev-log.jsonl").write_text("\n".join(json.dumps(row) for row in [
+        {"method": "sft", "seed": 1, "step": 8, "fingerprint": "w", "dev": dev, "dev_mean": 10.0},
+        {"method": "sft", "seed": 1, "step": 16, "fingerprint": "w", "dev": {"taboo/guesser": {"mean": 5.0}},
+         "dev_mean": 5.0},  # worse: the methods started from step 8
+        *({"method": "better", "seed": 1, "step": k, "fraction": k / 4, "fingerprint": "b",
+           "options": {"learning_rate": 1e-4}, "dev": {"taboo/guesser": {"mean": 10.0 + 20 * k}}}
+          for k in (1, 2, 3, 4))]) + "\n")
     text = report.build_report(tmp_path, protocol.METHODS, protocol.SETTINGS, splits)
+    assert report.dev_curves(tmp_path)[("better", "taboo/guesser")] == [
+        (0.0, 10.0), (0.25, 30.0), (0.5, 50.0), (0.75, 70.0), (1.0, 90.0)]
+    assert "- better `b` (seeds 1): learning_rate=0.0001" in text
+    assert "- better: 1 of 2 (seed by seed)" in text
+    assert (tmp_path / "protocol-curves.png").stat().st_size > 1000
     rows = report.comparisons(report.load_results(tmp_path), protocol.SETTINGS, splits)
     better = rows[("better", "taboo/guesser")]
     # 6 items all better: two-sided exact p = 2/64; the family: better and same on taboo, better on
@@ -94,7 +113,8 @@ def test_the_report_from_the_result_files_alone(bench, tmp_path):
     assert ("sft", "arith_solver/solver") in rows and "holm_p" not in rows[("sft", "arith_solver/solver")]
     assert (better["gain"], better["low"], better["high"], better["seeds"]) == (100.0, 100.0, 100.0, 3)
     assert rows[("same", "taboo/guesser")]["sign_flip_p"] == 1.0
-    assert "| better | taboo/guesser | 3 | 6 | 100.0 | 0.0 | +100.0 [+100.0, +100.0] | 6/0 | 0.0312 | 0.0938 |" in text
+    assert ("| better | taboo/guesser | 3 | 6 | 100.0 ± 0.0 | 100 | 0.0 | +100.0 [+100.0, +100.0] | 6/0 | 0.0312 "
+            "| 0.0938 |") in text
     assert "- better: MISS (arith_solver/solver: played -16.7" in text  # 1 of 6 items no longer played
     assert (tmp_path / "protocol-gains.png").stat().st_size > 1000
     assert (tmp_path / "protocol-report.md").read_text() == text
