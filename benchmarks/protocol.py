@@ -261,6 +261,11 @@ def warm_up(seed: int, args, out: Path, work: Path) -> Path:
     return best
 
 
+def warm_up_key(work: Path, seed: int) -> str:
+    """The fingerprint of the seed's warm-up: part of every result that starts from it."""
+    return json.loads((work / f"seed-{seed}" / "warm-up.json").read_text())["fingerprint"]
+
+
 # ----------------------------------------------------------------------------- a method
 
 def write_results(out: Path, name: str, method: Method, seed: int, key: str, test: dict, extra: dict) -> None:
@@ -289,7 +294,8 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
     models = work / f"seed-{seed}" / "models" / name
     cls, config, options = configure(name, method, args, models, adapter0, None, overwrite=True)
     key = fingerprint(name, options | {"models_dir": None, "init_adapter": None}, method.teacher, method.temperature,
-                      seed, args.learner, args.quick, args.max_items, args.max_tokens, str(adapter0.parent.name))
+                      seed, args.learner, args.quick, args.max_items, args.max_tokens, warm_up_key(work, seed),
+                      adapter0.name)
     if cached(out, name, seed, key):
         print(f"== {name} seed {seed}: cached", flush=True)
         return
@@ -326,8 +332,7 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
 
 def run_warm_up_test(seed: int, adapter: Path, args, out: Path, work: Path) -> None:
     """The warm-up is a final configuration too (method ``sft``): its test scores, once."""
-    key = fingerprint(WARM_UP, str(adapter.parent.parent.parent.name), seed, args.learner, args.quick,
-                      args.max_items, args.max_tokens, adapter.name)
+    key = fingerprint(WARM_UP, warm_up_key(work, seed), adapter.name)
     if cached(out, WARM_UP, seed, key):
         return
     test = evaluate_split(adapter, "test", f"seed{seed}-sft", args, work)
