@@ -94,6 +94,23 @@ def test_a_real_episode_with_a_partner_gives_only_the_learners_tokens(toy_worksp
         assert not any(text.strip() and text in generated for text in speaker_turns)
 
 
+def test_the_final_evaluation_seats_the_learner_in_its_role(capsys):
+    from types import SimpleNamespace
+
+    from playpen.training.expert_iteration import ExpertIterationConfig, ExpertIterationTrainer
+    learner, teacher = SimpleNamespace(name="me"), SimpleNamespace(name="programmatic")
+    game_roles = {"taboo": ["Describer", "Guesser"], "privateshared": ["Answerer"]}
+
+    def players(games, roles):
+        trainer = ExpertIterationTrainer(learner, teacher, config=ExpertIterationConfig(games=games, roles=roles),
+                                         progress=False)
+        return trainer._players(SimpleNamespace(roles=roles.split(","), game_roles=game_roles))
+    assert players("taboo", "Guesser") == [teacher, learner]
+    assert players("privateshared", "Answerer") == [learner]
+    assert players("taboo,privateshared", "Guesser,Answerer") == [learner, teacher]  # no order fits both
+    assert "in taboo that is not its role" in capsys.readouterr().out
+
+
 # ----------------------------------------------------------------------------- the trainer
 
 @pytest.fixture(scope="module")

@@ -120,15 +120,22 @@ class ExpertIterationTrainer(BasePlayPen):
                    records=str(self.output_dir / run_name))
 
     def _players(self, play: RoundPlayer) -> Optional[list]:
-        """The held-out evaluation's players: the learner in its role's slot, the teacher elsewhere."""
+        """The held-out evaluation's players: the learner in its role's slot, the teacher in
+        the others. One order serves every game and a one-player game takes the first, so
+        when the games want the learner in different slots it plays slot 1 everywhere and
+        the games where that is not its role are named (evaluate those with ``playpen eval``)."""
         if self.teacher is None:
             return None
-        games = self.config.game_list
-        names = play.game_roles[games[0]] if len(games) == 1 else []
-        if any(n in play.roles for n in names):
-            return [self.learner if n in play.roles else self.teacher for n in names]
+        orders = {game: [self.learner if n in play.roles else self.teacher for n in play.game_roles[game]]
+                  for game in self.config.game_list}
+        slots = {game: next(i for i, player in enumerate(order) if player is self.learner)
+                 for game, order in orders.items() if any(player is self.learner for player in order)}
+        if len(set(slots.values())) <= 1:
+            return max(orders.values(), key=len)
+        moved = sorted(game for game, slot in slots.items() if slot != 0)
+        print(f"[playpen] the final evaluation seats the learner in slot 1 of every game; in {', '.join(moved)} "
+              f"that is not its role: evaluate those with `playpen eval`", flush=True)
         return [self.learner, self.teacher]
-
 
 def train_rounds(playpen, run, play: RoundPlayer) -> list[int]:
     """Every round still to train (see the module's docstring); returns the rows kept per round."""
