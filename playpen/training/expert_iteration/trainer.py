@@ -174,9 +174,11 @@ def train_rounds(playpen, run, play: RoundPlayer) -> list[int]:
             break
     if run.checkpoint is None and not run.interrupt.requested:
         run.lock.release()
-        raise DatasetError(f"the learner won no episode in {cfg.rounds} round(s) of {play.cfg.samples_per_instance} "
-                           f"samples per instance: nothing to imitate (start from a warm-up adapter: "
-                           f"--init-adapter, sample more, or play with a teacher: -t)")
+        hints = [h for h, wanted in (("start from a warm-up adapter (--init-adapter)", not cfg.init_adapter),
+                                     ("sample more (--samples-per-instance, --instances-per-round)", True),
+                                     ("play with a teacher (-t)", playpen.teacher is None)) if wanted]
+        raise DatasetError(f"the learner won no episode in {cfg.rounds} round(s) of {cfg.samples_per_instance} "
+                           f"samples per instance: nothing to imitate; {', or '.join(hints)}")
     return kept
 
 
