@@ -75,7 +75,8 @@ def compare(mine: dict, control: dict, cluster_of: dict) -> dict | None:
             "gain": interval.mean, "low": interval.low, "high": interval.high,
             "sign_flip_p": stats.sign_flip_test(per_item).p_value, "wilcoxon_p": stats.wilcoxon_test(per_item).p_value,
             "detectable": stats.detectable_effect(stats.sample_sd(per_item), len(items)),
-            "better": sum(d > 0 for d in per_item), "worse": sum(d < 0 for d in per_item)}
+            "better": sum(d > 0 for d in per_item), "worse": sum(d < 0 for d in per_item),
+            "failed": any(mine[s].get("failed") for s in seeds)}
 
 
 def comparisons(results: dict, settings, splits: dict) -> dict:
@@ -190,16 +191,19 @@ def build_report(out: Path, methods: dict, settings, splits: dict) -> str:
     ordered = sorted(rows.items(), key=lambda kv: (not kv[1]["primary"], kv[0][1], -kv[1]["gain"]))
     for (method, setting), r in ordered:
         mark = " ✓" if r.get("holm_p", 1.0) < ALPHA and r["gain"] > 0 else ""
+        detectable = f"{r['detectable']:.1f}" if r["detectable"] > 0 else "—"  # no spread: not estimable
+        if r["failed"]:
+            mark += " (failed: the warm-up unchanged)"
         lines.append(f"| {method}{mark} | {setting}{'' if r['primary'] else ' (diagnostic)'} | {r['seeds']} | "
                      f"{r['items']} | {r['method_mean']:.1f} ± {r['method_sd']:.1f} | {r['played']:.0f} | "
                      f"{r['control_mean']:.1f} | {r['gain']:+.1f} "
                      f"[{r['low']:+.1f}, {r['high']:+.1f}] | {r['better']}/{r['worse']} | {_p(r['sign_flip_p'])} | "
-                     f"{_p(r.get('holm_p'))} | {_p(r['wilcoxon_p'])} | {r['detectable']:.1f} |")
+                     f"{_p(r.get('holm_p'))} | {_p(r['wilcoxon_p'])} | {detectable} |")
     lines += ["", f"Forgetting (games a method did not train; against the warm-up; more than {MAX_PLAYED_DROP:.0f} "
                   f"points of % played lost is a miss):"]
     for method, found in sorted(forgetting(results, settings).items()):
         worst = max(found, key=lambda f: f[1])
-        cells = "; ".join(f"{s}: played {-d:+.1f}, score {c:+.1f}" for s, d, c in found)
+        cells = "; ".join(f"{s}: played {0.0 - d:+.1f}, score {c + 0.0:+.1f}" for s, d, c in found)
         lines.append(f"- {method}: {'MISS' if worst[1] > MAX_PLAYED_DROP else 'kept'} ({cells})")
     consistent = consistency(results, settings, splits)
     if consistent:
@@ -226,8 +230,12 @@ def plot(rows: dict, curves: dict, settings, out: Path) -> None:
     shown = [s for s in primary if any(k[1] == s for k in rows)]
     if shown:
         height = max(2.5, 0.45 * max(sum(k[1] == s for k in rows) for s in shown) + 1.2)
-        fig, axes = plt.subplots(1, len(shown), figsize=(4.2 * len(shown), height), squeeze=False)
-        for ax, setting in zip(axes[0], shown):
+        columns = min(2, len(shown))
+        grid = math.ceil(len(shown) / columns)
+        fig, axes = plt.subplots(grid, columns, figsize=(6 * columns, height * grid), squeeze=False)
+        for ax in axes.flat[len(shown):]:
+            ax.axis("off")
+        for ax, setting in zip(axes.flat, shown):
             found = sorted(((m, r) for (m, s), r in rows.items() if s == setting), key=lambda mr: mr[1]["gain"])
             ys = range(len(found))
             gains = [r["gain"] for _, r in found]
@@ -236,7 +244,7 @@ def plot(rows: dict, curves: dict, settings, out: Path) -> None:
             ax.errorbar(gains, list(ys), xerr=errors, fmt="none", ecolor="black", capsize=3)
             ax.scatter(gains, list(ys), c=colors, zorder=3)
             ax.axvline(0, color="tab:red", linewidth=1)
-            ax.set_yticks(list(ys), [m for m, _ in found], fontsize=8)
+            ax.set_yticks(list(ys), [f"{m} (warm-up)" if m == WARM_UP else m for m, _ in found], fontsize=8)
             ax.set_title(f"{setting}: gain over continued SFT", fontsize=9)
             ax.set_xlabel("score points (test, 95 % interval)", fontsize=8)
         fig.tight_layout()
