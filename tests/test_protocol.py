@@ -149,7 +149,7 @@ def test_the_runner_end_to_end_with_a_tiny_model(bench, tiny_workspace):
     log = [json.loads(line) for line in (out / "dev-log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log if r["method"] == "sft"] == [1, 2]
     assert "| continued-sft" not in (out / "protocol-report.md").read_text()
-    assert "| expert-iteration | taboo/guesser |" in (out / "protocol-report.md").read_text()
+    assert "| expert-iteration (failed: the warm-up unchanged) | taboo/guesser |" in (out / "protocol-report.md").read_text()
     # a second run finds everything cached; a changed configuration under the same name is refused
     assert protocol.main(["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration",
                           "--out", str(out)]) == 0
