@@ -6,7 +6,7 @@
 
 Protocol: the learner (smol-135m) first gets an SFT-LoRA warm-up on the programmatic
 players' won episodes of both games' training instances (``--warmup-steps``; it knows
-neither reply format out of the box), then ``examples/trl/hierarchical_grpo_trainer_lora.py``
+neither reply format out of the box), then ``playpen run hierarchical-grpo``
 trains from that adapter for ``--steps`` steps with G = ``--num-generations`` proposals per
 proposer instance and G solver episodes per proposal, the learner playing both levels.
 
@@ -27,14 +27,13 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TRAINERS = REPO_ROOT / "examples" / "trl"
 GAMES = "arith_proposer,arith_solver"
 
 
 def configure(trainer: str, options: dict, learner: str):
     """(trainer class, its config); the trainer's own checks run before any model loads."""
-    from playpen.cli.run import load_trainer_class
-    cls = load_trainer_class(TRAINERS / trainer)
+    from playpen.training.catalog import trainer_class
+    cls = trainer_class(trainer)
     unknown = sorted(set(options) - set(cls.config_class.__dataclass_fields__))
     if unknown:
         raise SystemExit(f"hierarchical.py: {trainer} has no option(s) {unknown}")
@@ -83,7 +82,7 @@ def mean(values) -> float | None:
 
 
 def report(run_dir: Path, records: Path, results: Path, facts: dict) -> dict:
-    from playpen.training.plotting import read_log
+    from playpen.training.common.plotting import read_log
     log = read_log(run_dir)  # one record per optimizer step
     curves = [{k: v for k, v in row.items() if k == "step" or k.startswith(("reward/", "advantage/", "hierarchy/",
                                                                           "store/", "offpolicy/"))}
@@ -159,7 +158,7 @@ def main(argv=None) -> int:
         shutil.rmtree(work / "records", ignore_errors=True)
         adapter = None
         if args.warmup_steps:
-            facts["warmup_seconds"] = round(train("sft_trainer_lora.py", dict(
+            facts["warmup_seconds"] = round(train("sft", dict(
                 games=GAMES, max_steps=args.warmup_steps, save_steps=args.warmup_steps, batch_size=4,
                 demo_max_instances=2 if args.quick else 0, models_dir=str(work / "models" / "sft"), overwrite=True,
                 evaluate=False), args, work / "records" / "sft"), 1)
@@ -168,7 +167,7 @@ def main(argv=None) -> int:
                        num_generations=args.num_generations, models_dir=str(work / "models" / "grpo"),
                        overwrite=True, evaluate=not args.quick, eval_max_instances=2 if args.quick else 5,
                        init_adapter=str(adapter) if adapter else "")
-        facts["grpo_seconds"] = round(train("hierarchical_grpo_trainer_lora.py", options, args, records), 1)
+        facts["grpo_seconds"] = round(train("hierarchical-grpo", options, args, records), 1)
     summary = report(run_dir, records, results, facts)
     first, last = summary["first_step"], summary["last_step"]
     print(json.dumps({"facts": facts, "first_step": first, "last_step": last}, indent=1))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import sys
 import time
@@ -34,11 +35,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from playpen.training import catalog
+
 from learning_report import (  # beside this script (a script's folder is on sys.path)
     WIN_SETTING, attacker_win_rate, build_report, episode_scores, method_label, setting_run_name)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TRAINERS = REPO_ROOT / "examples" / "trl"
 GAMES = ("referencegame", "taboo", "adversarial_taboo")
 
 
@@ -68,8 +70,9 @@ SETTINGS = (
 
 @dataclass(frozen=True)
 class Method:
-    """A trainer script, its options (on top of the shared ones), the teacher it plays with,
-    the games it trains (the others must keep their format) and the code it depends on."""
+    """A packaged trainer (its name, ``playpen run --list``), its options (on top of the shared
+    ones), the teacher it plays with, the games it trains (the others must keep their format)
+    and the modules it depends on."""
 
     trainer: str
     options: dict = field(default_factory=dict)
@@ -90,139 +93,139 @@ SELFPLAY_GRPO = dict(games="referencegame", num_generations=8, groups_per_step=2
                      max_steps=200, save_steps=5, baseline="running", game_shares="referencegame:0.7,taboo:0.3",
                      augment=True)
 METHODS = {
-    "sft": Method("sft_trainer_lora.py", dict(games="referencegame,taboo,adversarial_taboo", max_steps=8,
+    "sft": Method("sft", dict(games="referencegame,taboo,adversarial_taboo", max_steps=8,
                                              batch_size=8, max_length=768, learning_rate=2e-4),
-                  trains=GAMES, code=("playpen/training/sft.py",),
+                  trains=GAMES, code=("playpen.training.sft.demonstrations",),
                   description="SFT-LoRA warm-up on the programmatic players' won training episodes"),
-    "sft-more": Method("sft_trainer_lora.py", dict(games="referencegame,taboo", roles=FOLLOWER_ROLES, max_steps=200,
+    "sft-more": Method("sft", dict(games="referencegame,taboo", roles=FOLLOWER_ROLES, max_steps=200,
                                                   batch_size=8, max_length=768, learning_rate=2e-4),
-                       trains=("referencegame", "taboo"), code=("playpen/training/sft.py",),
+                       trains=("referencegame", "taboo"), code=("playpen.training.sft.demonstrations",),
                        description="15 more minutes of the warm-up's SFT, on the follower's and the guesser's "
                                    "demonstration turns only: the supervised signal at the same budget"),
-    "sft-more-taboos": Method("sft_trainer_lora.py", dict(games="taboo,adversarial_taboo", roles="Guesser,Attacker",
+    "sft-more-taboos": Method("sft", dict(games="taboo,adversarial_taboo", roles="Guesser,Attacker",
                                                          max_steps=200, batch_size=8, max_length=768,
                                                          learning_rate=2e-4),
-                              trains=("taboo", "adversarial_taboo"), code=("playpen/training/sft.py",),
+                              trains=("taboo", "adversarial_taboo"), code=("playpen.training.sft.demonstrations",),
                               description="15 more minutes of the warm-up's SFT, on the taboo guesser's and the "
                                           "adversarial_taboo attacker's demonstration turns only"),
-    "dpo-branch": Method("dpo_trainer_lora.py", dict(games="referencegame,taboo", source="branching",
+    "dpo-branch": Method("dpo", dict(games="referencegame,taboo", source="branching",
                                                     roles=FOLLOWER_ROLES, fork_turns="0", branches=4,
                                                     pair_instances=8, max_steps=40, learning_rate=5e-5),
                          teacher="programmatic", trains=("referencegame", "taboo"),
-                         code=("playpen/training/dpo.py", "playpen/training/preference.py", "playpen/pairs.py"),
+                         code=("playpen.training.preference.dpo", "playpen.training.preference.rounds", "playpen.pairs"),
                          description="DPO on first-move branches finished by the programmatic partner"),
-    "dpo-records": Method("dpo_trainer_lora.py", dict(games="referencegame,taboo", source="records",
+    "dpo-records": Method("dpo", dict(games="referencegame,taboo", source="records",
                                                      roles=FOLLOWER_ROLES, max_steps=40, learning_rate=5e-5),
                           trains=("referencegame", "taboo"),
-                          code=("playpen/training/dpo.py", "playpen/training/preference.py", "playpen/pairs.py"),
+                          code=("playpen.training.preference.dpo", "playpen.training.preference.rounds", "playpen.pairs"),
                           description="DPO on recorded play: won (programmatic) vs lost (the SFT learner) "
                                       "episodes of the same training instances"),
-    "spin": Method("spin_trainer_lora.py", dict(games="referencegame,taboo", roles=FOLLOWER_ROLES, rounds=3,
+    "spin": Method("spin", dict(games="referencegame,taboo", roles=FOLLOWER_ROLES, rounds=3,
                                                pairs_per_round=32, max_steps=30, learning_rate=5e-5),
                    trains=("referencegame", "taboo"),
-                   code=("playpen/training/spin.py", "playpen/training/preference.py"),
+                   code=("playpen.training.preference.spin", "playpen.training.preference.rounds"),
                    description="SPIN: programmatic demonstration turns vs the learner's own, 3 rounds"),
-    "spin-3games": Method("spin_trainer_lora.py", dict(games="referencegame,taboo,adversarial_taboo",
+    "spin-3games": Method("spin", dict(games="referencegame,taboo,adversarial_taboo",
                                                       roles=f"{FOLLOWER_ROLES},Attacker", rounds=3,
                                                       demo_max_instances=12, pairs_per_round=40, max_steps=30,
                                                       learning_rate=5e-5),
-                          trains=GAMES, code=("playpen/training/spin.py", "playpen/training/preference.py"),
+                          trains=GAMES, code=("playpen.training.preference.spin", "playpen.training.preference.rounds"),
                           description="SPIN on all three games: the follower, the guesser and the attacker "
                                       "(demonstrations: the programmatic players' won episodes of 12 instances per "
                                       "experiment, so that the attacker's turns are ~1/5 of the pairs), 3 rounds"),
-    "spin-taboos": Method("spin_trainer_lora.py", dict(games="taboo,adversarial_taboo", roles="Guesser,Attacker",
+    "spin-taboos": Method("spin", dict(games="taboo,adversarial_taboo", roles="Guesser,Attacker",
                                                       rounds=3, pairs_per_round=40, max_steps=30,
                                                       learning_rate=5e-5),
                           trains=("taboo", "adversarial_taboo"),
-                          code=("playpen/training/spin.py", "playpen/training/preference.py"),
+                          code=("playpen.training.preference.spin", "playpen.training.preference.rounds"),
                           description="SPIN on the taboo guesser and the adversarial_taboo attacker (all their "
                                       "won training episodes: ~40 % of the pairs are attacker turns), 3 rounds"),
-    "self-rewarding": Method("self_rewarding_trainer_lora.py", dict(games="referencegame,taboo",
+    "self-rewarding": Method("self-rewarding", dict(games="referencegame,taboo",
                                                                    roles=FOLLOWER_ROLES, max_steps=30, rounds=2,
                                                                    judge_max_tokens=48),
                              teacher="programmatic", trains=("referencegame", "taboo"),
-                             code=("playpen/training/self_rewarding.py", "playpen/training/judging.py",
-                                   "playpen/training/preference.py"),
+                             code=("playpen.training.preference.self_rewarding", "playpen.training.rubrics.judging",
+                                   "playpen.training.preference.rounds"),
                              description="self-rewarding: the learner judges its candidates, best vs worst -> DPO"),
-    "self-rewarding-game": Method("self_rewarding_trainer_lora.py", dict(games="referencegame,taboo",
+    "self-rewarding-game": Method("self-rewarding", dict(games="referencegame,taboo",
                                                                         roles=FOLLOWER_ROLES, max_steps=30, rounds=2,
                                                                         reward="game"),
                                   teacher="programmatic", trains=("referencegame", "taboo"),
-                                  code=("playpen/training/self_rewarding.py", "playpen/training/preference.py"),
+                                  code=("playpen.training.preference.self_rewarding", "playpen.training.preference.rounds"),
                                   description="self-rewarding, external-reward variant: candidates ranked by "
                                               "the game's outcome, best vs worst -> DPO"),
-    "grpo-partner": Method("grpo_trainer_lora_mp.py", PARTNER_GRPO,
+    "grpo-partner": Method("grpo-teacher", PARTNER_GRPO,
                            teacher="programmatic", trains=("referencegame", "taboo"),
-                           code=("playpen/training/grpo.py",),
+                           code=("playpen.training.grpo.parts",),
                            description="GRPO as follower/guesser with the programmatic partner"),
-    "grpo-selfplay": Method("grpo_trainer_lora_sp.py", SELFPLAY_GRPO,
-                            trains=("referencegame", "taboo"), code=("playpen/training/grpo.py",),
+    "grpo-selfplay": Method("grpo", SELFPLAY_GRPO,
+                            trains=("referencegame", "taboo"), code=("playpen.training.grpo.parts",),
                             description="GRPO self-play with the anti-collapse options (running baseline, "
                                         "KL to the SFT adapter, a taboo share, shuffled grids)"),
-    "grpo-selfplay-hot": Method("grpo_trainer_lora_sp.py", SELFPLAY_GRPO,
-                                trains=("referencegame", "taboo"), code=("playpen/training/grpo.py",),
+    "grpo-selfplay-hot": Method("grpo", SELFPLAY_GRPO,
+                                trains=("referencegame", "taboo"), code=("playpen.training.grpo.parts",),
                                 temperature=1.0,
                                 description="grpo-selfplay sampling at temperature 1.0 instead of 0.7: more "
                                             "answers other than the SFT adapter's constant one in each group"),
-    "grpo-selfplay-warm": Method("grpo_trainer_lora_sp.py",
+    "grpo-selfplay-warm": Method("grpo",
                                  dict(SELFPLAY_GRPO, game_shares="referencegame:0.5,taboo:0.5"),
-                                 trains=("referencegame", "taboo"), code=("playpen/training/grpo.py",),
+                                 trains=("referencegame", "taboo"), code=("playpen.training.grpo.parts",),
                                  temperature=0.85,
                                  description="grpo-selfplay at temperature 0.85 (1.0 broke the format for 6 steps) "
                                              "with half of the episodes on taboo (the guesser's game) instead of 30 %"),
-    "grpo-partner-hot": Method("grpo_trainer_lora_mp.py",
+    "grpo-partner-hot": Method("grpo-teacher",
                                dict(PARTNER_GRPO, beta=0.02, baseline="running", augment=True),
                                teacher="programmatic", trains=("referencegame", "taboo"),
-                               code=("playpen/training/grpo.py",), temperature=1.0,
+                               code=("playpen.training.grpo.parts",), temperature=1.0,
                                description="GRPO as follower/guesser with the programmatic partner, sampling at "
                                            "temperature 1.0, with the anti-collapse options (running baseline, "
                                            "KL to the SFT adapter, shuffled grids)"),
-    "grpo-selfplay-mix": Method("grpo_trainer_lora_sp.py",
+    "grpo-selfplay-mix": Method("grpo",
                                 dict(SELFPLAY_GRPO, partners="self:0.5,programmatic:0.5",
                                      game_shares="referencegame:0.5,taboo:0.5"),
-                                trains=("referencegame", "taboo"), code=("playpen/training/grpo.py",),
+                                trains=("referencegame", "taboo"), code=("playpen.training.grpo.parts",),
                                 temperature=1.0,
                                 description="grpo-selfplay-hot with a partner mix: half of the groups play against "
                                             "the programmatic partner (clear clues and expressions), half in "
                                             "self-play, half of them on taboo"),
-    "grpo-selfplay-sft": Method("grpo_trainer_lora_sp.py", dict(SELFPLAY_GRPO, sft_coef=1.0, sft_batch=8),
+    "grpo-selfplay-sft": Method("grpo", dict(SELFPLAY_GRPO, sft_coef=1.0, sft_batch=8),
                                 trains=("referencegame", "taboo"),
-                                code=("playpen/training/grpo.py", "playpen/training/sft_anchor.py"),
+                                code=("playpen.training.grpo.parts", "playpen.training.sft.anchor"),
                                 temperature=1.0,
                                 description="grpo-selfplay-hot with a supervised anchor: every step adds the SFT "
                                             "loss of 8 demonstration conversations (--sft-coef 1)"),
-    "grpo-follower-shared": Method("grpo_trainer_lora_mp.py",
+    "grpo-follower-shared": Method("grpo-teacher",
                                    dict(games="referencegame", roles="Instruction Follower", num_generations=8,
                                         groups_per_step=2, beta=0.04, learning_rate=5e-5, max_steps=200,
                                         save_steps=20, micro_batch_size=8, augment_variants=3),
                                    teacher="programmatic", trains=("referencegame",),
-                                   code=("playpen/training/grpo.py", "playpen/training/grpo_steps.py",
-                                         "playpen/training/shared_prefix.py"),
+                                   code=("playpen.training.grpo.parts", "playpen.training.grpo.steps",
+                                         "playpen.training.shared_prefix"),
                                    temperature=1.0,
                                    description="GRPO as Instruction Follower with the programmatic giver, steps "
                                                "sharing each prompt's pass (micro-batches of a group, 3 grid orders "
                                                "per group): ~4x the episodes of grpo-partner in the same 15 minutes; "
                                                "lr 5e-5 and KL 0.04 to the SFT adapter (at lr 2e-4 without KL the "
                                                "answers collapsed to `second` within 8 steps)"),
-    "grpo-selfplay-sft-shared": Method("grpo_trainer_lora_sp.py",
+    "grpo-selfplay-sft-shared": Method("grpo",
                                        dict(SELFPLAY_GRPO, sft_coef=1.0, sft_batch=8, micro_batch_size=8,
                                             augment_variants=3),
                                        trains=("referencegame", "taboo"),
-                                       code=("playpen/training/grpo.py", "playpen/training/sft_anchor.py",
-                                             "playpen/training/grpo_steps.py", "playpen/training/shared_prefix.py"),
+                                       code=("playpen.training.grpo.parts", "playpen.training.sft.anchor",
+                                             "playpen.training.grpo.steps", "playpen.training.shared_prefix"),
                                        temperature=1.0,
                                        description="grpo-selfplay-sft with steps sharing their prompts' passes "
                                                    "(micro-batches of 8 rows, 3 grid orders per group): more "
                                                    "episodes in the same 15 minutes"),
     # SPAG-1 sized to its budget: imitation ~10 s a step here, then one self-play epoch
-    "spag": Method("spag_trainer_lora.py", dict(games="adversarial_taboo", imitation_steps=56,
+    "spag": Method("spag", dict(games="adversarial_taboo", imitation_steps=56,
                                                 episodes_per_epoch=32, max_steps=12), teacher="programmatic",
-                   trains=("adversarial_taboo",), code=("playpen/training/spag.py", "playpen/training/spag_run.py"),
+                   trains=("adversarial_taboo",), code=("playpen.training.spag.objective", "playpen.training.spag.phases"),
                    description="SPAG-1 on adversarial_taboo (56 imitation steps + one self-play epoch of 32 episodes)"),
 }
 # what every result depends on besides its own trainer; deliberately narrow (a change of a
 # log line elsewhere must not cost hours of re-runs): --force re-runs after wider changes
-SHARED_CODE = ("playpen/evaluation.py",)
+SHARED_CODE = ("playpen.evaluation",)
 
 
 def training_temperature(method: Method, args) -> float:
@@ -251,10 +254,10 @@ def fingerprint(name: str, method: Method, args) -> str:
     if overrides and name != "sft":  # --set (not the shared warm-up); without it the fingerprints stay as they were
         protocol["set"] = dict(sorted(overrides.items()))
     digest.update(json.dumps([name, method.options, method.teacher, protocol], sort_keys=True).encode())
-    trainer = (f"examples/trl/{method.trainer}",) if method.trainer else ()
-    for path in (*trainer, *method.code, *SHARED_CODE):
-        file = REPO_ROOT / path
-        digest.update(path.encode() + (file.read_bytes() if file.exists() else b"<missing>"))
+    modules = (catalog.TRAINERS[method.trainer].target.partition(":")[0],) if method.trainer else ()
+    for name in (*modules, *method.code, *SHARED_CODE):
+        file = Path(importlib.import_module(name).__file__)  # a moved module's old name: its new file
+        digest.update(name.encode() + file.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -273,7 +276,7 @@ def stop_after(seconds: float):
 
 def run_dir_of(models_dir: Path) -> Path | None:
     """The trainer's run folder below ``models_dir``: the one holding its JSON log."""
-    from playpen.training.plotting import LOG_FILE
+    from playpen.training.common.plotting import LOG_FILE
     logs = sorted(models_dir.rglob(LOG_FILE), key=lambda p: p.stat().st_mtime)
     return logs[-1].parent if logs else None
 
@@ -281,7 +284,7 @@ def run_dir_of(models_dir: Path) -> Path | None:
 def final_adapter(run_dir: Path | None) -> Path | None:
     """The adapter a run ended with: its ``playpen-run.json``'s checkpoint (every trainer
     writes one, SPAG's ``SPAG-N`` folders included), else its newest ``checkpoint-N``."""
-    from playpen.training.checkpoints import latest_checkpoint
+    from playpen.training.common.checkpoints import latest_checkpoint
     if run_dir is None:
         return None
     summary = run_dir / "playpen-run.json"
@@ -340,8 +343,7 @@ def evaluate_settings(base: str, adapter: Path | None, label: str, args, work: P
 def configure(name: str, method: Method, args, work: Path, init_adapter: Path | None = None):
     """(trainer class, its config) for a method; the trainer's own checks run here, before any
     model loads, so that a wrong option fails the benchmark at once, not after hours."""
-    from playpen.cli.run import load_trainer_class
-    cls = load_trainer_class(TRAINERS / method.trainer)
+    cls = catalog.trainer_class(method.trainer)
     fields = {f for f in cls.config_class.__dataclass_fields__}
     options = dict(method.options, models_dir=str(work / "models" / name), overwrite=True, evaluate=False)
     if name != "sft":  # --set KEY=VALUE: for every method whose trainer has KEY; the warm-up stays the same
@@ -368,7 +370,7 @@ def configure(name: str, method: Method, args, work: Path, init_adapter: Path | 
 def train(name: str, method: Method, args, work: Path, init_adapter: Path | None) -> tuple[Path | None, dict]:
     """Train one method for at most --minutes; (its final adapter, facts for the cache)."""
     from playpen.models import load_model_by_name
-    from playpen.training.plotting import read_log
+    from playpen.training.common.plotting import read_log
     models_dir = work / "models" / name
     if name == "dpo-records":
         recorded_play(args, work, init_adapter)
@@ -508,7 +510,7 @@ def run_methods(wanted: list[str], args, out: Path) -> None:
 
     known = set()
     for name in wanted:  # every method's options, checked by its trainer before anything runs
-        if name not in ("baseline", "sft") and (TRAINERS / METHODS[name].trainer).exists():
+        if name not in ("baseline", "sft"):
             cls, _, _ = configure(name, METHODS[name], args, work)
             known |= set(cls.config_class.__dataclass_fields__)
     unused = sorted(set(settings_of(args)) - known)
@@ -530,9 +532,6 @@ def run_methods(wanted: list[str], args, out: Path) -> None:
             continue
         if cached(name, method) is not None:
             print(f"== {name}: cached", flush=True)
-            continue
-        if not (TRAINERS / method.trainer).exists():
-            print(f"== {name}: skipped, {method.trainer} does not exist (yet)", flush=True)
             continue
         adapter = warm_up()
         print(f"== {name}", flush=True)

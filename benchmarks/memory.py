@@ -4,7 +4,7 @@
     python benchmarks/memory.py --trainers grpo --steps 20       # GRPO: peak per step and growth over 20 steps
     python benchmarks/memory.py --trainers grpo --steps 4 --compare   # + step time vs rollout + one fwd/bwd
 
-Each trainer runs as a user runs it (``playpen run examples/trl/<trainer>.py -l smol-135m
+Each trainer runs as a user runs it (``playpen run <trainer> -l smol-135m
 ...``) in a child process of its own (its peak is its own) inside a temporary workspace,
 on referencegame, with options that give the shapes of issue 11: GRPO as Instruction
 Follower with the programmatic giver, 8 episodes × 2 groups = 16 trajectories per step of
@@ -38,16 +38,15 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
-TRAINERS = REPO_ROOT / "examples" / "trl"
 COMPARE_FILE = "compare.jsonl"
 
-# trainer -> (example file, options of the run; {L} = turn budget, {steps}, {pairs} = SPIN's pairs)
+# trainer -> (packaged trainer, options of the run; {L} = turn budget, {steps}, {pairs} = SPIN's pairs)
 RUNS = {
-    "sft": ("sft_trainer_lora.py", "--demo-max-instances 4"),
-    "spin": ("spin_trainer_lora.py", "-L {L} --rounds 1 --pairs-per-round 16 --demo-max-instances 4"),
-    "dpo": ("dpo_trainer_lora.py", "--source pairs --pairs-file {pairs}"),
-    "grpo": ("grpo_trainer_lora_mp.py", "-t programmatic --roles 'Instruction Follower' -T 1.0 -L {L} "
-                                        "--num-generations 8 --groups-per-step 2 --beta 0 --learning-rate 2e-4"),
+    "sft": ("sft", "--demo-max-instances 4"),
+    "spin": ("spin", "-L {L} --rounds 1 --pairs-per-round 16 --demo-max-instances 4"),
+    "dpo": ("dpo", "--source pairs --pairs-file {pairs}"),
+    "grpo": ("grpo-teacher", "-t programmatic --roles 'Instruction Follower' -T 1.0 -L {L} "
+                             "--num-generations 8 --groups-per-step 2 --beta 0 --learning-rate 2e-4"),
 }
 RUN_FOLDERS = {"sft": "sft+lora/smol-135m", "spin": "spin+lora/smol-135m", "dpo": "dpo+lora/smol-135m/pairs",
                "grpo": "grpo+lora/smol-135m/programmatic"}
@@ -70,11 +69,11 @@ def workspace(root: Path, learner: str) -> Path:
 
 def run_trainer(name: str, args, root: Path) -> dict:
     """One trainer's run in a child process; its per-step numbers from the run's log."""
-    file, options = RUNS[name]
+    trainer, options = RUNS[name]
     options = options.format(L=args.turn_tokens, pairs=root / "models" / RUN_FOLDERS["spin"] / "pairs-round-1.jsonl")
     steps = args.steps if name == "grpo" else args.other_steps
     playpen = Path(sys.executable).parent / "playpen"  # the CLI of this interpreter's environment
-    command = (f"{playpen if playpen.exists() else 'playpen'} run {TRAINERS / file} -l {args.learner} --games referencegame --max-steps {steps} "
+    command = (f"{playpen if playpen.exists() else 'playpen'} run {trainer} -l {args.learner} --games referencegame --max-steps {steps} "
                f"--save-steps {steps} --no-evaluate --overwrite {options} {args.extra.get(name, '')}")
     if name == "grpo" and args.compare:
         command = f"{sys.executable} {Path(__file__).resolve()} --child-compare -- " + command.split(" ", 1)[1]
@@ -87,7 +86,7 @@ def run_trainer(name: str, args, root: Path) -> dict:
     if done.returncode != 0:
         print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
         return {"trainer": name, "command": command, "error": done.returncode, "seconds": round(seconds, 1)}
-    from playpen.training.plotting import read_log
+    from playpen.training.common.plotting import read_log
     steps_log = read_log(run_dir)
     result = {"trainer": name, "command": command, "seconds": round(seconds, 1), "steps": [
         {k: v for k, v in s.items() if k in ("step", "time") or k.startswith(("memory/", "time/", "train/num_tokens",
@@ -157,10 +156,9 @@ def reference_pass(trainer, batch: dict) -> float:
 def child_compare(argv: list[str]) -> int:
     """``playpen run ...`` in this process, with GRPO's trainer measuring :func:`reference_pass`
     after every logged step into ``<run>/compare.jsonl``."""
-    from playpen.training import grpo_steps
-    base = grpo_steps.grpo_trainer_class()
+    from playpen.training import trl_trainers
 
-    class Comparing(base):
+    class Comparing(trl_trainers.PlaypenGRPOTrainer):
         def _generate_and_score_completions(self, inputs):
             out = super()._generate_and_score_completions(inputs)
             self._step_batch = out
@@ -181,7 +179,7 @@ def child_compare(argv: list[str]) -> int:
                 f.write(json.dumps(record) + "\n")
             self._step_batch = None
 
-    grpo_steps.grpo_trainer_class = lambda: Comparing
+    trl_trainers.PlaypenGRPOTrainer = Comparing  # what the GRPO trainers build (imported when they run)
     from playpen.cli import main
     return main(argv)
 

@@ -15,7 +15,7 @@ Score over played episodes) the table shows what each seat achieved:
                wins %, concessions %
 
 Writes benchmarks/results/multiagent-baselines-<date>[-quick].json and .md; the records go
-to a temporary folder unless --records DIR. Numbers and their reading: benchmarks/README.md.
+to a temporary folder unless --records DIR. Numbers: benchmarks/README.md; their reading: benchmarks/results/LOG.md.
 """
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ def child_memory(num_adapters: int, batch: int, new_tokens: int) -> dict:
     """In a child process: build the population, generate one batch over all its adapters."""
     from playpen.rollouts import SamplingConfig
     from playpen.rollouts.generation import generate
-    from playpen.training.memory import process_peak_rss_mb
+    from playpen.training.common.memory import process_peak_rss_mb
     pop = population(num_adapters)
     names = [f"player{i % num_adapters}" for i in range(batch)]
     generate(pop.model, pop.tokenizer, prompts_for(pop.tokenizer, batch),

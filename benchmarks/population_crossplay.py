@@ -4,7 +4,7 @@
     flock /tmp/bench.lock python benchmarks/population_crossplay.py --quick      # the plumbing only
 
 Protocol: smol-135m from the shared SFT adapter of ``benchmarks/learning.py``. Training:
-fictitious self-play (``examples/trl/fsp_trainer_lora.py``) on referencegame's training
+fictitious self-play (``playpen run fsp``) on referencegame's training
 instances — the learner plays Giver and Follower against frozen snapshots of itself, so its
 Follower learns with a population of Givers — for ``--minutes`` of wall time. Evaluation on
 the held-out instances (the first ``--eval-instances`` per experiment, greedy, as

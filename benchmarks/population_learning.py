@@ -7,7 +7,7 @@
 Protocol: smol-135m with the shared SFT adapter of ``benchmarks/learning.py`` (the warm-up on
 the programmatic players' won episodes of referencegame, taboo and adversarial_taboo).
 
-1. **Training**: ``examples/trl/fsp_trainer_lora.py`` on adversarial_taboo's training
+1. **Training**: ``playpen run fsp`` (examples/trl/fsp_trainer_lora.py) on adversarial_taboo's training
    instances, every snapshot starting from the SFT adapter, ``--time-budget`` minutes of
    wall time for the whole run (no epoch starts that would end past it). Epoch e:
    ``learner-e`` (a copy of ``learner-(e-1)``) plays ``--matches-per-epoch`` seatings,
@@ -39,7 +39,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS = REPO_ROOT / "benchmarks" / "results"
 SFT_ADAPTER = RESULTS / "learning" / "models" / "sft" / "sft+lora" / "smol-135m" / "checkpoint-8"
-TRAINER = REPO_ROOT / "examples" / "trl" / "fsp_trainer_lora.py"
+TRAINER = "fsp"  # the packaged trainer (playpen run --list)
 GAME = "adversarial_taboo"
 
 

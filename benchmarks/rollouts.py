@@ -207,7 +207,7 @@ class GenerateMeter:
 
 def measure(name, fn, meter, num_episodes):
     """Run one variant; ``fn`` may return (generated tokens, generate calls) counted by itself."""
-    from playpen.training.memory import peak_rss_mb, reset_peak
+    from playpen.training.common.memory import peak_rss_mb, reset_peak
     meter.reset()
     reset_peak()
     started = time.perf_counter()

@@ -43,7 +43,7 @@ PHASES = ("time/step_s", "time/rollout_s", "time/forward_s", "time/backward_s", 
 
 
 def first_step(run_dir: Path) -> dict:
-    from playpen.training.plotting import read_log
+    from playpen.training.common.plotting import read_log
     steps = read_log(run_dir)
     return {k: steps[0].get(k) for k in ("train/loss", "train/grad_norm")} if steps else {}
 

@@ -10,10 +10,10 @@ __version__ = "0.1.0"
 
 # exported name -> the module that defines it
 _EXPORTS = {
-    "BasePlayPen": "playpen.training.base",
-    "RunConfig": "playpen.training.config",
-    "LoraOptions": "playpen.training.config",
-    "DemonstrationOptions": "playpen.training.config",
+    "BasePlayPen": "playpen.training.common.base",
+    "RunConfig": "playpen.training.common.config",
+    "LoraOptions": "playpen.training.common.config",
+    "DemonstrationOptions": "playpen.training.common.config",
     "BaseCallback": "playpen.callbacks",
     "EpisodeSummary": "playpen.callbacks",
     "rollout": "playpen.rollouts",

@@ -2,7 +2,7 @@
 
 1. evaluate smol-135m on a few held-out referencegame instances (baseline),
 2. play the training instances with the programmatic players (demonstrations),
-3. a few LoRA SFT steps on the won episodes (examples/trl/sft_trainer_lora.py),
+3. a few LoRA SFT steps on the won episodes (``playpen run sft``, playpen/training/sft/trainers.py),
 4. evaluate the adapter on the same held-out instances,
 5. print the before/after table and where every file is.
 
@@ -17,8 +17,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _playpen(*args: str) -> None:
@@ -52,8 +50,7 @@ def main(argv=None) -> int:
     _playpen("eval", "-m", "smol-135m", "-g", args.game, "-n", str(args.eval_instances),
              "-L", "60", "-r", str(results), "--name", "smol-135m")
     before = _eval_table(results, "smol-135m")
-    trainer = REPO_ROOT / "examples" / "trl" / "sft_trainer_lora.py"
-    _playpen("run", str(trainer), "-l", "smol-135m", "-L", "60", "-o", str(root),
+    _playpen("run", "sft", "-l", "smol-135m", "-L", "60", "-o", str(root),
              "--games", args.game, "--max-steps", str(args.steps), "--batch-size", str(args.batch_size),
              "--max-length", "768", "--demo-max-instances", str(args.demo_instances),
              "--models-dir", str(models), "--results-dir", str(results),

@@ -169,7 +169,7 @@ def _run_dir(info_file: str) -> Optional[Path]:
 def _resume_hint(run_dir: Optional[Path]) -> str:
     if run_dir is None:
         return ""
-    from playpen.training.checkpoints import latest_checkpoint
+    from playpen.training.common.checkpoints import latest_checkpoint
     last = latest_checkpoint(run_dir)
     if last is None:
         return f"; no complete checkpoint in {run_dir} yet"

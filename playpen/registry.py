@@ -243,7 +243,11 @@ def all_game_entries(cwd: Path | None = None, scan_cwd: bool = True) -> list[Gam
                 if not (path / "clemgame.json").is_file():
                     raise RegistryError(f"{registry_file}: entry {index} ('{item['game_name']}'): game_path "
                                         f"'{path}' is {'not a game folder (no clemgame.json)' if path.is_dir() else 'no folder'}")
-                entries.append(GameEntry(item["game_name"], path, dict(item, game_path=str(path)),
+                # the fields an entry leaves out come from the game's own clemgame.json, as clemcore
+                # reads them (a bare {"game_name", "game_path"} entry has no players otherwise)
+                own = {e.name: e.spec for e in _game_specs_in(path, str(registry_file), max_depth=0)}
+                spec = {**own.get(item["game_name"], {}), **item, "game_path": str(path)}
+                entries.append(GameEntry(item["game_name"], path, spec,
                                          str(registry_file), _qualifier(path, path.resolve().parent.name)))
             else:
                 raise RegistryError(f"{registry_file}: entry {index} needs 'benchmark_path' or "

@@ -190,11 +190,65 @@ def test_trainer_file_must_be_python(tmp_path):
 
 def test_run_requires_file_and_learner(tmp_path):
     result = CliRunner().invoke(cli, ["run"])
-    assert result.exit_code == 2 and "missing trainer FILE" in result.output
+    assert result.exit_code == 2 and "missing TRAINER" in result.output and "playpen run --list" in result.output
     trainer = tmp_path / "t.py"
     trainer.write_text(TRAINER_OK)
     result = CliRunner().invoke(cli, ["run", str(trainer)])
     assert result.exit_code == 2 and "missing learner" in result.output
+
+
+def test_run_list_names_every_packaged_trainer_without_heavy_imports():
+    from playpen.training.catalog import TRAINERS
+    result = invoke("run", "--list")
+    assert result.exit_code == 0
+    lines = result.output.strip().splitlines()
+    assert [line.split()[0] for line in lines] == list(TRAINERS)
+    assert all(len(line.split(None, 1)) == 2 for line in lines)  # a name and its description
+    code = ("import sys; from click.testing import CliRunner; from playpen.cli import cli;"
+            "r = CliRunner().invoke(cli, ['run', '--list']); assert r.exit_code == 0, r.output;"
+            "heavy = [m for m in ('torch', 'transformers', 'clemcore', 'trl') if m in sys.modules];"
+            "assert not heavy, heavy")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_an_unknown_trainer_name_is_one_line_naming_the_valid_ones(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["run", "sfft", "-l", "smol-135m"])
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert "unknown trainer 'sfft'" in result.output and "Did you mean: sft" in result.output
+    assert "grpo, grpo-teacher" in result.output and "TRAINER.py" in result.output
+    assert files_under(tmp_path) == set()
+
+
+def test_a_packaged_trainer_runs_by_name_and_shows_its_options():
+    result = invoke("run", "sft", "--help")
+    assert result.exit_code == 0
+    assert "Trainer SFTLoraTrainer (sft)" in result.output and "--init-adapter" in result.output
+    result = CliRunner().invoke(cli, ["run", "dpo", "-l", "smol-135m", "--betta", "0.2"])
+    assert result.exit_code == 2 and "unknown option '--betta'" in result.output and "--beta" in result.output
+
+
+@pytest.mark.parametrize("name", ["sft", "grpo", "grpo-teacher", "dpo", "spin", "self-rewarding", "spag",
+                                  "hierarchical-grpo", "sft-full", "fsp", "league", "pipeline"])
+def test_each_example_file_runs_the_packaged_trainer_of_its_name(name):
+    """examples/trl/ holds thin files that `playpen run FILE` runs: each imports its packaged
+    trainer, and nothing in the package, the benchmarks or the tests loads them by path."""
+    from playpen.cli.run import load_trainer_class
+    from playpen.training.catalog import TRAINERS, trainer_class
+    example = REPO_ROOT / "examples" / "trl" / TRAINERS[name].example
+    assert load_trainer_class(example) is trainer_class(name)
+    assert f"playpen run {name} " in example.read_text()
+
+
+def test_a_trainer_file_may_subclass_a_packaged_trainer(tmp_path):
+    from playpen.cli.run import load_trainer_class
+    from playpen.training.sft.trainers import SFTLoraTrainer
+    trainer = tmp_path / "mine.py"
+    trainer.write_text("from playpen.training.sft.trainers import SFTLoraTrainer\n\n\n"
+                       "class Mine(SFTLoraTrainer):\n    kind = 'mine'\n")
+    cls = load_trainer_class(trainer)
+    assert cls.__name__ == "Mine" and issubclass(cls, SFTLoraTrainer)
 
 
 def test_remote_teacher_without_key(tmp_path, monkeypatch):

@@ -3,16 +3,14 @@ assigner (flat and hierarchical groups; group, running, episodic, constant and c
 baselines; per-role baselines), the per-level/role metrics, and bad options (one line,
 exit 2, before any model loads)."""
 import math
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from playpen.cli import cli
-from playpen.training import advantages as adv
+from playpen.training.grpo import advantages as adv
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SP_TRAINER = REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_sp.py"
+SP_TRAINER = "grpo"
 NAN = math.nan
 EPS = 1e-4
 

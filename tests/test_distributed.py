@@ -13,14 +13,14 @@ from click.testing import CliRunner
 
 from playpen import distributed
 from playpen.cli import cli
-from playpen.training import run as training
+from playpen.training.common import lifecycle as training
 
 from test_grpo import yesno_model_dir  # noqa: F401 (the fixture: a tiny policy answering yes or no)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SFT_TRAINER = REPO_ROOT / "examples" / "trl" / "sft_trainer_lora.py"
-SP_TRAINER = REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_sp.py"
-DPO_TRAINER = REPO_ROOT / "examples" / "trl" / "dpo_trainer_lora.py"
+SFT_TRAINER = "sft"
+SP_TRAINER = "grpo"
+DPO_TRAINER = "dpo"
 REPLAY_TRAINER = REPO_ROOT / "tests" / "fixtures" / "distributed" / "grpo_replay_trainer.py"
 TOYGAMES = REPO_ROOT / "tests" / "toygames"
 
@@ -332,7 +332,7 @@ def test_a_rank_that_dies_stops_the_run_in_one_line_and_resume_continues(tiny_wo
 def test_both_grpo_examples_run_on_two_processes_and_rank_0_evaluates(toy_workspace):
     """grpo_trainer_lora_mp.py (a programmatic teacher) with --num-processes, and
     grpo_trainer_lora_sp.py through examples/accelerate/ddp.yaml (on this CPU: gloo)."""
-    mp = playpen(toy_workspace, "run", REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_mp.py", "-l", "tiny-random",
+    mp = playpen(toy_workspace, "run", "grpo-teacher", "-l", "tiny-random",
                  "-t", "programmatic", "-T", "1.0", "-L", "3", "--games", "relay", "--train-instances", "instances",
                  "--roles", "Listener", "--max-steps", "1", "--num-generations", "2", "--groups-per-step", "2",
                  "--eval-max-instances", "1", "--num-processes", "2")

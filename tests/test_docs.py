@@ -46,3 +46,40 @@ def test_the_chapters_trainer_lists_and_checks_its_options(toy_workspace, traine
     bad = CliRunner().invoke(cli, ["run", str(trainer_file), "-l", "tiny-random", "--num-samples", "1"])
     assert bad.exit_code == 2
     assert "option --num-samples: 1 is not valid" in bad.output
+
+
+REPO = Path(__file__).resolve().parents[1]
+LINKED_PAGES = ["README.md", "benchmarks/README.md", "benchmarks/results/LOG.md", *sorted(
+    str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("page", LINKED_PAGES)
+def test_every_relative_link_of_the_docs_names_a_file_that_exists(page):
+    """A page moved or renamed leaves no dead link behind (web links are not followed)."""
+    text = (REPO / page).read_text(encoding="utf-8")
+    text = re.sub(r"```.*?```", "", text, flags=re.S)  # code blocks hold commands, not links
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert targets or page.startswith("docs/"), f"{page} links to nothing"
+    dead = []
+    for target in targets:
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        file = (REPO / page).parent.joinpath(path) if path else REPO / page
+        if not file.exists() or (anchor and file.suffix == ".md" and anchor not in anchors(file)):
+            dead.append(target)
+    assert not dead, f"{page}: dead links {dead}"
+
+
+def anchors(page: Path) -> set[str]:
+    """The heading anchors GitHub makes: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+            for heading in re.findall(r"^#+ (.+)$", text, re.M)}
+
+
+def test_the_readme_stays_a_front_door():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.encode("utf-8")) <= 12_500, "README.md grew past ~12 KB: move detail into docs/"
+    for command in ("make demo", "make test"):
+        assert command in readme and command.split()[1] + ":" in (REPO / "Makefile").read_text()

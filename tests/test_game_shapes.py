@@ -30,7 +30,7 @@ def test_game_building_fewer_players_than_declared_rolls_out(toy_workspace, tiny
 
 
 def test_game_building_fewer_players_than_declared_under_grpo_slots(toy_workspace):
-    from playpen.training.grpo import game_roles
+    from playpen.training.grpo.parts import game_roles
     names, rows = game_roles("interview", "instances")
     assert names == ["Answerer"] and len(rows) == 2
 
@@ -90,11 +90,9 @@ def test_a_game_without_a_training_split_is_named_in_one_line(toy_workspace):
 
 
 def test_trainer_trains_on_each_specs_split_and_evaluates_on_its_own_file(toy_workspace):
-    from playpen.cli.run import load_trainer_class
+    from playpen.cli.run import trainer_class
     from playpen.models import load_model_by_name
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "examples" / "trl" / "sft_trainer_lora.py"
-    cls = load_trainer_class(path)
+    cls = trainer_class("sft")
     learner = load_model_by_name("tiny-random", gen_args=dict(temperature=0.0, max_tokens=6), role="learner")
     config = cls.config_class(games="hints,hints_withclue", max_steps=1, batch_size=2, max_length=300,
                               save_steps=1, lora_r=4)

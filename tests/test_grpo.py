@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from playpen.training import grpo
-from playpen.training import run as training
 from playpen.cli import cli
+from playpen.training.common import lifecycle as training
+from playpen.training.grpo import parts as grpo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SP_TRAINER = REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_sp.py"
-MP_TRAINER = REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_mp.py"
+SP_TRAINER = "grpo"
+MP_TRAINER = "grpo-teacher"
 TOYGAMES = REPO_ROOT / "tests" / "toygames"
 PROMPT = "Reply with the single word: yes"
 
@@ -77,9 +77,9 @@ def toy_workspace(tiny_workspace, yesno_model_dir):
 
 
 def load_trainer(path, learner_name, teacher=None, temperature=1.0, max_tokens=3, **config):
-    from playpen.cli.run import load_trainer_class
+    from playpen.cli.run import trainer_class
     from playpen.models import load_model_by_name
-    cls = load_trainer_class(path)
+    cls = trainer_class(path)
     learner = load_model_by_name(learner_name, gen_args=dict(temperature=temperature, max_tokens=max_tokens),
                                  role="learner")
     partner = load_model_by_name(teacher, role="teacher") if teacher else None
@@ -122,8 +122,8 @@ def test_grpo_selfplay_raises_the_toy_reward(toy_workspace):
 def test_rollout_func_rows_groups_and_masks(toy_workspace):
     """Self-play on a 2-role game: each (instance, role) slot gets num_generations rows of
     that role, both roles share the instance's episodes, partner/GM tokens are masked."""
-    from playpen.rollouts import SamplingConfig
     from playpen.models import load_model_by_name
+    from playpen.rollouts import SamplingConfig
     learner = load_model_by_name("tiny-random", gen_args=dict(temperature=1.0, max_tokens=4), role="learner")
     per_instance, roles = grpo.training_slots(["relay"], instances="instances")
     assert roles == {"relay": ["Speaker", "Listener"]}

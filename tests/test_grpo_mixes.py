@@ -11,12 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from playpen.cli import cli
-from playpen.training import advantages as adv
-from playpen.training import mixes
+from playpen.training.grpo import advantages as adv
+from playpen.training.grpo import mixes
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SP_TRAINER = REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_sp.py"
-MP_TRAINER = REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_mp.py"
+SP_TRAINER = "grpo"
+MP_TRAINER = "grpo-teacher"
 TOYGAMES = REPO_ROOT / "tests" / "toygames"
 NAN = math.nan
 EPS = 1e-4
@@ -162,7 +162,8 @@ def test_game_shares_follow_their_weights():
 
 
 def test_game_shares_dataset_of_a_config(tiny_workspace):
-    from playpen.training import anticollapse, grpo
+    from playpen.training.grpo import anticollapse
+    from playpen.training.grpo import parts as grpo
     cls = _config_class(SP_TRAINER)
     cfg = cls(game_shares="referencegame:0.75,taboo:0.25", roles="", max_steps=40, groups_per_step=2)
     assert cfg.game_list == ["referencegame", "taboo"]
@@ -173,8 +174,8 @@ def test_game_shares_dataset_of_a_config(tiny_workspace):
 
 
 def _config_class(trainer):
-    from playpen.cli.run import load_trainer_class
-    return load_trainer_class(trainer).config_class
+    from playpen.cli.run import trainer_class
+    return trainer_class(trainer).config_class
 
 
 # ----------------------------------------------------------------------------- referencegame augmentation
@@ -335,7 +336,7 @@ def test_past_checkpoints_are_a_frozen_second_adapter(tiny_model_dir):
     from playpen.rollouts import SamplingConfig, generation
     from playpen.rollouts.chat import prompt_ids
     from playpen.rollouts.partners import TurnRequest
-    from playpen.training.past import PastPolicies
+    from playpen.training.grpo.past import PastPolicies
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
                            LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"))
@@ -379,13 +380,14 @@ from test_grpo import load_trainer, toy_workspace, yesno_model_dir  # noqa: E402
 @pytest.fixture
 def kept_trainers(monkeypatch):
     """The real TRL trainers the example trainers build (as they get the run's baseline), kept for inspection."""
+    from playpen.training.trl_trainers import PlaypenGRPOTrainer
     built = []
-    original = adv.install
+    original = PlaypenGRPOTrainer.__init__
 
     def keep(trainer, *args, **kwargs):
+        original(trainer, *args, **kwargs)
         built.append(trainer)
-        return original(trainer, *args, **kwargs)
-    monkeypatch.setattr(adv, "install", keep)
+    monkeypatch.setattr(PlaypenGRPOTrainer, "__init__", keep)
     return built
 
 
@@ -465,3 +467,15 @@ def test_partner_mix_in_a_run(toy_workspace, kept_trainers):
     model = kept_trainers[0].model
     assert "past" in model.peft_config
     assert all(not p.requires_grad for n, p in model.named_parameters() if ".past." in n)
+
+
+def test_micro_batch_size_zero_is_one_on_a_cpu_and_sixteen_on_a_gpu(monkeypatch):
+    import torch
+    from playpen.training.grpo.steps import step_args
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert step_args(32, 0, False)["per_device_train_batch_size"] == 1
+    assert step_args(32, 0, False)["gradient_accumulation_steps"] == 32
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert step_args(32, 0, False)["per_device_train_batch_size"] == 16
+    assert step_args(12, 0, False)["per_device_train_batch_size"] == 12  # the largest divisor of the rows <= 16
+    assert step_args(32, 4, False)["per_device_train_batch_size"] == 4  # an explicit size wins

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from playpen.training.finite import NonFiniteGuard
-from playpen.training.grpo_steps import MASKED_REFERENCE_LOGP, masked_reference
+from playpen.training.common.finite import NonFiniteGuard
+from playpen.training.grpo.steps import MASKED_REFERENCE_LOGP, masked_reference
 
 
 def test_masked_reference_changes_only_masked_positions():
@@ -32,21 +32,19 @@ def grpo_trainer(tiny_pair, tmp_path):
     """A real PlaypenGRPOTrainer (TRL's GRPOTrainer) with a KL term on the tiny random model."""
     from datasets import Dataset
     from peft import LoraConfig, get_peft_model
-    from trl import GRPOConfig
-
-    from playpen.training.grpo_steps import grpo_trainer_class
+    from playpen.training.trl_trainers import PlaypenGRPOConfig, PlaypenGRPOTrainer
     model, tokenizer = tiny_pair
     model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear",
                                              init_lora_weights=False))
-    args = GRPOConfig(output_dir=str(tmp_path / "out"), beta=0.1, num_generations=2, max_steps=1,
+    args = PlaypenGRPOConfig(output_dir=str(tmp_path / "out"), beta=0.1, num_generations=2, max_steps=1,
                       per_device_train_batch_size=2, report_to=[], use_cpu=True, logging_steps=1,
                       disable_tqdm=True, max_completion_length=4, learning_rate=1e-2)
 
     def by_position(completions, **kwargs):  # a group's two rows differ: advantages are not 0
         return [float(i) for i in range(len(completions))]
-    trainer = grpo_trainer_class()(model=model, reward_funcs=[by_position],
-                                   args=args, train_dataset=Dataset.from_dict({"prompt": ["a", "b"]}),
-                                   processing_class=tokenizer)
+    trainer = PlaypenGRPOTrainer(model=model, reward_funcs=[by_position],
+                                 args=args, train_dataset=Dataset.from_dict({"prompt": ["a", "b"]}),
+                                 processing_class=tokenizer)
     yield trainer
     model.unload()
 
@@ -150,7 +148,7 @@ def test_a_real_grpo_run_drops_a_nan_step_and_keeps_training(grpo_trainer, tmp_p
     import torch
 
     from playpen.callbacks import CallbackList
-    from playpen.training.run import make_trainer_callback
+    from playpen.training.common.lifecycle import make_trainer_callback
     trainer = grpo_trainer
     trainer.add_callback(make_trainer_callback(CallbackList(), tmp_path / "run"))
     trainer.args.max_steps = 2

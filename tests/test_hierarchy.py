@@ -6,7 +6,6 @@ input."""
 import json
 import math
 import random
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +14,8 @@ from rollout_helpers import GenerateSpy, make_learner
 from playpen.errors import RolloutError, TrainingSetupError
 from playpen.rollouts import InstanceRef
 from playpen.rollouts.hierarchy import HierarchicalTask, Level, SubEpisodes, rollout_hierarchy
-from playpen.training.instance_store import InstanceStore
-from playpen.training.proposer_solver import ProposerSolverTask, proposer_reward, solve_rate
+from playpen.training.hierarchy.instance_store import InstanceStore
+from playpen.training.hierarchy.proposer_solver import ProposerSolverTask, proposer_reward, solve_rate
 
 PROPOSER_REFS = [InstanceRef("arith_proposer", "four_numbers", 0), InstanceRef("arith_proposer", "four_numbers", 1)]
 
@@ -216,7 +215,7 @@ def test_a_file_that_is_no_store_is_one_clear_error(tmp_path):
 
 # ----------------------------------------------------------------------------- the example trainer
 
-TRAINER = Path(__file__).resolve().parents[1] / "examples" / "trl" / "hierarchical_grpo_trainer_lora.py"
+TRAINER = "hierarchical-grpo"
 
 
 def test_hierarchical_trainer_runs_logs_levels_and_saves_the_store(tiny_workspace):

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from playpen.training import run as training
-from playpen.training import sft
+from playpen.training.common import lifecycle as training
+from playpen.training.sft import demonstrations as sft
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-LORA_TRAINER = REPO_ROOT / "examples" / "trl" / "sft_trainer_lora.py"
+LORA_TRAINER = "sft"
 RUN_DIR = Path("models") / "sft+lora" / "tiny-random"
 # many cheap steps and no save but the one a signal asks for
 LONG_RUN = ["--max-steps", "100000", "--batch-size", "1", "--max-length", "300", "--save-steps", "100000",
@@ -82,7 +81,7 @@ def test_a_second_run_into_a_used_run_folder_stops_naming_the_holder(tiny_worksp
     assert second.returncode == 2, second.stderr[-3000:]
     error = [line for line in second.stderr.splitlines() if line.startswith("playpen: error:")]
     assert len(error) == 1 and f"(PID {first.pid}: " in error[0] and "is in use by another run" in error[0]
-    assert "sft_trainer_lora.py" in error[0] and "Traceback" not in second.stderr
+    assert "run sft -l tiny-random" in error[0] and "Traceback" not in second.stderr
     assert first.poll() is None  # the holder goes on
     first.send_signal(signal.SIGINT)
     out, err = first.communicate(timeout=300)
@@ -146,9 +145,9 @@ def test_an_interrupted_command_exits_128_plus_the_signal(tiny_workspace, signum
 # ----------------------------------------------------------------------------- checkpoints
 
 def load_trainer(**config):
-    from playpen.cli.run import load_trainer_class
+    from playpen.cli.run import trainer_class
     from playpen.models import load_model_by_name
-    cls = load_trainer_class(LORA_TRAINER)
+    cls = trainer_class(LORA_TRAINER)
     learner = load_model_by_name("tiny-random", gen_args=dict(temperature=0.0, max_tokens=6), role="learner")
     base = dict(batch_size=2, max_length=300, lora_r=2, evaluate=False, save_steps=1, save_total_limit=2)
     return cls(learner, config=cls.config_class(**{**base, **config}), progress=False)

@@ -7,7 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from playpen.cli import cli
-from playpen.training import grpo_steps, memory
+from playpen.training.common import memory
+from playpen.training.grpo import steps as grpo_steps
 
 from test_grpo import SP_TRAINER
 
@@ -96,7 +97,7 @@ def test_grpo_memory_stays_flat_from_step_to_step(toy_workspace, monkeypatch):
 
     import torch
     from playpen.callbacks import BaseCallback
-    from playpen.training import run as training
+    from playpen.training.common import lifecycle as training
 
     alive, resident = [], []
 
@@ -140,8 +141,7 @@ def test_trl_is_quiet_about_rows_whose_role_never_had_a_turn(caplog):
     about them is filtered, its other warnings are not."""
     import logging
 
-    from playpen.training.grpo_steps import grpo_trainer_class
-    grpo_trainer_class()
+    import playpen.training.trl_trainers  # noqa: F401  (importing it installs the filter)
     logger = logging.getLogger("trl.trainer.grpo_trainer")  # what TRL's accelerate logger adapter wraps
     with caplog.at_level(logging.WARNING, logger="trl.trainer.grpo_trainer"):
         logger.warning("[RANK 0] All reward functions returned None for the following kwargs:\n{...}")

@@ -3,7 +3,7 @@ or trained with the PPO-clipped ratio to the policy that produced them (TRL's ol
 log-probs = the recorded sampling log-probs); counts logged."""
 import pytest
 
-from playpen.training.offpolicy import PolicyLagGuard
+from playpen.training.grpo.offpolicy import PolicyLagGuard
 
 
 def test_lags_from_versions():

@@ -12,7 +12,7 @@ from playpen.callbacks import BaseCallback
 from playpen.cli import cli
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-PIPELINE = REPO_ROOT / "examples" / "trl" / "pipeline_trainer_lora.py"
+PIPELINE = "pipeline"
 RUNS = REPO_ROOT / "tests" / "fixtures" / "clembench-runs-v2.0"
 OPTIONS = dict(games="wordle", stages="sft,dpo", stage_steps="2,1", learning_rate=1e-3, evaluate=False,
                stage_options=f"sft: --records {RUNS} --batch-size 2; dpo: --source records --records {RUNS}")
@@ -40,9 +40,9 @@ class PowerCut(BaseCallback):
 
 
 def test_pipeline_resumes_at_the_stage_where_it_stopped(tiny_workspace):
-    from playpen.cli.run import load_trainer_class
+    from playpen.cli.run import trainer_class
     from playpen.models import load_model_by_name
-    cls = load_trainer_class(PIPELINE)
+    cls = trainer_class(PIPELINE)
     learner = load_model_by_name("tiny-random", gen_args=dict(temperature=0.0, max_tokens=6), role="learner")
     with pytest.raises(RuntimeError, match="power cut"):
         cls(learner, config=cls.config_class(**OPTIONS), callbacks=[PowerCut()], progress=False).learn(None)
@@ -123,7 +123,7 @@ def test_sft_lora_continues_an_adapter(tiny_workspace, tiny_model_dir):
             torch.nn.init.normal_(p, std=0.02)
     model.save_pretrained(tiny_workspace / "start")
     start = lora_b(tiny_workspace / "start")
-    result = CliRunner().invoke(cli, ["run", str(REPO_ROOT / "examples" / "trl" / "sft_trainer_lora.py"),
+    result = CliRunner().invoke(cli, ["run", str("sft"),
                                       "-l", "tiny-random", "--games", "wordle", "--records", str(RUNS),
                                       "--init-adapter", "start", "--max-steps", "1", "--batch-size", "2",
                                       "--learning-rate", "1e-2", "--no-evaluate"])

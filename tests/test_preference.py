@@ -14,8 +14,8 @@ from playpen.cli import cli
 from playpen.pairs import PreferencePair, branch_pairs, read_pairs, recorded_pairs, turn_span
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DPO_TRAINER = REPO_ROOT / "examples" / "trl" / "dpo_trainer_lora.py"
-SPIN_TRAINER = REPO_ROOT / "examples" / "trl" / "spin_trainer_lora.py"
+DPO_TRAINER = "dpo"
+SPIN_TRAINER = "spin"
 RUNS = REPO_ROOT / "tests" / "fixtures" / "clembench-runs-v2.0"
 TOYGAMES = REPO_ROOT / "tests" / "toygames"
 SPEAKER = ("You are the Speaker. Tell your partner the secret word 'apple'. "
@@ -209,7 +209,7 @@ def test_branch_pairs_of_relay_share_the_prompt_ids_exactly(relay_workspace):
 
 def test_message_pairs_tokenise_like_the_rollout_engine(tiny_pair):
     from playpen.rollouts.chat import prompt_ids
-    from playpen.training.preference import pair_row
+    from playpen.training.preference.rounds import pair_row
     _, tokenizer = tiny_pair
     prompt = ({"role": "user", "content": SPEAKER},)
     row = pair_row(tokenizer, PreferencePair(prompt, "WORD: apple", "no idea"))
@@ -262,14 +262,14 @@ def test_dpo_from_recorded_play_via_playpen_run(tiny_workspace):
 
 def test_spin_rounds_start_from_the_previous_adapter_and_resume(relay_workspace):
     from playpen.callbacks import BaseCallback
-    from playpen.cli.run import load_trainer_class
+    from playpen.cli.run import trainer_class
     from playpen.models import load_model_by_name
 
     class StopAt(BaseCallback):
         def _on_train_step(self, step, metrics):
             return step < 3  # inside round 2: save a checkpoint and stop, like a Ctrl-C
 
-    cls = load_trainer_class(SPIN_TRAINER)
+    cls = trainer_class(SPIN_TRAINER)
     options = dict(games="relay", train_instances="instances_train", max_steps=4, rounds=2, pairs_per_round=2,
                    batch_size=2, learning_rate=1e-3, evaluate=False)
     learner = load_model_by_name("tiny-random", gen_args=dict(temperature=0.0, max_tokens=6), role="learner")

@@ -4,7 +4,6 @@ in the rows TRL trains on; the ``reward`` term keeps what the rollout gave (a pr
 hierarchical reward)."""
 import json
 import math
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -14,11 +13,9 @@ from playpen.errors import PlaypenError, RubricError
 from playpen.outcomes import EpisodeOutcome
 from playpen.rewards import OutcomeReward
 from playpen.rollouts.types import EpisodeResult
-from playpen.training.rubrics import RewardTerm, Rubric, ScoreTerm, Weighted
+from playpen.training.rubrics.rubric import RewardTerm, Rubric, ScoreTerm, Weighted
 
-TRL = Path(__file__).resolve().parents[1] / "examples" / "trl"
-SP, MP, HIER = (TRL / f"{name}.py" for name in ("grpo_trainer_lora_sp", "grpo_trainer_lora_mp",
-                                                "hierarchical_grpo_trainer_lora"))
+SP, MP, HIER = "grpo", "grpo-teacher", "hierarchical-grpo"  # packaged trainers (playpen run --list)
 # per trainer: the options that make it train a game the rubric below is for
 RUNS = {SP: ["--games", "negotiation"], MP: ["-t", "programmatic", "--games", "negotiation"], HIER: []}
 GAME = {SP: "negotiation", MP: "negotiation", HIER: "arith_solver"}
@@ -86,7 +83,7 @@ def test_a_good_rubric_passes_and_chance_baseline_is_refused(tiny_workspace, mon
     cls, config = prepare(str(SP), learner="tiny-random", teacher=None,
                           extra_args=["--games", "negotiation", "--rubric", str(path)])
     assert config.rubric == str(path)
-    monkeypatch.setattr("playpen.training.anticollapse.chance_level", lambda game: 0.5)
+    monkeypatch.setattr("playpen.training.grpo.anticollapse.chance_level", lambda game: 0.5)
     with pytest.raises(PlaypenError, match="--baseline chance is the chance level"):
         prepare(str(SP), learner="tiny-random", teacher=None,
                 extra_args=["--games", "negotiation", "--rubric", str(path), "--baseline", "chance"])
@@ -119,7 +116,7 @@ def test_reward_term_keeps_the_rollouts_reward_and_nan_stays_unscored():
 
 
 def test_rubric_file_reward_kind(tmp_path, monkeypatch):
-    from playpen.training.rubric_files import read_rubric
+    from playpen.training.rubrics.files import read_rubric
     monkeypatch.chdir(tmp_path)
     spec = read_rubric(write(tmp_path, {"game": "negotiation", "terms": [{"kind": "reward", "missing": 0.5}]}))
     rubric = spec.build()
@@ -135,8 +132,8 @@ def test_game_rollout_trains_on_the_rubrics_rewards(toy_workspace):
     outcome reward, Listener rows 0.5 x the outcome reward; rubric metrics logged."""
     from playpen.models import load_model_by_name
     from playpen.rollouts import SamplingConfig
-    from playpen.training import grpo
-    from playpen.training.rubric_files import read_rubric
+    from playpen.training.grpo import parts as grpo
+    from playpen.training.rubrics.files import read_rubric
     path = write(toy_workspace, {"game": "relay", "terms": [
         {"kind": "check", "check": "max_chars", "max_chars": 1000, "weight": 2.0, "roles": ["Speaker"]},
         {"kind": "outcome", "weight": 0.5}]})

@@ -14,10 +14,10 @@ from playpen.errors import JudgeError, PlaypenError, RubricError, UnknownModelEr
 from playpen.outcomes import EpisodeOutcome
 from playpen.rewards import BinaryReward, OutcomeReward
 from playpen.rollouts.types import EpisodeResult, TurnRecord
-from playpen.training import judging
-from playpen.training.rubric_files import read_rubric
-from playpen.training.rubrics import (CheckTerm, JudgeTerm, LengthCheck, OutcomeTerm, RegexCheck, Rubric, ScoreTerm,
-                                      Weighted)
+from playpen.training.rubrics import judging
+from playpen.training.rubrics.files import read_rubric
+from playpen.training.rubrics.rubric import (CheckTerm, JudgeTerm, LengthCheck, OutcomeTerm, RegexCheck, Rubric,
+                                             ScoreTerm, Weighted)
 
 NEGOTIATORS = {"Player 1": "Negotiator A", "Player 2": "Negotiator B"}
 
@@ -289,11 +289,11 @@ def test_rubric_check_command_exits_2_with_one_line(tmp_path):
     bad = json.loads(json.dumps(GOOD_FILE))
     bad["terms"][4]["model"] = "not-a-registered-model"
     path = write(tmp_path, bad)
-    run = subprocess.run([sys.executable, "-m", "playpen.training.rubric_files", str(path)], cwd=tmp_path,
+    run = subprocess.run([sys.executable, "-m", "playpen.training.rubrics.files", str(path)], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.count("\n") == 1 and "term 5 (judge)" in run.stderr and "not-a-registered-model" in run.stderr
-    ok = subprocess.run([sys.executable, "-m", "playpen.training.rubric_files", str(write(tmp_path, GOOD_FILE, "ok.json"))],
+    ok = subprocess.run([sys.executable, "-m", "playpen.training.rubrics.files", str(write(tmp_path, GOOD_FILE, "ok.json"))],
                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0 and "game negotiation" in ok.stdout and "5. judge" in ok.stdout
 

@@ -16,10 +16,10 @@ from openai_server import ScriptedServer
 
 from playpen.cli import cli
 from playpen.pairs import read_pairs
-from playpen.training.judging import SCORE_REGEX_FILE, load_regex, parse_score
+from playpen.training.rubrics.judging import SCORE_REGEX_FILE, load_regex, parse_score
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TRAINER = REPO_ROOT / "examples" / "trl" / "self_rewarding_trainer_lora.py"
+TRAINER = "self-rewarding"
 TOYGAMES = REPO_ROOT / "tests" / "toygames"
 SPEAKER = ("You are the Speaker. Tell your partner the secret word 'apple'. "
            "Reply with exactly one line: WORD: <the word>")
@@ -148,7 +148,7 @@ def test_the_shipped_regex_file_is_the_default():
 
 def test_best_vs_worst_takes_the_extremes_and_skips_ties_and_unscored():
     from playpen.rollouts.generation import Generation
-    from playpen.training.self_rewarding import BranchPoint, best_vs_worst
+    from playpen.training.preference.self_rewarding import BranchPoint, best_vs_worst
 
     class Episode:
         game, experiment, game_id, episode_id = "relay", "short", 0, "e0"
@@ -335,7 +335,7 @@ def test_the_learner_judges_with_or_without_its_adapter(sr_model_dir):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from playpen.training.judging import Judge, JudgeRequest, JudgeSpec
+    from playpen.training.rubrics.judging import Judge, JudgeRequest, JudgeSpec
     tokenizer = AutoTokenizer.from_pretrained(sr_model_dir)
     base = AutoModelForCausalLM.from_pretrained(sr_model_dir)
     from jinja2 import Template

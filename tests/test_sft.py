@@ -11,15 +11,14 @@ import pytest
 from click.testing import CliRunner
 
 from playpen import data
+from playpen.cli import cli
 from playpen.errors import DatasetError
 from playpen.files import write_jsonl
-from playpen.training import run as training
-from playpen.training import sft
-from playpen.cli import cli
+from playpen.training.common import lifecycle as training
+from playpen.training.sft import demonstrations as sft
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-LORA_TRAINER = REPO_ROOT / "examples" / "trl" / "sft_trainer_lora.py"
-SIMPLE_TRAINER = REPO_ROOT / "examples" / "trl" / "sft_trainer_simple.py"
+LORA_TRAINER = "sft"
+SIMPLE_TRAINER = "sft-full"
 # small and fast: 2 steps of 2 conversations, 1 held-out instance per experiment, short replies
 FAST = ["--max-steps", "2", "--batch-size", "2", "--max-length", "400", "--save-steps", "1",
         "--eval-max-instances", "1"]
@@ -34,7 +33,7 @@ def tokenizer(smol_tokenizer_dir):
 @pytest.fixture(scope="session")
 def demonstrations(tmp_path_factory):
     """Programmatic referencegame episodes on the training instances (1 per experiment)."""
-    from playpen.training.sft import play_demonstrations
+    from playpen.training.sft.demonstrations import play_demonstrations
     root = tmp_path_factory.mktemp("demos")
     cwd = os.getcwd()
     os.chdir(root)
@@ -96,9 +95,9 @@ def test_dataset_file_round_trip(tmp_path, demonstrations, tokenizer):
 # ----------------------------------------------------------------------------- trainers
 
 def load_trainer(path, learner_name="tiny-random", **config):
-    from playpen.cli.run import load_trainer_class
+    from playpen.cli.run import trainer_class
     from playpen.models import load_model_by_name
-    cls = load_trainer_class(path)
+    cls = trainer_class(path)
     learner = load_model_by_name(learner_name, gen_args=dict(temperature=0.0, max_tokens=6), role="learner")
     return cls(learner, config=cls.config_class(**config), progress=False), learner
 

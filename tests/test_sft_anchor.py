@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from playpen.cli import cli
-from playpen.training.sft_anchor import SFTAnchor
+from playpen.training.sft.anchor import SFTAnchor
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SP_TRAINER = REPO_ROOT / "examples" / "trl" / "grpo_trainer_lora_sp.py"
+SP_TRAINER = "grpo"
 TOYGAMES = REPO_ROOT / "tests" / "toygames"
 
 
@@ -23,7 +23,8 @@ def lora_model(tiny_pair):
 
 
 def fake_trainer(step=0):
-    return SimpleNamespace(state=SimpleNamespace(global_step=step),
+    from playpen.training.common.memory import StepClock
+    return SimpleNamespace(state=SimpleNamespace(global_step=step), clock=StepClock(),
                            accelerator=SimpleNamespace(backward=lambda loss: loss.backward()))
 
 
@@ -40,6 +41,7 @@ def test_the_anchor_adds_coef_times_the_assistant_loss_once_per_step(tiny_pair):
         trainer = fake_trainer(step=3)
         assert anchor.apply(trainer, model) is True
         assert anchor.apply(trainer, model) is False  # the step's other micro-batches: done already
+        assert trainer.clock.seconds["sft"] > 0  # timed into the step's split
         return anchor, [p.grad.clone() for p in trainable]
 
     anchor, one = gradients(1.0, 2)

@@ -166,7 +166,7 @@ def test_rows_with_one_prompt_only(tiny_model_dir, rows):
 
 
 def test_rows_by_prompt_puts_rows_of_alike_prompts_together():
-    from playpen.training.grpo_steps import rows_by_prompt
+    from playpen.training.grpo.steps import rows_by_prompt
     prompts = torch.tensor([[1, 2], [3, 4], [1, 2], [5, 6], [3, 4], [1, 2]])
     mask = torch.ones_like(prompts)
     mask[3, 0] = 0  # same tokens, other padding: another prompt
@@ -195,7 +195,7 @@ def test_a_grpo_run_with_shared_prompts_trains_the_same_adapter(tmp_path, toy_wo
     from safetensors.torch import load_file
 
     from playpen.cli import cli
-    trainer = Path(__file__).resolve().parents[1] / "examples" / "trl" / "grpo_trainer_lora_sp.py"
+    trainer = "grpo"
     adapters, logs = {}, {}
     for share in ("true", "false"):
         models = tmp_path / f"models-{share}"
@@ -284,7 +284,7 @@ def test_a_dpo_run_with_shared_prompts_logs_the_same_step(tiny_workspace, tmp_pa
     from click.testing import CliRunner
 
     from playpen.cli import cli
-    trainer = Path(__file__).resolve().parents[1] / "examples" / "trl" / "dpo_trainer_lora.py"
+    trainer = "dpo"
     records = Path(__file__).parent / "fixtures" / "clembench-runs-v2.0"
     steps = {}
     for share in ("true", "false"):

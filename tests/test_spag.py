@@ -11,10 +11,9 @@ from click.testing import CliRunner
 
 from playpen.cli import cli
 from playpen.outcomes import EpisodeOutcome
-from playpen.training import spag
+from playpen.training.spag import objective as spag
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SPAG_TRAINER = REPO_ROOT / "examples" / "trl" / "spag_trainer_lora.py"
+SPAG_TRAINER = "spag"
 
 
 def lora_b(checkpoint: Path) -> dict:
@@ -130,14 +129,14 @@ ARGS = ["-L", "6", "-T", "1.0", "--imitation-steps", "2", "--max-steps", "2", "-
 
 def test_spag_imitation_and_epochs_change_the_adapter_and_resume_where_they_stopped(tiny_workspace):
     from playpen.callbacks import BaseCallback
-    from playpen.cli.run import load_trainer_class, parse_config
+    from playpen.cli.run import parse_config, trainer_class
     from playpen.models import load_model_by_name
 
     class StopAt(BaseCallback):
         def _on_train_step(self, step, metrics):
             return step < 3  # the first step of SPAG-1: save partial/ and stop, like a Ctrl-C
 
-    cls = load_trainer_class(SPAG_TRAINER)
+    cls = trainer_class(SPAG_TRAINER)
     config = parse_config(cls.config_class, [*ARGS[4:], "--epochs", "1", "--no-evaluate"])
     learner = load_model_by_name("tiny-random", gen_args=dict(temperature=1.0, max_tokens=6), role="learner")
     cls(learner, config=config, callbacks=[StopAt()], progress=False).learn(None)
@@ -182,7 +181,7 @@ def test_spag_imitation_and_epochs_change_the_adapter_and_resume_where_they_stop
 
 
 def test_spag_winning_demonstrations_are_the_winners_turns(tiny_workspace):
-    from playpen.training.sft import play_demonstrations
+    from playpen.training.sft.demonstrations import play_demonstrations
     folder = play_demonstrations(["adversarial_taboo"], tiny_workspace / "demos", max_instances=2)
     records = spag.winning_records(folder, ["adversarial_taboo"])
     assert records

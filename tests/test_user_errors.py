@@ -6,15 +6,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from playpen.cli import cli
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-LORA_TRAINER = REPO_ROOT / "examples" / "trl" / "sft_trainer_lora.py"
+LORA_TRAINER = "sft"
 HF_CONFIG = {"premade_chat_template": True, "eos_to_cull": "<\\|im_end\\|>"}
 TRAINER = '''
 from playpen import BasePlayPen

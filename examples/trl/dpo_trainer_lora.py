@@ -32,58 +32,10 @@ Adapters go to ``models/dpo+lora/<learner>/<source>/checkpoint-N`` with each rou
 pairs (``pairs-round-R.jsonl``), the log (``playpen-log.jsonl``: loss, reward margins,
 pair counts, ``memory/peak_rss_mb``) and the curve; the run is then evaluated on the
 held-out instances (with the teacher as partner when there is one).
+
+The same trainer by name: ``playpen run dpo ...`` (``playpen run --list``). Its code, to
+read top to bottom: ``playpen/training/preference/trainers.py``. A trainer file of your own imports it (or
+subclasses it) as this one does.
 """
-from __future__ import annotations
 
-from dataclasses import dataclass
-
-from playpen.training import BasePlayPen, LoraOptions, RunConfig, report_to
-from playpen.training import dpo, preference
-from playpen.training import run as lifecycle
-
-
-@dataclass
-class DPOGamesConfig(dpo.PairSourceOptions, preference.PreferenceOptions, LoraOptions, RunConfig):
-    """Every option is shared: pair sources, DPO rounds, LoRA and the run."""
-
-
-class DPOGamesTrainer(BasePlayPen):
-    """DPO with LoRA on pairs from branched episodes or recorded play."""
-
-    config_class = DPOGamesConfig
-    kind = "dpo+lora"
-
-    @classmethod
-    def check(cls, config, learner, teacher=None):
-        # before any model loads: a pairs file with no pairs, an adapter of another base model
-        dpo.check_pairs_file(config)
-        preference.check_init_adapter(config.init_adapter, learner)
-
-    def learn(self, game_registry) -> None:
-
-        cfg, learner = self.config, self.learner
-        source = cfg.source
-        if source == "branching":
-            source += "-" + (lifecycle.safe_name(self.teacher.name) if self.teacher else "selfplay")
-        # refuses now (not after collecting) to overwrite checkpoints or another run's results
-        run = preference.PreferenceRun(self, self.kind, tag=source)
-
-        # 1. the pairs of a round: branches played with the round's policy, or recorded play
-        make_pairs, collection_metrics = dpo.pair_source(self, self.output_dir / run.run_name, run.run_dir,
-                                                         teacher=self.teacher)
-
-        # 2. TRL: the pairs arrive as token ids; with a PEFT model and ref_model=None the
-        #    reference is the policy with its adapter disabled (or a frozen copy of it)
-        def make_trainer(policy, dataset, plan):
-            args = preference.dpo_args(cfg, run.run_dir, plan, self.seed, report_to(cfg.report_to))
-            trainer = preference.dpo_trainer_class()(
-                model=policy, ref_model=None, args=args, train_dataset=dataset, processing_class=run.tokenizer,
-                peft_config=plan.peft_config, callbacks=plan.callbacks)
-            trainer.share_prompts = cfg.share_prompts  # a pair's prompt runs once
-            return trainer
-
-        # 3. rounds of collecting and training (Ctrl-C saves a checkpoint and stops);
-        # 4. evaluate the adapter on the held-out instances, write the summary and the curve
-        run.train(make_pairs, make_trainer, collection_metrics)
-        players = [learner, self.teacher] if self.teacher is not None and cfg.source == "branching" else None
-        run.finish(players, source=cfg.source)
+from playpen.training.preference.trainers import DPOGamesTrainer  # noqa: F401  (the trainer `playpen run` finds in this file)

@@ -17,21 +17,10 @@ Outputs in ``<models-dir>/fsp+lora/<learner>/``: ``population/`` (population.jso
 adapter folder per player: ``playpen tournament -m smol-135m+<folder>`` plays them),
 ``records/epoch-N/`` (clemcore layout, ``clem score`` works), ``matches.jsonl``,
 ``metrics.jsonl``, ``ratings.json`` (Elo and OpenSkill after each epoch) and ``ratings.png``.
+
+The same trainer by name: ``playpen run fsp ...`` (``playpen run --list``). Its code, to
+read top to bottom: ``playpen/population/leagues.py``. A trainer file of your own imports it (or
+subclasses it) as this one does.
 """
-from __future__ import annotations
 
-from dataclasses import dataclass
-
-from playpen.population import FictitiousSelfPlay, FSPOptions
-
-
-@dataclass
-class FSPConfig(FSPOptions):
-    """The options of fictitious self-play (see ``--help``)."""
-
-
-class FSPTrainer(FictitiousSelfPlay):
-    """Fictitious self-play over the epochs of one learner (entry: one snapshot per epoch;
-    match: past snapshots by --opponents; play: the game of --games)."""
-
-    config_class = FSPConfig
+from playpen.population.leagues import FictitiousSelfPlay  # noqa: F401  (the trainer `playpen run` finds in this file)

@@ -21,21 +21,10 @@ Training: GRPO's clipped objective on each entrant's own turns and rewards.
 
 Outputs in ``<models-dir>/league+lora/<learner>/``: ``population/``, ``records/epoch-N/``,
 ``matches.jsonl``, ``metrics.jsonl``, ``ratings.json`` and ``ratings.png`` (Elo over epochs).
+
+The same trainer by name: ``playpen run league ...`` (``playpen run --list``). Its code, to
+read top to bottom: ``playpen/population/leagues.py``. A trainer file of your own imports it (or
+subclasses it) as this one does.
 """
-from __future__ import annotations
 
-from dataclasses import dataclass
-
-from playpen.population import League, LeagueOptions
-
-
-@dataclass
-class LeagueConfig(LeagueOptions):
-    """The options of the league (see ``--help``)."""
-
-
-class LeagueTrainer(League):
-    """A league (entry: main agent and exploiters by epoch; match: --main-weights and the
-    exploiters' rules; play: the game of --games)."""
-
-    config_class = LeagueConfig
+from playpen.population.leagues import League  # noqa: F401  (the trainer `playpen run` finds in this file)

@@ -33,70 +33,10 @@ training data. Adapters go to
 ``models/self-rewarding+lora/<learner>/<reward>-.../checkpoint-N`` with each round's pairs
 (``pairs-round-R.jsonl``: the judge's scores in ``meta``), the log (``memory/peak_rss_mb``
 included) and the curve; the run is then evaluated on the held-out instances.
+
+The same trainer by name: ``playpen run self-rewarding ...`` (``playpen run --list``). Its code, to
+read top to bottom: ``playpen/training/preference/trainers.py``. A trainer file of your own imports it (or
+subclasses it) as this one does.
 """
-from __future__ import annotations
 
-from dataclasses import dataclass
-
-from playpen.training import BasePlayPen, LoraOptions, RunConfig, report_to
-from playpen.training import judging, preference, self_rewarding
-from playpen.training import run as lifecycle
-
-
-@dataclass
-class SelfRewardingConfig(self_rewarding.SelfRewardingOptions, judging.JudgeOptions, preference.PreferenceOptions,
-                          LoraOptions, RunConfig):
-    """Every option is shared: candidates and rounds, the judge, DPO, LoRA and the run."""
-
-
-class SelfRewardingTrainer(BasePlayPen):
-    """Self-rewarding with LoRA: judged candidates, best vs worst, DPO, rounds."""
-
-    config_class = SelfRewardingConfig
-    kind = "self-rewarding+lora"
-
-    @classmethod
-    def check(cls, config, learner, teacher=None):
-        # before any model loads: an unknown judge name, an adapter of another base model
-        if config.reward == "judge":
-            judging.check_judge(config)
-        preference.check_init_adapter(config.init_adapter, learner)
-
-    def learn(self, game_registry) -> None:
-
-        cfg, learner = self.config, self.learner
-        partner = lifecycle.safe_name(self.teacher.name) if self.teacher else "selfplay"
-        tag = f"judge-{lifecycle.safe_name(cfg.judge)}-{partner}" if cfg.reward == "judge" else f"game-{partner}"
-        # refuses now (not after collecting) to overwrite checkpoints or another run's results
-        run = preference.PreferenceRun(self, self.kind, tag=tag)
-
-        # 1. the pairs of a round: candidates at the branch points of the round's episodes,
-        #    ranked by the judge (or by the game), best vs worst
-        try:
-            judge = judging.load_judge(cfg, learner) if cfg.reward == "judge" else None  # a remote one must answer
-        except BaseException:
-            run.run.lock.release()
-            raise
-        collector = self_rewarding.collector(self, self.output_dir / run.run_name, run.run_dir, judge=judge,
-                                             teacher=self.teacher)
-
-        # 2. TRL: the pairs arrive as token ids; with a PEFT model and ref_model=None the
-        #    reference is the policy with its adapter disabled (or a frozen copy of it)
-        def make_trainer(policy, dataset, plan):
-            args = preference.dpo_args(cfg, run.run_dir, plan, self.seed, report_to(cfg.report_to))
-            trainer = preference.dpo_trainer_class()(
-                model=policy, ref_model=None, args=args, train_dataset=dataset, processing_class=run.tokenizer,
-                peft_config=plan.peft_config, callbacks=plan.callbacks)
-            trainer.share_prompts = cfg.share_prompts  # a pair's prompt runs once
-            return trainer
-
-        # 3. rounds of collecting and training (Ctrl-C saves a checkpoint and stops);
-        # 4. evaluate the adapter on the held-out instances, write the summary and the curve
-        try:
-            run.train(collector, make_trainer, lambda: collector.last_metrics)
-        except BaseException:
-            run.run.lock.release()  # e.g. a judge without a single score: nothing was trained
-            raise
-        players = [learner, self.teacher] if self.teacher is not None else None
-        run.finish(players, reward=cfg.reward, judge=judge.name if judge else None,
-                   judge_unparsed=collector.totals["unparsed"] if judge else None)
+from playpen.training.preference.trainers import SelfRewardingTrainer  # noqa: F401  (the trainer `playpen run` finds in this file)

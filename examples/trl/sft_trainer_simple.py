@@ -16,56 +16,10 @@ Checkpoints (full models with tokenizer, loadable as a ``huggingface_id``) go to
 instances (``results/<learner>+sft-checkpoint-N/``), the metrics are in
 ``playpen-log.jsonl`` and the curve in ``learning-curve.png`` beside the checkpoints.
 With LoRA instead: sft_trainer_lora.py.
+
+The same trainer by name: ``playpen run sft-full ...`` (``playpen run --list``). Its code, to
+read top to bottom: ``playpen/training/sft/trainers.py``. A trainer file of your own imports it (or
+subclasses it) as this one does.
 """
-from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
-from playpen.training import BasePlayPen, DemonstrationOptions, RunConfig, option, report_to
-from playpen.training import run as lifecycle
-from playpen.training.sft import supervised_dataset
-
-
-@dataclass
-class SFTSimpleConfig(DemonstrationOptions, RunConfig):
-    """The run (RunConfig) and the supervised data; a full fine-tune wants a smaller step."""
-
-    learning_rate: float = option(2e-5, "peak learning rate")
-
-
-class SFTSimpleTrainer(BasePlayPen):
-    """Full fine-tuning on won episodes (assistant-only loss)."""
-
-    config_class = SFTSimpleConfig
-    kind = "sft"
-
-    def learn(self, game_registry) -> None:
-        from trl import SFTConfig, SFTTrainer
-
-        cfg, learner = self.config, self.learner
-        # refuses now (not after training) to overwrite checkpoints or another run's results
-        run = lifecycle.TrainingRun(self, Path(cfg.models_dir) / self.kind / lifecycle.safe_name(learner.name),
-                                    cfg.game_list, eval_prefix=f"{learner.name}+{self.kind}-")
-        # 1. won episodes of the chosen roles, tokenised with assistant masks
-        tokenizer = lifecycle.tokenizer_of(learner)
-        dataset = supervised_dataset(cfg, self.output_dir, tokenizer, seed=self.seed)
-
-        # 2. TRL: the assistant_masks column restricts the loss to assistant tokens; no
-        #    peft_config: every parameter is trained (sft_trainer_lora.py trains adapters)
-        args = SFTConfig(
-            output_dir=str(run.run_dir), max_steps=cfg.max_steps, per_device_train_batch_size=cfg.batch_size,
-            gradient_accumulation_steps=cfg.gradient_accumulation_steps, learning_rate=cfg.learning_rate,
-            lr_scheduler_type="constant_with_warmup", warmup_steps=0, max_length=cfg.max_length,
-            logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
-            save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to), seed=self.seed,
-            gradient_checkpointing=False, dataloader_num_workers=0, disable_tqdm=True,
-            **lifecycle.precision_kwargs())
-        trainer = SFTTrainer(model=lifecycle.model_of(learner), args=args, train_dataset=dataset,
-                             processing_class=tokenizer,
-                             callbacks=[run.trainer_callback()])
-
-        # 3. train (Ctrl-C saves a checkpoint and stops); 4. evaluate the trained model on the
-        #    held-out instances, write the summary and the curve
-        run.train(trainer)
-        run.finish(saved="checkpoint", num_examples=len(dataset))
+from playpen.training.sft.trainers import SFTSimpleTrainer  # noqa: F401  (the trainer `playpen run` finds in this file)

@@ -1,6 +1,6 @@
 """The `playpen` command line: the click group, one module per command (``list``,
-``setup``, ``run``, ``eval``, ``dataset``, ``plot``, ``check``). Commands parse, dispatch and print;
-the work happens in the library.
+``setup``, ``run``, ``eval``, ``dataset``, ``plot``, ``check``, ``tournament``, ``serve``).
+Commands parse, dispatch and print; the work happens in the library.
 
 A command's module is imported only when the command runs (or ``--help`` lists it), and
 heavy modules (torch, transformers, trl, clemcore) only inside the commands that need
@@ -46,6 +46,7 @@ class LazyGroup(click.Group):
         "plot": ("playpen.cli.plot", "plot"),
         "check": ("playpen.cli.check", "check_command"),
         "tournament": ("playpen.cli.tournament", "tournament_command"),
+        "serve": ("playpen.cli.serve", "serve_command"),
     }
 
     def list_commands(self, ctx):
@@ -90,7 +91,8 @@ def cli(ctx, debug):
     \b
     Typical use:
       playpen list games
-      playpen run examples/trl/sft_trainer_lora.py -l smol-135m
+      playpen run --list
+      playpen run sft -l smol-135m
       playpen eval -m smol-135m -g taboo
     """
     ctx.ensure_object(dict)

@@ -15,6 +15,6 @@ def plot(run_dir, out, title):
     RUN_DIR is a trainer's run folder (e.g. models/grpo+lora/smol-135m/selfplay) holding
     playpen-log.jsonl, or the log file itself.
     """
-    from playpen.training.plotting import plot_run
+    from playpen.training.common.plotting import plot_run
     path = plot_run(run_dir, out=out, title=title)
     click.echo(str(path))

@@ -1,4 +1,5 @@
-"""`playpen run`: load a trainer file, parse its options, resolve and load the models, call ``learn()``."""
+"""`playpen run`: find the trainer (a packaged one by name, or a file), parse its options, resolve
+and load the models, call ``learn()``."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,13 +15,28 @@ import click
 from playpen import registry
 from playpen.cli import remote_options, set_remote_limits
 from playpen.errors import Interrupted, PlaypenError, TrainerFileError
+from playpen.training import catalog
+# parse_config lived here before the pipeline (a trainer) needed it: kept importable from here
+from playpen.training.common.base import config_fields, field_help, option_name, parse_config  # noqa: F401
 
 
 # ----------------------------------------------------------------------------- trainer file
 
+def trainer_class(trainer: str | Path):
+    """The BasePlayPen subclass of TRAINER: a packaged trainer's name (``sft``, see
+    ``playpen run --list``) or a trainer file (``my_trainer.py``)."""
+    text = str(trainer)
+    if text in catalog.TRAINERS:
+        return catalog.trainer_class(text)
+    if text.endswith(".py") or "/" in text or "\\" in text or Path(text).exists():
+        return load_trainer_class(trainer)
+    return catalog.trainer_class(text)  # one line: the unknown name and the valid ones
+
+
 def load_trainer_class(file: str | Path):
-    """Import `file` and return its single concrete BasePlayPen subclass."""
-    from playpen.training.base import BasePlayPen
+    """Import `file` and return its single concrete BasePlayPen subclass (the one it defines,
+    or else the one it imports)."""
+    from playpen.training.common.base import BasePlayPen
     path = Path(file)
     if not path.exists():
         raise TrainerFileError(f"trainer file '{file}' does not exist")
@@ -42,9 +58,10 @@ def load_trainer_class(file: str | Path):
                                f"file: {e}") from e
     finally:
         sys.path.remove(str(path.resolve().parent))
-    classes = [obj for _, obj in inspect.getmembers(module, inspect.isclass)
-               if issubclass(obj, BasePlayPen) and obj is not BasePlayPen
-               and obj.__module__ == module_name and not inspect.isabstract(obj)]
+    concrete = [obj for _, obj in inspect.getmembers(module, inspect.isclass)
+                if issubclass(obj, BasePlayPen) and obj is not BasePlayPen and not inspect.isabstract(obj)]
+    # the class the file defines; else the one it imports (an example file runs a packaged trainer)
+    classes = [obj for obj in concrete if obj.__module__ == module_name] or list(dict.fromkeys(concrete))
     if not classes:
         raise TrainerFileError(f"{file}: defines no BasePlayPen subclass (subclass "
                                f"playpen.BasePlayPen and implement learn())")
@@ -62,15 +79,10 @@ def _user_frame(file: str | Path, error: BaseException) -> str:
     return f"{file}:{lines[-1]}" if lines else str(file)
 
 
-def _option_name(field: dataclasses.Field) -> str:
-    return "--" + field.name.replace("_", "-")
-
-
-def trainer_help(file: str | Path) -> str:
-    cls = load_trainer_class(file)
-    from playpen.training.base import config_fields, field_help
+def trainer_help(trainer: str | Path) -> str:
+    cls = trainer_class(trainer)
     doc = inspect.getdoc(cls) or ""
-    out = [f"Trainer {cls.__name__} ({file})"]
+    out = [f"Trainer {cls.__name__} ({trainer})"]
     if doc:
         out.append("  " + doc.splitlines()[0])
     fields = config_fields(cls.config_class)
@@ -83,80 +95,15 @@ def trainer_help(file: str | Path) -> str:
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
         kind = getattr(hints.get(f.name), "__name__", str(hints.get(f.name)))
-        out.append(f"  {_option_name(f):<28} {kind:<6} {field_help(f)} [default: {default}]")
+        out.append(f"  {option_name(f):<28} {kind:<6} {field_help(f)} [default: {default}]")
     return "\n".join(out)
-
-
-def _convert(value: str, kind, name: str):
-    origin = typing.get_origin(kind)
-    args = typing.get_args(kind)
-    if origin is typing.Union or str(origin) == "types.UnionType":
-        non_none = [a for a in args if a is not type(None)]
-        if value.lower() in ("none", "null", ""):
-            return None
-        kind = non_none[0] if non_none else str
-        origin, args = typing.get_origin(kind), typing.get_args(kind)
-    try:
-        if kind is bool:
-            lowered = value.lower()
-            if lowered in ("1", "true", "yes", "on"):
-                return True
-            if lowered in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(value)
-        if origin in (list, tuple):
-            inner = args[0] if args else str
-            return [_convert(v.strip(), inner, name) for v in value.split(",") if v.strip()]
-        if kind in (int, float, str):
-            return kind(value)
-        if kind is Path:
-            return Path(value)
-        return value
-    except ValueError as e:
-        raise PlaypenError(f"option --{name.replace('_', '-')}: '{value}' is not a valid "
-                           f"{getattr(kind, '__name__', kind)}") from e
-
-
-def parse_config(config_class, extra_args: list[str]):
-    """Turn `--field value` / `--field=value` / `--flag` / `--no-flag` into the config."""
-    from playpen.training.base import config_fields
-    fields = {f.name: f for f in config_fields(config_class)}
-    if config_class is None:
-        if extra_args:
-            raise PlaypenError(f"unexpected arguments {' '.join(extra_args)}: this trainer has no options")
-        return None
-    hints = typing.get_type_hints(config_class)
-    values = {}
-    args = list(extra_args)
-    valid = ", ".join(_option_name(f) for f in fields.values())
-    while args:
-        token = args.pop(0)
-        if not token.startswith("--"):
-            raise PlaypenError(f"unexpected argument '{token}'; trainer options are: {valid}")
-        key, _, inline = token[2:].partition("=")
-        name = key.replace("-", "_")
-        negated = name.startswith("no_") and name[3:] in fields and hints.get(name[3:]) is bool
-        if negated:
-            values[name[3:]] = False
-            continue
-        if name not in fields:
-            raise PlaypenError(f"unknown option '--{key}' for this trainer; valid: {valid}")
-        if hints.get(name) is bool and not inline and (not args or args[0].startswith("--")):
-            values[name] = True
-            continue
-        if not inline:
-            if not args:
-                raise PlaypenError(f"option '--{key}' needs a value")
-            inline = args.pop(0)
-        values[name] = _convert(inline, hints.get(name, str), name)
-    return config_class(**values)
 
 
 # ----------------------------------------------------------------------------- running
 
 @click.command("run", context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
              add_help_option=False)
-@click.argument("file", required=False)
+@click.argument("trainer", required=False)
 @click.option("-l", "--learner", help="Model name of the learner (a huggingface_local model).")
 @click.option("-t", "--teacher", default=None, help="Model name of the teacher/partner (any backend).")
 @click.option("-T", "--temperature", type=float, default=0.0, show_default=True,
@@ -173,26 +120,31 @@ def parse_config(config_class, extra_args: list[str]):
 @click.option("--accelerate-config", default=None,
               help="Launch with this `accelerate config` file (DeepSpeed ZeRO-3, several machines, ...; "
                    "examples/accelerate/).")
+@click.option("--list", "show_list", is_flag=True, help="List the packaged trainers' names and stop.")
 @click.option("-h", "--help", "show_help", is_flag=True,
-              help="Show this help; with FILE, also the trainer's own options.")
+              help="Show this help; with TRAINER, also the trainer's own options.")
 @click.pass_context
-def run_command(ctx, file, learner, teacher, temperature, max_tokens, seed, output_dir, connect_timeout,
-                read_timeout, retries, retry_budget, num_processes, accelerate_config, show_help):
-    """Run the BasePlayPen trainer defined in FILE with LEARNER (and TEACHER).
+def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, seed, output_dir, connect_timeout,
+                read_timeout, retries, retry_budget, num_processes, accelerate_config, show_list, show_help):
+    """Run TRAINER with LEARNER (and TEACHER): a packaged trainer's name (`playpen run sft
+    -l smol-135m`; `playpen run --list` names them) or a file defining a BasePlayPen subclass.
 
     Options after the known ones (e.g. --max-steps 10) set fields of the trainer's
-    config dataclass; `playpen run FILE --help` lists them. Ctrl-C or SIGTERM: the run
+    config dataclass; `playpen run TRAINER --help` lists them. Ctrl-C or SIGTERM: the run
     saves a checkpoint after the current step and exits with 130 / 143 (`--resume`
     continues); a second signal stops at once.
     """
+    if show_list:
+        click.echo(catalog.listing())
+        return
     if show_help:
         click.echo(ctx.get_help())
-        if file:
-            click.echo("\n" + trainer_help(file))
+        if trainer:
+            click.echo("\n" + trainer_help(trainer))
         return
-    if not file:
-        raise PlaypenError("missing trainer FILE: `playpen run TRAINER.py -l MODEL` "
-                           "(see examples/trl/)")
+    if not trainer:
+        raise PlaypenError("missing TRAINER: `playpen run NAME -l MODEL` (names: `playpen run --list`) "
+                           "or `playpen run TRAINER.py -l MODEL`")
     if not learner:
         raise PlaypenError("missing learner: pass -l/--learner MODEL (see `playpen list models`)")
     check_generation_options(temperature, max_tokens)
@@ -202,9 +154,9 @@ def run_command(ctx, file, learner, teacher, temperature, max_tokens, seed, outp
     check_num_processes(num_processes, accelerate_config)
     if (num_processes or 1) > 1 or accelerate_config:
         # every option checked here first (one line, before N processes start), then each rank runs it
-        prepare(file, learner=learner, teacher=teacher, extra_args=ctx.args, num_processes=num_processes or 1)
+        prepare(trainer, learner=learner, teacher=teacher, extra_args=ctx.args, num_processes=num_processes or 1)
         from playpen.launch import launch
-        args = ["run", file, "-l", learner, *(["-t", teacher] if teacher else []), "-T", repr(temperature),
+        args = ["run", trainer, "-l", learner, *(["-t", teacher] if teacher else []), "-T", repr(temperature),
                 "-L", str(max_tokens), "--seed", str(seed), "-o", str(output_dir),
                 "--connect-timeout", repr(connect_timeout), "--read-timeout", repr(read_timeout),
                 "--retries", str(retries), "--retry-budget", repr(retry_budget), *ctx.args]
@@ -213,13 +165,13 @@ def run_command(ctx, file, learner, teacher, temperature, max_tokens, seed, outp
         if code:
             ctx.exit(code)
         return
-    run(file, learner=learner, teacher=teacher, temperature=temperature, max_tokens=max_tokens, seed=seed,
+    run(trainer, learner=learner, teacher=teacher, temperature=temperature, max_tokens=max_tokens, seed=seed,
         output_dir=Path(output_dir), extra_args=ctx.args)
 
 
-def prepare(file, *, learner: str, teacher: str | None, extra_args: list[str], num_processes: int = 1):
+def prepare(trainer, *, learner: str, teacher: str | None, extra_args: list[str], num_processes: int = 1):
     """The trainer class and its config, every name and option checked (no model loads)."""
-    cls = load_trainer_class(file)
+    cls = trainer_class(trainer)
     config = parse_config(cls.config_class, extra_args)
     from playpen.models import check_model_name
     # check both names before loading anything: a typo in -t must not cost a model load
@@ -233,9 +185,9 @@ def prepare(file, *, learner: str, teacher: str | None, extra_args: list[str], n
     return cls, config
 
 
-def run(file, *, learner: str, teacher: str | None, temperature: float, max_tokens: int,
+def run(trainer, *, learner: str, teacher: str | None, temperature: float, max_tokens: int,
         seed: int, output_dir: Path, extra_args: list[str]):
-    cls, config = prepare(file, learner=learner, teacher=teacher, extra_args=extra_args)
+    cls, config = prepare(trainer, learner=learner, teacher=teacher, extra_args=extra_args)
     from playpen.models import load_model_by_name
     game_registry = registry.clem_game_registry()
     gen_args = dict(temperature=temperature, max_tokens=max_tokens)
@@ -243,10 +195,10 @@ def run(file, *, learner: str, teacher: str | None, temperature: float, max_toke
     seed_everything(seed)
     learner_model = load_model_by_name(learner, gen_args=gen_args, role="learner")
     teacher_model = load_model_by_name(teacher, gen_args=gen_args, role="teacher") if teacher else None
-    trainer = cls(learner_model, teacher_model, config=config, output_dir=output_dir, seed=seed)
-    trainer.learn(game_registry)
-    if trainer.interrupted_by is not None:  # saved and stopped: `playpen run ... && next` must stop
-        raise Interrupted(trainer.interrupted_by, "checkpoint saved; continue with --resume")
+    playpen = cls(learner_model, teacher_model, config=config, output_dir=output_dir, seed=seed)
+    playpen.learn(game_registry)
+    if playpen.interrupted_by is not None:  # saved and stopped: `playpen run ... && next` must stop
+        raise Interrupted(playpen.interrupted_by, "checkpoint saved; continue with --resume")
 
 
 def check_generation_options(temperature: float, max_tokens: int) -> None:

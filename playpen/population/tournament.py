@@ -121,7 +121,7 @@ def load_players(players: Sequence[PlayerRef], sampling: Any) -> tuple[dict[str,
             for p in group:
                 partners[p.name] = Learner(clem_model.model, clem_model.tokenizer, p.name, sampling, kwargs)
             continue
-        from playpen.training.run import tokenizer_of
+        from playpen.training.common.lifecycle import tokenizer_of
         population = Population(clem_model.model, tokenizer_of(clem_model), str(entry.spec.get("huggingface_id", "")))
         for i, p in enumerate(group):
             if p.adapter:

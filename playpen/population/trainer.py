@@ -29,8 +29,8 @@ from typing import Any, Optional, Sequence
 from playpen.errors import PlaypenError
 from playpen.population.players import POPULATION_FILE, Population, PopulationError
 from playpen.population.update import Experience, train_player
-from playpen.training.base import BasePlayPen
-from playpen.training.config import LoraOptions, option, split_list
+from playpen.training.common.base import BasePlayPen
+from playpen.training.common.config import LoraOptions, option, split_list
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class MatchReward:
     def __call__(self, outcome: Any, player_name: str = "", role: str = "") -> float:
         scores = getattr(outcome, "episode_scores", None) or {}
         if any(str(k).endswith(" Win") for k in scores):
-            from playpen.training.spag import RoleOutcomeReward
+            from playpen.training.spag.objective import RoleOutcomeReward
             return RoleOutcomeReward()(outcome, player_name, role)
         from playpen.rewards import OutcomeReward
         return OutcomeReward()(outcome, player_name, role)
@@ -145,7 +145,7 @@ class PopulationPlayPen(BasePlayPen):
     @classmethod
     def run_root(cls, config, learner_name: str) -> Path:
         """The run folder: ``<models_dir>/<kind>+lora/<learner>``."""
-        from playpen.training.run import safe_name
+        from playpen.training.common.lifecycle import safe_name
         return Path(config.models_dir) / f"{cls.kind}+lora" / safe_name(learner_name)
 
     @classmethod
@@ -178,7 +178,7 @@ class PopulationPlayPen(BasePlayPen):
     # ------------------------------------------------------------------ the run
     def make_population(self) -> Population:
         """The population on the learner's model: empty, new adapters of the LoRA options."""
-        from playpen.training import run as lifecycle
+        from playpen.training.common import lifecycle
         model, tokenizer = lifecycle.model_of(self.learner), lifecycle.tokenizer_of(self.learner)
         base = getattr(getattr(model, "config", None), "_name_or_path", "") or ""
         return Population(model, tokenizer, base, self.config.lora_config())
@@ -306,7 +306,7 @@ class PopulationPlayPen(BasePlayPen):
 def game_seats(game: str, instances: str) -> tuple[list[str], list[dict]]:
     """The seats (roles, or player names where roles repeat) of a two-player game, and its rows;
     PopulationError (one line) for a game with another number of players."""
-    from playpen.training.grpo import game_roles
+    from playpen.training.grpo.parts import game_roles
     seats, rows = game_roles(game, instances)
     if len(seats) != 2:
         raise PopulationError(f"game '{game}' has {len(seats)} player slot(s) ({', '.join(seats)}): matches need "

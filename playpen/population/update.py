@@ -1,6 +1,6 @@
 """Training one adapter player on its experiences: GRPO's clipped policy gradient.
 
-Advantages are those of :class:`playpen.training.advantages.Advantages` (the group's mean
+Advantages are those of :class:`playpen.training.grpo.advantages.Advantages` (the group's mean
 reward as baseline, divided by its std; a group of equal rewards is dropped), one group per
 ``Experience.group`` (a player's episodes of one instance, seat and opponent). The loss is
 GRPO's with ``beta = 0``: per trajectory the mean over its model tokens of
@@ -42,7 +42,7 @@ class Experience:
 
 def advantages(experiences: Sequence[Experience]) -> list[float]:
     """One advantage per experience (see the module docstring); NaN rewards get 0."""
-    from playpen.training.advantages import Advantages
+    from playpen.training.grpo.advantages import Advantages
     out = [0.0] * len(experiences)
     groups: dict[str, list[int]] = {}
     for i, e in enumerate(experiences):

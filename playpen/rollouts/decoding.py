@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+if TYPE_CHECKING:
+    from playpen.rollouts.types import SamplingConfig
 
 
 @dataclass(frozen=True)
@@ -119,3 +122,41 @@ def check_finite_scores(scores) -> None:
             "the model's next-token scores are NaN: its weights have diverged (a training step with non-finite "
             "gradients or too high a learning rate); resume from an earlier checkpoint or lower "
             "--learning-rate")
+
+def supports_kv_reuse(model: Any) -> bool:
+    """Whether the model's cache is plain per-layer keys and values (no sliding window,
+    no static or quantized layers), which :func:`generate_cached` can cut and stack."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+    try:
+        cache = DynamicCache(config=model.config)
+    except Exception:  # noqa: BLE001 - a config transformers cannot map to cache layers
+        return False
+    return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
+
+
+def choose_tokens(logits, sampling: SamplingConfig, check_finite: bool = True):
+    """The next token of each row: greedy at temperature 0, else sampled after temperature,
+    top-k, then top-p (the order of transformers' generate). Sampling draws
+    ``argmax(p / E)`` with E ~ Exp(1) per token, which picks token i with probability p_i
+    (the exponential race) in two vocabulary-wide passes, where ``torch.multinomial`` walks
+    each row's cumulative sum (slow for 150k-token vocabularies on a GPU).
+    ``check_finite`` False: the caller checks the logits for NaN itself (one host sync less)."""
+    import torch
+    if check_finite:
+        check_finite_scores(logits)
+    if not sampling.temperature or sampling.temperature <= 0:
+        return torch.argmax(logits, dim=-1)
+    scores = logits / sampling.temperature
+    if sampling.top_k:
+        k = min(int(sampling.top_k), scores.shape[-1])
+        threshold = torch.topk(scores, k, dim=-1).values[..., -1:]
+        scores = scores.masked_fill(scores < threshold, -float("inf"))
+    if sampling.top_p is not None and sampling.top_p < 1.0:
+        ascending, indices = torch.sort(scores, descending=False)
+        cumulative = ascending.softmax(-1).cumsum(-1)
+        drop = cumulative <= (1 - sampling.top_p)
+        drop[..., -1:] = False  # always keep the most likely token
+        scores = scores.masked_fill(drop.scatter(1, indices, drop), -float("inf"))
+    probs = torch.softmax(scores, dim=-1)
+    return torch.argmax(probs / torch.empty_like(probs).exponential_(), dim=-1)

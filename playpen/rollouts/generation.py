@@ -116,7 +116,7 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
 
 
 def _kv_reuse(model) -> bool:
-    from playpen.rollouts.kvcache import supports_kv_reuse
+    from playpen.rollouts.decoding import supports_kv_reuse
     return supports_kv_reuse(model)
 
 

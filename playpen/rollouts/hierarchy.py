@@ -164,7 +164,7 @@ def rollout_hierarchy(task: HierarchicalTask, learner: Learner, *,
     """Play the top level's instances (``instances``/``instances_file``/``num_repeats`` as in
     :func:`playpen.rollouts.rollout`) and every sub-episode they start, in one loop.
     ``policy_version``: the optimizer step of ``learner``'s weights, stamped on every
-    trajectory (see :mod:`playpen.training.offpolicy`). Sub-episodes of lower levels read
+    trajectory (see :mod:`playpen.training.grpo.offpolicy`). Sub-episodes of lower levels read
     their game's rows from ``instances_file`` only to learn the roles. ``kv_cache_mb``: as in
     :func:`~playpen.rollouts.rollout`."""
     from playpen.rollouts import lockstep as engine

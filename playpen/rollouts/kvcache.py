@@ -141,16 +141,6 @@ def _common_prefix(a, b) -> int:
     return int(differ[0, 0]) if len(differ) else n
 
 
-def supports_kv_reuse(model: Any) -> bool:
-    """Whether the model's cache is plain per-layer keys and values (no sliding window,
-    no static or quantized layers), which :func:`generate_cached` can cut and stack."""
-    from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
-    try:
-        cache = DynamicCache(config=model.config)
-    except Exception:  # noqa: BLE001 - a config transformers cannot map to cache layers
-        return False
-    return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
 
 
 # ----------------------------------------------------------------------------- the decode loop
@@ -211,11 +201,33 @@ def generate_cached(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]]
                     logits[r], full[r] = row_logits, layers
             del known
             # 4. decode, all rows together; a row leaves at its EOS or its budget
-            return _decode(model, tokenizer, prompts, torch.stack(logits), full, sampling, budgets, adapters,
-                           store, conversations, owners)
+            decode = _decode
+            if use_static_engine(model, sampling, adapters):
+                from playpen.inference.static import static_decoder
+                decode = static_decoder(model).decode
+            return decode(model, tokenizer, prompts, torch.stack(logits), full, sampling, budgets, adapters,
+                          store, conversations, owners)
     finally:
         if was_training:
             model.train()
+
+
+ENGINES = ("auto", "static", "dynamic")
+
+
+def use_static_engine(model: Any, sampling: SamplingConfig, adapters: list) -> bool:
+    """Whether ``sampling.engine`` picks :mod:`playpen.inference.static` for these rows."""
+    from playpen.inference.static import supports_static_decoding
+    engine = getattr(sampling, "engine", "auto")
+    if engine not in ENGINES:
+        raise ValueError(f"unknown decoding engine {engine!r}; valid: {', '.join(ENGINES)}")
+    if engine == "dynamic":
+        return False
+    if engine == "auto":
+        from playpen.rollouts.decoding import device_of
+        if device_of(model).type != "cuda":
+            return False
+    return supports_static_decoding(model, adapters)
 
 
 def _chunks(lengths: list[int], max_rows: int) -> list[list[int]]:
@@ -374,32 +386,12 @@ def _prefill(model, cached: list[list], suffixes: list[list[int]], adapters: lis
     return logits, layers_out
 
 
-def _choose(logits, sampling: SamplingConfig):
-    """The next token of each row: greedy at temperature 0, else sampled after temperature,
-    top-k, then top-p (the order of transformers' generate)."""
-    import torch
-    from playpen.rollouts.decoding import check_finite_scores
-    check_finite_scores(logits)
-    if not sampling.temperature or sampling.temperature <= 0:
-        return torch.argmax(logits, dim=-1)
-    scores = logits / sampling.temperature
-    if sampling.top_k:
-        k = min(int(sampling.top_k), scores.shape[-1])
-        threshold = torch.topk(scores, k, dim=-1).values[..., -1:]
-        scores = scores.masked_fill(scores < threshold, -float("inf"))
-    if sampling.top_p is not None and sampling.top_p < 1.0:
-        ascending, indices = torch.sort(scores, descending=False)
-        cumulative = ascending.softmax(-1).cumsum(-1)
-        drop = cumulative <= (1 - sampling.top_p)
-        drop[..., -1:] = False  # always keep the most likely token
-        scores = scores.masked_fill(drop.scatter(1, indices, drop), -float("inf"))
-    return torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
 
 
 def _decode(model, tokenizer, prompts, logits, full: list, sampling: SamplingConfig, budgets: list,
             adapters: list, store: KVCacheStore, conversations, owners: list) -> list:
     import torch
-    from playpen.rollouts.decoding import Generation, cache_kwarg, device_of as _device_of, eos_token_ids
+    from playpen.rollouts.decoding import Generation, cache_kwarg, choose_tokens, device_of as _device_of, eos_token_ids
     device = _device_of(model)
     eos = set(eos_token_ids(model, tokenizer))
     temperature = sampling.temperature if sampling.temperature and sampling.temperature > 0 else 1.0
@@ -416,7 +408,7 @@ def _decode(model, tokenizer, prompts, logits, full: list, sampling: SamplingCon
     tokens_of: list[list[int]] = [[] for _ in range(n)]
     logprobs_of: list[list[float]] = [[] for _ in range(n)]
     while True:
-        chosen = _choose(logits, sampling)
+        chosen = choose_tokens(logits, sampling)
         logprobs = torch.log_softmax(logits / temperature, dim=-1).gather(1, chosen[:, None]).squeeze(1)
         keep = []
         for j, (r, token, logprob) in enumerate(zip(active, chosen.tolist(), logprobs.tolist())):

@@ -35,6 +35,12 @@ class SamplingConfig:
     top_k: Optional[int] = None
     max_batch_size: int = 64
     """Most rows in one ``generate`` call; larger groups are split."""
+    engine: str = "auto"
+    """How turns over kept KV caches are decoded: ``static`` (pre-allocated buffers, each
+    step a captured CUDA graph on a GPU: :mod:`playpen.inference.static`), ``dynamic``
+    (a growing per-call cache, :func:`playpen.rollouts.kvcache.generate_cached`), or
+    ``auto``: static on CUDA where the model allows it, dynamic elsewhere (on a CPU the
+    launches it saves cost nothing)."""
 
     @classmethod
     def from_gen_args(cls, gen_args: Optional[Mapping[str, Any]], **overrides) -> "SamplingConfig":
@@ -213,7 +219,7 @@ class Trajectory:
     trainable: bool = True
     """False when the task marks this level as played but not trained (e.g. frozen solvers)."""
     policy_version: int = 0
-    """The optimizer step of the policy that produced it (see :mod:`playpen.training.offpolicy`)."""
+    """The optimizer step of the policy that produced it (see :mod:`playpen.training.grpo.offpolicy`)."""
 
     @property
     def num_model_tokens(self) -> int:

@@ -1,15 +1,25 @@
-"""Training: what a trainer file subclasses (:class:`BasePlayPen`), the config dataclasses
-it extends, the lifecycle of a run (:mod:`playpen.training.run`: checkpoints, resume,
-Ctrl-C, logs, the final evaluation; :mod:`playpen.training.plotting`: curves), and the
-library halves of the methods (:mod:`playpen.training.sft`, :mod:`playpen.training.grpo`,
-:mod:`playpen.training.preference` with :mod:`~playpen.training.dpo` and
-:mod:`~playpen.training.spin`) whose TRL halves are the scripts in ``examples/trl/``.
+"""Training, one folder per family, each holding its options, its library half and its trainer
+classes (``playpen run --list``; :mod:`playpen.training.catalog` names them):
 
-Importing this package loads no torch, transformers or TRL.
+- :mod:`~playpen.training.common`: :class:`BasePlayPen` (what a trainer subclasses), the config
+  dataclasses it extends, the lifecycle of a run (lock, resume, Ctrl-C, logs, the final
+  evaluation), checkpoints, memory, curves, the non-finite guard;
+- :mod:`~playpen.training.sft`, :mod:`~playpen.training.grpo`, :mod:`~playpen.training.preference`
+  (DPO, SPIN, self-rewarding), :mod:`~playpen.training.spag`, :mod:`~playpen.training.hierarchy`
+  (proposer-solver), :mod:`~playpen.training.pipeline` (stages of the others);
+- :mod:`~playpen.training.rubrics`: rewards from rubric files and judges.
+
+The flat module names of earlier releases (``playpen.training.run``, ``.grpo_steps``, ...) still
+import, as the moved modules themselves, for one release (:mod:`~playpen.training.old_paths`:
+importing this package puts its finder on ``sys.meta_path``). Importing this package loads no
+torch, transformers or TRL.
 """
-from playpen.training.base import BasePlayPen, config_fields, field_help
-from playpen.training.config import (DemonstrationOptions, LoraOptions, RunConfig, option, report_to,
-                                     split_list, target_modules)
+from playpen.training import old_paths
+from playpen.training.common.base import BasePlayPen, config_fields, field_help
+from playpen.training.common.config import (DemonstrationOptions, LoraOptions, RunConfig, option, report_to,
+                                            split_list, target_modules)
+
+old_paths.install()
 
 __all__ = ["BasePlayPen", "config_fields", "field_help", "RunConfig", "LoraOptions", "DemonstrationOptions",
            "option", "split_list", "target_modules", "report_to"]

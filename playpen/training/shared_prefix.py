@@ -22,7 +22,7 @@ the attention mask, so the distances between a row's tokens are those of TRL's p
 floating-point summation order (tests: log-probs, entropies and LoRA gradients equal to
 1e-5).
 
-Used by :mod:`playpen.training.grpo_steps` for the training forward and the reference
+Used by :mod:`playpen.training.grpo.steps` for the training forward and the reference
 pass; single-process runs only (a data-parallel wrapper expects one forward per
 backward), without activation checkpointing (which drops caches), for text-only models.
 """

@@ -1,0 +1,429 @@
+"""Throughput at the sizes researchers train, with random weights (no download).
+
+    python benchmarks/scale.py                                   # GPU: the three Qwen3 shapes
+    python benchmarks/scale.py --shapes qwen3-1.7b --rows 64     # one shape
+    python benchmarks/scale.py --quick --out /tmp/scale          # CPU smoke test (tiny shape; the test suite runs it)
+
+Models are built from a config alone in the published shapes of Qwen3-0.6B, -1.7B and -4B
+(layers, widths, heads, key/value heads, head size, vocabulary; tied embeddings), with the
+embedded model's tokenizer, in bf16 on a GPU, with a LoRA adapter (r 16, every linear layer)
+as in playpen's trainers. Throughput does not depend on the weights' values; random weights
+never end a turn early, so every turn decodes its whole budget. Measured side by side in one
+process, for each shape:
+
+1. **decode**: ``--rows`` prompts of ~``--prompt-tokens`` tokens, ``--new-tokens`` sampled
+   tokens each, through playpen's generation (``generate`` with a KV-cache store) with the
+   ``dynamic`` engine (a growing cache, eager steps) and the ``static`` engine (pre-allocated
+   cache, captured CUDA graphs: playpen.inference.static). Prefill tokens/s come from a call
+   with a budget of 1; decode tokens/s from the difference of the two calls. The bound:
+   every decode step reads the weights once and each row's keys and values so far; that
+   many bytes at the device's copy bandwidth (measured here: a device-to-device copy) is the
+   fastest any engine can decode; "of bound" = bound time / measured time;
+2. **rollout**: ``--rows`` episodes of the multi-turn recall game (benchmarks/rollouts.py:
+   every reply continues, ``--rounds`` learner turns each) through ``rollout()``, both
+   engines: wall time, decoded and prefilled tokens/s;
+3. **train**: one pass over the static rollout's rows (G x N = ``--rows``), all rows at once
+   (``--train-rows`` per micro-batch): forward, then backward of a GRPO-shaped loss
+   (advantage x log-prob of the learner's tokens, projected to the vocabulary only there),
+   AdamW on the LoRA weights. Model FLOPs = 2 x forward FLOPs (the frozen base only needs
+   input gradients): 2 x params x tokens + the LM head at the learner's tokens + causal
+   attention; MFU against the bf16 matrix rate measured here (8192^3 products) and against
+   the datasheet's 989 TFLOP/s;
+4. **step**: rollout + pass + optimizer timed as one step, against rollout + forward +
+   backward.
+
+Peak GPU memory per part. Results: ``<out>/scale-<date>.json`` and a table on stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+# The published Qwen3 shapes (config.json of each release); tied input/output embeddings.
+QWEN3_VOCAB = 151936
+SHAPES = {
+    "qwen3-0.6b": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+                       num_key_value_heads=8, head_dim=128, vocab_size=QWEN3_VOCAB),
+    "qwen3-1.7b": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28, num_attention_heads=16,
+                       num_key_value_heads=8, head_dim=128, vocab_size=QWEN3_VOCAB),
+    "qwen3-4b": dict(hidden_size=2560, intermediate_size=9728, num_hidden_layers=36, num_attention_heads=32,
+                     num_key_value_heads=8, head_dim=128, vocab_size=QWEN3_VOCAB),
+    # the CPU smoke test's shape (vocabulary: the tokenizer's)
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=16, vocab_size=None),
+}
+DATASHEET_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0}
+ENGINES = ("dynamic", "static")
+
+
+def sync(device):
+    import torch
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def reset_peak(device):
+    import torch
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_gb(device):
+    import torch
+    return round(torch.cuda.max_memory_allocated() / 2**30, 2) if device.type == "cuda" else None
+
+
+def device_facts(device) -> dict:
+    """The device's name and what it does here: copy bandwidth (bytes read + written by a
+    device-to-device copy) and the bf16 matrix rate (8192^3 products)."""
+    import torch
+    if device.type != "cuda":
+        return {"device": platform.processor() or "cpu", "bandwidth_gbs": None, "bf16_tflops": None}
+    name = torch.cuda.get_device_name()
+    src = torch.empty(2 * 2**30, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(10):
+        dst.copy_(src)
+    sync(device)
+    bandwidth = 2 * src.numel() * 10 / (time.perf_counter() - start) / 1e9
+    del src, dst
+    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device=device)
+    b = torch.randn_like(a)
+    for _ in range(3):
+        a @ b
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(10):
+        a @ b
+    sync(device)
+    tflops = 2 * 8192**3 * 10 / (time.perf_counter() - start) / 1e12
+    datasheet = next((v for k, v in DATASHEET_BF16_TFLOPS.items() if k in name), None)
+    return {"device": name, "bandwidth_gbs": round(bandwidth, 1), "bf16_tflops": round(tflops, 1),
+            "datasheet_bf16_tflops": datasheet}
+
+
+def build(shape: str, tokenizer, device, dtype, lora_rank: int, lora_fp32: bool = True):
+    """A random-weight model of ``shape`` with a LoRA adapter (every linear layer)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, Qwen3Config
+    dims = dict(SHAPES[shape])
+    dims["vocab_size"] = dims["vocab_size"] or len(tokenizer)
+    config = Qwen3Config(**dims, tie_word_embeddings=True, max_position_embeddings=40960,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    lora = LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0, target_modules="all-linear")
+    # peft keeps adapters in fp32 by default (autocast_adapter_dtype); --lora-bf16: the model's dtype
+    model = get_peft_model(model, lora, autocast_adapter_dtype=lora_fp32)
+    return model
+
+
+def parameter_bytes(model) -> tuple[int, int, int]:
+    """(bytes of every parameter, parameters outside the embedding, LoRA parameters)."""
+    total = sum(p.numel() * p.element_size() for p in model.parameters())
+    embed = model.get_input_embeddings().weight.numel()
+    lora = sum(p.numel() for n, p in model.named_parameters() if "lora_" in n)
+    body = sum(p.numel() for p in model.parameters()) - embed - lora
+    return total, body, lora
+
+
+def kv_bytes_per_token(model) -> int:
+    config = model.config
+    element = next(model.parameters()).element_size()
+    return 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * element
+
+
+def decode(model, tokenizer, args, device, weights_bytes: int, bandwidth_gbs) -> dict:
+    """Part 1: prefill and decode tokens/s of both engines on the same prompts."""
+    import torch
+    from playpen.rollouts import SamplingConfig
+    from playpen.rollouts.generation import generate
+    from playpen.rollouts.kvcache import KVCacheStore
+    rng = random.Random(0)
+    prompts = [[rng.randrange(100, len(tokenizer) - 100) for _ in range(args.prompt_tokens + 8 * (i % 16))]
+               for i in range(args.rows)]
+    out = {}
+    for engine in args.engine_list:
+        sampling = SamplingConfig(temperature=args.temperature, max_new_tokens=args.new_tokens, engine=engine,
+                                  max_batch_size=args.rows)
+
+        def call(budget):
+            torch.manual_seed(1)
+            sync(device)
+            start = time.perf_counter()
+            gens = generate(model, tokenizer, prompts, replace(sampling, max_new_tokens=budget),
+                            cache=KVCacheStore(2**40), conversations=range(len(prompts)))
+            sync(device)
+            return time.perf_counter() - start, gens
+
+        call(args.new_tokens)  # warm-up: kernels, allocator, captured steps
+        if args.profile and device.type == "cuda" and engine == "static":
+            from torch.profiler import ProfilerActivity, profile
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                call(args.new_tokens)
+            print(f"[scale] profile of one {engine} call:\n" + prof.key_averages().table(
+                sort_by="cuda_time_total", row_limit=18, max_name_column_width=60), flush=True)
+        reset_peak(device)
+        prefill_s, _ = call(1)
+        total_s, gens = call(args.new_tokens)
+        decode_s = max(total_s - prefill_s, 1e-9)
+        steps = max(len(g.token_ids) for g in gens) - 1
+        decoded = sum(len(g.token_ids) - 1 for g in gens)
+        row = {"rows": len(prompts), "prompt_tokens": sum(map(len, prompts)), "new_tokens": args.new_tokens,
+               "prefill_s": round(prefill_s, 4), "decode_s": round(decode_s, 4),
+               "prefill_tok_s": round(sum(map(len, prompts)) / prefill_s, 1),
+               "decode_tok_s": round(decoded / decode_s, 1), "peak_gb": peak_gb(device),
+               "tokens": [list(g.token_ids) for g in gens[:2]]}
+        if bandwidth_gbs:
+            kv = kv_bytes_per_token(model)
+            lengths = [len(p) for p in prompts]
+            read = sum(weights_bytes + kv * sum(n + s for n in lengths) for s in range(1, steps + 1))
+            row["bound_s"] = round(read / (bandwidth_gbs * 1e9), 4)
+            row["of_bound"] = round(row["bound_s"] / decode_s, 3)
+        out[engine] = row
+    if len(out) == 2:
+        out["speedup"] = round(out["static"]["decode_tok_s"] / out["dynamic"]["decode_tok_s"], 2)
+    return out
+
+
+def rollout_episodes(model, tokenizer, args, device, games_dir: Path, engine: str, episodes: int = 0):
+    """Part 2: ``--rows`` recall episodes (or the first ``episodes``) through ``rollout()``."""
+    from playpen.rollouts import Learner, SamplingConfig, rollout
+    sampling = SamplingConfig(temperature=args.temperature, max_new_tokens=args.turn_tokens, engine=engine,
+                              max_batch_size=args.rows)
+    learner = Learner(model, tokenizer, name="scale", sampling=sampling)
+    sync(device)
+    start = time.perf_counter()
+    count = episodes or args.rows
+    result = rollout(str(games_dir / "recall"), learner, max_concurrent_episodes=count, records_dir=None,
+                     kv_cache_mb=2**20, instances=lambda row: row["game_instance"]["game_id"] < count)
+    sync(device)
+    return time.perf_counter() - start, result
+
+
+def train_pass(model, trajectories, args, device, optimizer) -> dict:
+    """Part 3: forward and backward over every row (``--train-rows`` per micro-batch)."""
+    import torch
+    rows = sorted(trajectories, key=lambda t: len(t.prompt_ids) + len(t.completion_ids))
+    base = model.get_base_model()
+    head = base.get_output_embeddings()
+    model.train()
+    forward_s = backward_s = 0.0
+    tokens = learner_tokens = attention_pairs = 0
+    step = args.train_rows or len(rows)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if device.type == "cuda" else None
+    for start in range(0, len(rows), step):
+        chunk = rows[start:start + step]
+        width = max(len(t.prompt_ids) + len(t.completion_ids) for t in chunk)
+        ids = torch.zeros((len(chunk), width), dtype=torch.long)
+        mask = torch.zeros((len(chunk), width), dtype=torch.long)
+        trained = torch.zeros((len(chunk), width), dtype=torch.bool)  # positions whose token is the learner's
+        for r, t in enumerate(chunk):
+            seq = list(t.prompt_ids) + list(t.completion_ids)
+            ids[r, :len(seq)] = torch.tensor(seq)
+            mask[r, :len(seq)] = 1
+            env = torch.tensor(t.env_mask, dtype=torch.bool)
+            trained[r, len(t.prompt_ids):len(seq)] = env
+            tokens += len(seq)
+            attention_pairs += len(seq) * (len(seq) + 1) // 2
+        learner_tokens += int(trained.sum())
+        ids, mask, trained = ids.to(device), mask.to(device), trained.to(device)
+        advantages = torch.randn(len(chunk), 1, device=device)
+        sync(device)
+        began = time.perf_counter()
+        with autocast if autocast is not None else _nothing():
+            hidden = base.model(input_ids=ids, attention_mask=mask).last_hidden_state
+            where = trained[:, 1:]
+            logits = head(hidden[:, :-1][where]).float()
+            logps = torch.log_softmax(logits, -1).gather(1, ids[:, 1:][where][:, None]).squeeze(1)
+            weights = advantages.expand_as(where)[where]
+            loss = -(weights * logps).sum() / max(1, int(where.sum()))
+        sync(device)
+        middle = time.perf_counter()
+        loss.backward()
+        sync(device)
+        forward_s += middle - began
+        backward_s += time.perf_counter() - middle
+    began = time.perf_counter()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    sync(device)
+    model.eval()
+    return {"rows": len(rows), "tokens": tokens, "learner_tokens": learner_tokens, "attention_pairs": attention_pairs,
+            "forward_s": round(forward_s, 4), "backward_s": round(backward_s, 4),
+            "optimizer_s": round(time.perf_counter() - began, 4)}
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def model_flops(model, passed: dict) -> float:
+    """FLOPs of one forward and backward (input gradients) over ``passed``'s rows."""
+    config = model.config
+    _, body, lora = parameter_bytes(model)
+    width = config.num_attention_heads * config.head_dim
+    forward = (2 * (body + lora) * passed["tokens"]
+               + 2 * config.hidden_size * config.vocab_size * passed["learner_tokens"]
+               + 4 * config.num_hidden_layers * width * passed["attention_pairs"])
+    return 2.0 * forward
+
+
+def measure_shape(shape: str, tokenizer, args, device, dtype, facts: dict, games_dir: Path) -> dict:
+    import torch
+    model = build(shape, tokenizer, device, dtype, args.lora_rank, not args.lora_bf16)
+    model.eval()
+    weights, body, lora = parameter_bytes(model)
+    out = {"shape": shape, "parameters_m": round((body + lora + model.get_input_embeddings().weight.numel()) / 1e6, 1),
+           "weights_gb": round(weights / 2**30, 2), "kv_bytes_per_token": kv_bytes_per_token(model)}
+    print(f"[scale] {shape}: {out['parameters_m']} M parameters, {facts['device']}", flush=True)
+    out["decode"] = decode(model, tokenizer, args, device, weights, facts.get("bandwidth_gbs"))
+    from playpen.inference.static import static_decoder
+    shown = {engine: {k: v for k, v in row.items() if k != "tokens"} if isinstance(row, dict) else row
+             for engine, row in out["decode"].items()}
+    print(f"[scale] {shape} decode: {json.dumps(shown)}; captured steps {static_decoder(model).num_captures}, "
+          f"capture error: {static_decoder(model).capture_error}", flush=True)
+    out["rollout"] = {}
+    for engine in args.engine_list:
+        rollout_episodes(model, tokenizer, args, device, games_dir, engine, episodes=2)  # warm-up
+        reset_peak(device)
+        seconds, result = rollout_episodes(model, tokenizer, args, device, games_dir, engine)
+        stats = result.stats
+        out["rollout"][engine] = {"episodes": len(result.episodes), "seconds": round(seconds, 3),
+                                  "generated_tokens": stats.num_generated_tokens,
+                                  "prefill_tokens": stats.num_prefill_tokens,
+                                  "decoded_tok_s": round(stats.num_generated_tokens / seconds, 1),
+                                  "seconds_generate": round(stats.seconds_generate, 3),
+                                  "seconds_env": round(stats.seconds_env, 3), "peak_gb": peak_gb(device)}
+        trajectories = result.trajectories
+    print(f"[scale] {shape} rollout: {json.dumps(out['rollout'])}", flush=True)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+    train_pass(model, trajectories, args, device, optimizer)  # warm-up: the same shapes (cuBLAS plans, allocator)
+    reset_peak(device)
+    passed = train_pass(model, trajectories, args, device, optimizer)
+    passed["peak_gb"] = peak_gb(device)
+    seconds = passed["forward_s"] + passed["backward_s"]
+    passed["tok_s"] = round(passed["tokens"] / seconds, 1)
+    flops = model_flops(model, passed)
+    passed["tflops"] = round(flops / seconds / 1e12, 2)
+    if facts.get("bf16_tflops"):
+        passed["mfu_measured_peak"] = round(flops / seconds / 1e12 / facts["bf16_tflops"], 3)
+    if facts.get("datasheet_bf16_tflops"):
+        passed["mfu_datasheet"] = round(flops / seconds / 1e12 / facts["datasheet_bf16_tflops"], 3)
+    out["train"] = passed
+    print(f"[scale] {shape} train: {json.dumps(passed)}", flush=True)
+    # part 4: one whole step (rollout, pass, optimizer) against its parts
+    reset_peak(device)
+    began = time.perf_counter()
+    rollout_s, result = rollout_episodes(model, tokenizer, args, device, games_dir, "static")
+    step_pass = train_pass(model, result.trajectories, args, device, optimizer)
+    step_s = time.perf_counter() - began
+    parts = rollout_s + step_pass["forward_s"] + step_pass["backward_s"]
+    out["step"] = {"step_s": round(step_s, 3), "rollout_s": round(rollout_s, 3), "forward_s": step_pass["forward_s"],
+                   "backward_s": step_pass["backward_s"], "optimizer_s": step_pass["optimizer_s"],
+                   "ratio": round(step_s / parts, 3), "peak_gb": peak_gb(device)}
+    print(f"[scale] {shape} step: {json.dumps(out['step'])}", flush=True)
+    out["static_captures"] = static_decoder(model).num_captures
+    out["static_capture_error"] = static_decoder(model).capture_error
+    del model, optimizer
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return out
+
+
+def table(results: dict) -> str:
+    lines = ["| shape | engine | decode tok/s | of bound | prefill tok/s | rollout tok/s | train tok/s | MFU | "
+             "step / parts | peak GB |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for shape in results["shapes"]:
+        for engine in [e for e in ENGINES if e in shape["decode"]]:
+            d, r = shape["decode"][engine], shape["rollout"][engine]
+            train = shape["train"] if engine == "static" else {}
+            step = shape["step"] if engine == "static" else {}
+            mfu = train.get("mfu_measured_peak", "")
+            lines.append(f"| {shape['shape']} | {engine} | {d['decode_tok_s']} | {d.get('of_bound', '')} | "
+                         f"{d['prefill_tok_s']} | {r['decoded_tok_s']} | {train.get('tok_s', '')} | {mfu} | "
+                         f"{step.get('ratio', '')} | {max(x for x in (d['peak_gb'], r['peak_gb'], train.get('peak_gb'), step.get('peak_gb')) if x is not None) if d['peak_gb'] is not None else ''} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--shapes", default="qwen3-0.6b,qwen3-1.7b,qwen3-4b")
+    parser.add_argument("--rows", type=int, default=64, help="decode rows, rollout episodes, training rows")
+    parser.add_argument("--prompt-tokens", type=int, default=512)
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=4, help="learner turns per recall episode")
+    parser.add_argument("--turn-tokens", type=int, default=64, help="tokens per recall turn")
+    parser.add_argument("--train-rows", type=int, default=16,
+                        help="rows per forward/backward (0: all at once; 64 rows of the 1.7B shape need more than "
+                             "the H200's 140 GB of activations without checkpointing)")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--lora-rank", type=int, default=16)
+    parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the embedded model's)")
+    parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"))
+    parser.add_argument("--engines", default=",".join(ENGINES), help="engines to measure (dynamic,static)")
+    parser.add_argument("--lora-bf16", action="store_true", help="LoRA weights in bf16 (peft's default: fp32)")
+    parser.add_argument("--profile", action="store_true", help="print torch.profiler's table of each decode call")
+    parser.add_argument("--quick", action="store_true", help="CPU smoke test: the tiny shape, a few rows, greedy")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.shapes, args.rows, args.prompt_tokens, args.new_tokens = "tiny", 4, 24, 6
+        args.rounds, args.turn_tokens, args.temperature, args.train_rows = 2, 5, 0.0, 0
+    args.engine_list = [e for e in args.engines.split(",") if e]
+    if not args.engine_list or any(e not in ENGINES for e in args.engine_list):
+        parser.error(f"--engines takes {', '.join(ENGINES)} (comma-separated), got {args.engines!r}")
+    unknown = [s for s in args.shapes.split(",") if s not in SHAPES]
+    if unknown:
+        parser.error(f"unknown shape(s) {', '.join(unknown)}; valid: {', '.join(SHAPES)}")
+    import torch
+    from transformers import AutoTokenizer
+    if args.tokenizer is None:
+        from playpen.default_model import prepare_default_model
+        args.tokenizer = str(prepare_default_model())
+    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+    device = torch.device("cuda" if torch.cuda.is_available() and not args.quick else "cpu")
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    facts = device_facts(device)
+    print(f"[scale] {json.dumps(facts)}", flush=True)
+    from rollouts import write_recall_game  # beside this script: the multi-turn benchmark game
+    games_dir = Path(tempfile.mkdtemp(prefix="playpen-scale-"))
+    write_recall_game(games_dir, args.rows, args.rounds)
+    results = {"date": datetime.now().isoformat(timespec="seconds"), "args": vars(args), "facts": facts,
+               "torch": torch.__version__, "python": platform.python_version(), "shapes": []}
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"scale-{datetime.now():%Y-%m-%d-%H%M}.json"
+    for shape in args.shapes.split(","):
+        results["shapes"].append(measure_shape(shape, tokenizer, args, device, dtype, facts, games_dir))
+        path.write_text(json.dumps(results, indent=1))  # each shape kept as it finishes
+    print(table(results))
+    print(f"[scale] results: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""Trainer options: one base dataclass every trainer config extends, mixins for LoRA and for
+supervised data, and the parsers of comma-separated options.
+
+A trainer file declares only its own fields::
+
+    @dataclass
+    class MyConfig(LoraOptions, RunConfig):
+        temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
+
+``playpen run FILE --help`` lists every field with its ``help``; ``--field value`` sets it.
+Values are checked when the config is built — before any model loads — and a bad one is a
+:class:`~playpen.errors.PlaypenError` naming the option, the value and what is valid.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from playpen.errors import PlaypenError
+
+TRACKERS = ("none", "tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "clearml", "dvclive")
+
+
+def option(default: Any, help: str) -> Any:
+    """A config field with its ``--help`` text."""
+    return field(default=default, metadata={"help": help})
+
+
+def split_list(value: str) -> list[str]:
+    """A comma-separated option (``--games a,b``) as a list; empty items are dropped."""
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def target_modules(value: str):
+    """``--target-modules`` for peft: ``all-linear`` or a list of module names."""
+    return value if value == "all-linear" else split_list(value)
+
+
+def report_to(value: str):
+    """``--report-to`` for TRL: ``none`` or a list of trackers."""
+    return "none" if value in ("", "none") else split_list(value)
+
+
+# option name -> (check, what is valid); applied to the fields a config has
+_RULES = {
+    "max_steps": (lambda v: v >= 1, "an integer >= 1"),
+    "learning_rate": (lambda v: v > 0, "a number > 0"),
+    "save_steps": (lambda v: v >= 1, "an integer >= 1"),
+    "save_total_limit": (lambda v: v >= 1, "an integer >= 1"),
+    "eval_max_instances": (lambda v: v >= 0, "an integer >= 0 (0 = all)"),
+    "eval_batch_size": (lambda v: v >= 1, "an integer >= 1"),
+    "batch_size": (lambda v: v >= 1, "an integer >= 1"),
+    "gradient_accumulation_steps": (lambda v: v >= 1, "an integer >= 1"),
+    "max_length": (lambda v: v >= 16, "an integer >= 16"),
+    "demo_max_instances": (lambda v: v >= 0, "an integer >= 0 (0 = all)"),
+    "lora_r": (lambda v: v >= 1, "an integer >= 1"),
+    "lora_alpha": (lambda v: v > 0, "a number > 0"),
+    "lora_dropout": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
+    "num_generations": (lambda v: v >= 2, "an integer >= 2 (a group needs two episodes to compare)"),
+    "groups_per_step": (lambda v: v >= 1, "an integer >= 1"),
+    "micro_batch_size": (lambda v: v >= 0, "an integer >= 0 (0 = automatic: up to 16 on a GPU, 1 on a CPU)"),
+    "max_concurrent_episodes": (lambda v: v >= 1, "an integer >= 1"),
+    "beta": (lambda v: v >= 0, "a number >= 0"),
+    "rounds": (lambda v: v >= 1, "an integer >= 1"),
+    "branches": (lambda v: v >= 2, "an integer >= 2 (a fork needs two branches to compare)"),
+    "candidates": (lambda v: v >= 2, "an integer >= 2 (best vs worst needs two)"),
+    "pair_instances": (lambda v: v >= 0, "an integer >= 0 (0 = all)"),
+    "fork_turns": (lambda v: bool(split_list(v)) and all(t.isdigit() for t in split_list(v)),
+                   "learner turn numbers >= 0, comma-separated (0 = the first move)"),
+    "pairs_per_round": (lambda v: v >= 1, "an integer >= 1"),
+    "generation_batch_size": (lambda v: v >= 1, "an integer >= 1"),
+    "past_every": (lambda v: v >= 1, "an integer >= 1"),
+    "credit": (lambda v: v in ("flat", "hierarchical"), "flat (TRL's groups) or hierarchical (groups by level, "
+                                                      "episode type, role and group)"),
+    "baseline_decay": (lambda v: 0.0 <= v < 1.0, "a number in [0, 1) (the old value's weight per update)"),
+    "max_policy_lag": (lambda v: v >= 0, "an integer >= 0 (optimizer steps)"),
+    "off_policy": (lambda v: v in ("drop", "clip"), "drop or clip"),
+    "judge_max_tokens": (lambda v: v >= 1, "an integer >= 1"),
+    "judge_batch_size": (lambda v: v >= 1, "an integer >= 1"),
+    "epochs": (lambda v: v >= 1, "an integer >= 1"),
+    "episodes_per_epoch": (lambda v: v >= 1, "an integer >= 1"),
+    "imitation_steps": (lambda v: v >= 0, "an integer >= 0"),
+    "imitation_kl": (lambda v: v >= 0, "a number >= 0"),
+    "sft_coef": (lambda v: v >= 0, "a number >= 0"),
+    "sft_batch": (lambda v: v >= 1, "an integer >= 1"),
+    "clip": (lambda v: 0 < v < 1, "a number in (0, 1)"),
+    "report_to": (lambda v: all(t in TRACKERS for t in split_list(v) or ["none"]),
+                  "none or a comma-separated list of " + ", ".join(TRACKERS[1:])),
+    "games": (lambda v: bool(split_list(v)), "one or more game names, comma-separated"),
+    "models_dir": (lambda v: _folder_or_new(v), "a folder (this is a file)"),
+    "results_dir": (lambda v: _folder_or_new(v), "a folder (this is a file)"),
+}
+
+
+def _folder_or_new(value) -> bool:
+    path = Path(value)
+    return bool(str(value)) and (path.is_dir() or not path.exists())
+
+
+@dataclass
+class RunConfig:
+    """What every trainer has: the games, the length of the run, where its outputs go,
+    resuming, and the final evaluation on the held-out instances."""
+
+    games: str = option("referencegame", "games to train on (comma-separated)")
+    train_instances: str = option("instances_train", "instances file to train on")
+    max_steps: int = option(20, "optimizer steps")
+    learning_rate: float = option(2e-4, "learning rate")
+    save_steps: int = option(10, "save a checkpoint every N steps (and at the end)")
+    save_total_limit: int = option(2, "checkpoints kept")
+    models_dir: str = option("models", "root of the checkpoint folders")
+    results_dir: str = option("results", "root of the evaluation results")
+    report_to: str = option("none", "tracker: none, trackio, tensorboard, wandb")
+    resume: bool = option(False, "continue from the last checkpoint")
+    overwrite: bool = option(False, "start over although checkpoints (and their evaluation results) exist")
+    evaluate: bool = option(True, "evaluate on the held-out instances at the end")
+    eval_max_instances: int = option(0, "held-out instances per experiment (0 = all)")
+    eval_batch_size: int = option(16, "episodes generated together in evaluation")
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        """PlaypenError for the first value out of range (fields of every mixin included)."""
+        for f in dataclasses.fields(self):
+            rule = _RULES.get(f.name)
+            value = getattr(self, f.name)
+            if rule is None or value is None:
+                continue
+            check, valid = rule
+            if not check(value):
+                raise PlaypenError(f"option --{f.name.replace('_', '-')}: {value!r} is not valid; "
+                                   f"expected {valid}")
+        if self.resume and self.overwrite:
+            raise PlaypenError("--resume and --overwrite exclude each other: continue the run or start over")
+
+    @property
+    def game_list(self) -> list[str]:
+        return split_list(self.games)
+
+
+@dataclass
+class LoraOptions:
+    """LoRA adapters: only they are trained; the base model stays frozen."""
+
+    lora_r: int = option(16, "LoRA rank")
+    lora_alpha: int = option(32, "LoRA alpha")
+    lora_dropout: float = option(0.05, "LoRA dropout")
+    target_modules: str = option("all-linear", "LoRA target modules (all-linear or a comma-separated list)")
+
+    def lora_config(self):
+        """The peft ``LoraConfig`` of these options."""
+        from peft import LoraConfig
+        return LoraConfig(r=self.lora_r, lora_alpha=self.lora_alpha, lora_dropout=self.lora_dropout,
+                          target_modules=target_modules(self.target_modules), task_type="CAUSAL_LM")
+
+
+@dataclass
+class DemonstrationOptions:
+    """Supervised data: a dataset file, a records folder, or demonstrations played on the
+    training instances; kept by role and outcome."""
+
+    dataset: str = option("", "a JSON-lines file of {messages, meta} records")
+    records: str = option("", "a folder of clemcore results / playpen records")
+    demo_model: str = option("programmatic", "plays the training instances when neither --dataset nor "
+                                             "--records is given")
+    demo_max_instances: int = option(0, "training instances per experiment to play for demonstrations (0 = all)")
+    roles: str = option("", "game roles to learn (comma-separated; empty = all)")
+    outcomes: str = option("success", "episode outcomes to learn from")
+    batch_size: int = option(8, "conversations per optimizer step (per device)")
+    gradient_accumulation_steps: int = option(1, "micro-batches per step")
+    max_length: int = option(1024, "tokens per conversation (longer: truncated)")

@@ -1,0 +1,440 @@
+"""GRPO over dialogue games: the bridge between playpen's rollout engine and TRL's
+``GRPOTrainer(rollout_func=...)``.
+
+TRL's unit of advantage is a *group*: ``num_generations`` consecutive rows sharing a
+prompt. Here a group is one **slot** — a training instance and the role trained on it —
+and its rows are that role's trajectories in ``num_generations`` episodes of the
+instance. The dataset handed to TRL has one row per slot whose prompt is the slot key
+(JSON); TRL's sampler repeats it ``num_generations`` times, and :class:`GameRollout`
+plays the episodes and returns each role's token-exact trajectory (game-master and
+partner tokens masked out by ``env_mask``).
+
+In self-play the learner plays every role, so the slots of one instance are served by
+the SAME episodes: the dataset keeps an instance's role slots adjacent (in a seeded
+shuffle of instances) so that they land in one generation batch. With a partner (a
+teacher, a past checkpoint: each group draws one from the mix of ``--partners``), each
+slot is played separately with the partner in the other roles.
+
+Rewards: one TRL reward function per role (``role:<R>``, None for other roles' rows), so
+that TRL logs each role's mean/std and each row is trained with its own role's reward;
+``played`` (weight 0) logs the share of non-aborted episodes. The advantages against
+``--baseline`` and the other options against collapse: :mod:`playpen.training.grpo.anticollapse`.
+
+Longer than 400 lines because the rollout-to-rows conversion and its trainer hooks must be read together.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Optional, Sequence
+
+from playpen.envs.loading import game_roles  # noqa: F401  (its home before; callers import it from here)
+from playpen.errors import GRPOSetupError
+from playpen.registry import TRAIN_INSTANCES
+from playpen.training.common.config import option, split_list
+from playpen.training.common.plotting import LOG_FILE
+from playpen.training.grpo.advantages import BatchAdvantages, CreditOptions
+from playpen.training.rubrics.files import RUBRIC_HELP
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A GRPO group: an instance of a game and the role (or player name) trained on it."""
+
+    game: str
+    experiment: str
+    game_id: int
+    role: str
+
+    def to_prompt(self) -> list[dict]:
+        return [{"role": "user", "content": json.dumps(asdict(self), sort_keys=True)}]
+
+    @classmethod
+    def from_prompt(cls, prompt) -> "Slot":
+        content = prompt[-1]["content"] if isinstance(prompt, list) else prompt
+        return cls(**json.loads(content))
+
+    @property
+    def instance(self) -> tuple:
+        return self.game, self.experiment, self.game_id
+
+
+def training_slots(games: Sequence[str], roles: Sequence[str] = (),
+                   instances: str = TRAIN_INSTANCES) -> tuple[list[list[Slot]], dict[str, list[str]]]:
+    """Per training instance, the slots of the roles to train (``roles`` empty = all);
+    and every game's roles."""
+    per_instance, all_roles = [], {}
+    for game in games:
+        names, rows = game_roles(game, instances)
+        all_roles[game] = names
+        chosen = [n for n in names if not roles or n in roles]
+        if not chosen:
+            continue
+        for row in rows:
+            per_instance.append([Slot(game, row["experiment"]["name"], int(row["game_instance"]["game_id"]), r)
+                                 for r in chosen])
+    known = sorted({r for names in all_roles.values() for r in names})
+    unknown = [r for r in roles if r not in known]
+    if unknown:
+        from playpen.registry import close_matches
+        raise GRPOSetupError(f"unknown role '{unknown[0]}'.{close_matches(unknown[0], known)} "
+                             f"Roles of {', '.join(games)}: {', '.join(known)}")
+    if not per_instance:
+        raise GRPOSetupError(f"no training slots for games {', '.join(games)} and roles {', '.join(roles)}")
+    return per_instance, all_roles
+
+
+def slot_dataset(per_instance: list[list[Slot]], num_rows: int, seed: int):
+    """A ``datasets.Dataset`` with a ``prompt`` column: seeded passes over the shuffled
+    instances, an instance's role slots adjacent, at least ``num_rows`` rows."""
+    from datasets import Dataset
+    rng = random.Random(seed)
+    rows: list[dict] = []
+    while len(rows) < num_rows:
+        order = list(per_instance)
+        rng.shuffle(order)
+        for slots in order:
+            rows += [{"prompt": s.to_prompt()} for s in slots]
+    return Dataset.from_list(rows)
+
+
+# ----------------------------------------------------------------------------- rewards
+
+def reward_functions(roles: Sequence[str]) -> tuple[list[Callable], list[float]]:
+    """One reward function per role (its rows' rewards, None elsewhere) plus ``played``
+    (weight 0: logged, not optimised). Returns the functions and their weights."""
+    funcs, weights = [], []
+    for role in roles:
+        def role_reward(prompts, completions, reward, role, _role=role, **kwargs):
+            return [None if r != _role or value is None or math.isnan(value) else float(value)
+                    for value, r in zip(reward, role)]
+        role_reward.__name__ = f"role:{role}"
+        funcs.append(role_reward)
+        weights.append(1.0)
+
+    def played(prompts, completions, outcome, reward, **kwargs):
+        # rows of a role that never got a turn stay unscored (out of every mean)
+        return [None if o == "error" or value is None or math.isnan(value) else float(o != "aborted")
+                for o, value in zip(outcome, reward)]
+    funcs.append(played)
+    weights.append(0.0)
+    return funcs, weights
+
+
+# ----------------------------------------------------------------------------- rollout_func
+
+class GameRollout:
+    """TRL ``rollout_func``: plays the episodes that the prompts (slot keys) ask for.
+
+    Args:
+        learner_name: the name written to records.
+        tokenizer: the learner's tokenizer.
+        num_generations: TRL's group size (episodes per slot).
+        game_roles: every game's roles (from :func:`training_slots`).
+        teacher: None for self-play, else the partner of the learner in every other role
+            (anything :data:`playpen.rollouts.PartnerLike` accepts); ignored with ``mix``.
+        mix: a :class:`playpen.training.grpo.mixes.PartnerMix`: each group draws its partner.
+        augment: apply the games' rollout augmentations (referencegame: grid order per episode).
+        augment_variants: with ``augment``, the draws a group's episodes share (0: one per episode).
+        sampling: the learner's :class:`playpen.rollouts.SamplingConfig`.
+        records_dir: where each call's run folder of clemcore-layout records goes.
+        callbacks: playpen callbacks (episodes are reported to them).
+        reward_fn: ``(EpisodeOutcome, player_name, role) -> float`` (default: outcome reward).
+    """
+
+    def __init__(self, learner_name: str, tokenizer: Any, *, num_generations: int,
+                 game_roles: dict[str, list[str]], teacher: Any = None, sampling: Any = None,
+                 records_dir: Any = None, callbacks: Any = None, reward_fn: Optional[Callable] = None,
+                 max_concurrent_episodes: int = 16, instances: str = TRAIN_INSTANCES, seed: int = 0,
+                 mix: Any = None, augment: bool = False, rubric: Any = None, augment_variants: int = 0):
+        from playpen.training.grpo.mixes import PartnerMix
+        self.learner_name = learner_name
+        self.tokenizer = tokenizer
+        self.num_generations = num_generations
+        self.game_roles = game_roles
+        self.teacher = teacher
+        self.sampling = sampling
+        self.records_dir = records_dir
+        self.callbacks = callbacks
+        self.reward_fn = reward_fn
+        self.max_concurrent_episodes = max_concurrent_episodes
+        self.instances = instances
+        self.seed = seed
+        self.mix = mix or PartnerMix({"teacher": 1.0} if teacher is not None else {"self": 1.0},
+                                     {"teacher": teacher, "self": "learner"})
+        self.augment = augment
+        self.augment_variants = augment_variants
+        self.rubric = rubric  # a Rubric (--rubric): its game's episodes rescored after each rollout
+        self.last_rows: dict[str, list] = {}
+        self.last_metrics: dict[str, float] = {}
+        self.num_calls = 0
+
+    # TRL calls this with the generation batch's prompts (each slot repeated G times)
+    def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
+        group = self.num_generations
+        if len(prompts) % group:
+            raise ValueError(f"rollout_func got {len(prompts)} prompts, not a multiple of "
+                             f"num_generations={group}")
+        slots = [Slot.from_prompt(prompts[i]) for i in range(0, len(prompts), group)]
+        for i, slot in enumerate(slots):
+            if any(Slot.from_prompt(p) != slot for p in prompts[i * group:(i + 1) * group]):
+                raise ValueError("rollout_func: a group's prompts differ; TRL's sampler must repeat "
+                                 "each prompt num_generations times consecutively")
+        from playpen.rollouts.types import Learner
+        step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
+        names = self.mix.assign(step * len(slots), len(slots))
+        from playpen.distributed import generating_model
+        with generating_model(trainer) as model:  # out of its DDP wrapper
+            learner = Learner(model, self.tokenizer, self.learner_name, self.sampling)
+            episodes = self._play(learner, slots, names, step, trainer.model)
+        self.num_calls += 1
+        out = self._rows(slots, names, episodes)
+        self.last_rows = {key: out[key] for key in ("reward", "role", "game", "logprobs")}
+        self.last_rows["policy_version"] = [step] * len(out["reward"])
+        for name in self.mix.weights:
+            self.last_metrics[f"partners/{name}"] = names.count(name) / len(names)
+        return out
+
+    def _play(self, learner, slots: list[Slot], names: list[str], step: int, model) -> dict:
+        """Episodes by (instance, role, partner name); self-play slots of an instance share them."""
+        from playpen.rollouts import InstanceRef, rollout
+        calls: list[tuple[list, Optional[dict], Optional[list], str]] = []
+        for name in dict.fromkeys(names):
+            mine = [s for s, n in zip(slots, names) if n == name]
+            partner = self.mix.partner(name, model, step)
+            if partner == "learner":
+                refs = list(dict.fromkeys(s.instance for s in mine))
+                calls.append(([InstanceRef(*i) for i in refs], None, None, name))
+                continue
+            for role in dict.fromkeys(s.role for s in mine):
+                by_game: dict[str, list] = {}
+                for s in mine:
+                    if s.role == role:
+                        by_game.setdefault(s.game, []).append(s.instance)
+                for game, instances in by_game.items():
+                    others = {r: partner for r in self.game_roles[game] if r != role}
+                    calls.append(([InstanceRef(*i) for i in dict.fromkeys(instances)], others, [role], name))
+        found: dict[tuple, list] = {}
+        stats, scores = [], []
+        for refs, partners, roles, name in calls:
+            games = list(dict.fromkeys(r.game for r in refs))
+            result = rollout(games, learner, roles=roles, partners=partners, instances=refs,
+                             instances_file=self.instances, num_repeats=self.num_generations,
+                             max_concurrent_episodes=self.max_concurrent_episodes,
+                             reward_fn=self.reward_fn, records_dir=self.records_dir,
+                             callbacks=self.callbacks, seed=self.seed * 100003 + step, augment=self.augment,
+                             augment_variants=self.augment_variants)
+            stats.append(result.stats)
+            if self.rubric is not None:  # per-player rewards of the rubric's game (judges batched per call)
+                result = self.rubric.apply(result, policy=learner.model)
+                scores.append(self.rubric.last_scores)
+            for episode in result.episodes:
+                key = (episode.game, episode.experiment, episode.game_id)
+                for slot_role in (roles or self.game_roles[episode.game]):
+                    found.setdefault((key, slot_role, name), []).append(episode)
+        self.last_metrics = _merge_stats(stats)
+        if scores:
+            from playpen.training.rubrics.files import merged_metrics
+            self.last_metrics.update(merged_metrics(scores))
+        return found
+
+    def _rows(self, slots: list[Slot], names: list[str], episodes: dict) -> dict[str, list]:
+        out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask",
+                                                "reward", "outcome", "main_score", "role", "game")}
+        eos = self.tokenizer.eos_token_id
+        for slot, name in zip(slots, names):
+            played = episodes.get((slot.instance, slot.role, name), [])[:self.num_generations]
+            for episode in played:
+                # the role never got a turn (the episode ended or failed before it): an empty row
+                append_row(out, _pick(episode, slot.role), eos)
+                out["outcome"].append(episode.outcome)
+                out["main_score"].append(float(episode.main_score))
+                out["role"].append(slot.role)
+                out["game"].append(slot.game)
+            if len(played) != self.num_generations:
+                raise RuntimeError(f"slot {slot}: {len(played)} episodes for a group of "
+                                   f"{self.num_generations}")
+        return out
+
+
+def append_row(out: dict, trajectory, eos: int) -> None:
+    """Append ``trajectory``'s TRL row and reward to ``out``; for None (no turn to learn from)
+    a row of one masked EOS and a NaN reward, so that it stays out of every group's baseline."""
+    if trajectory is None:
+        for key, value in (("prompt_ids", [eos]), ("completion_ids", [eos]), ("logprobs", [0.0]),
+                           ("env_mask", [0])):
+            out[key].append(value)
+        out["reward"].append(math.nan)
+        return
+    for key, value in trajectory.as_trl_row().items():
+        out[key].append(value)
+    out["reward"].append(float(trajectory.reward))
+
+
+def _pick(episode, role: str):
+    """The episode's trajectory for `role`: the longest segment (a game that rewrites a
+    player's history mid-episode splits it into segments); side calls are not turns."""
+    candidates = [t for t in episode.trajectories if role in (t.role, t.player_name) and t.side_call is None]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda t: (t.num_model_tokens, -t.segment))
+
+
+def _merge_stats(stats: list) -> dict[str, float]:
+    if not stats:
+        return {}
+    seconds = sum(s.seconds_total for s in stats)
+    tokens = sum(s.num_generated_tokens for s in stats)
+    episodes = sum(s.num_episodes for s in stats)
+    return {"rollout/episodes": episodes, "rollout/errors": sum(s.num_errors for s in stats),
+            "rollout/seconds": seconds, "rollout/generated_tokens": tokens,
+            "rollout/tokens_per_s": tokens / seconds if seconds else 0.0,
+            "rollout/episodes_per_s": episodes / seconds if seconds else 0.0}
+
+
+# ----------------------------------------------------------------------------- a trainer's parts
+
+@dataclass
+class GRPOOptions(CreditOptions):
+    """GRPO over games (also sets GRPO's own defaults of the run and LoRA options)."""
+
+    roles: str = option("", "roles to train (comma-separated; empty = all)")
+    num_generations: int = option(4, "group size: episodes per instance and role")
+    groups_per_step: int = option(2, "groups (instance x role) per optimizer step")
+    beta: float = option(0.02, "KL coefficient (0 = no KL, no reference pass)")
+    init_adapter: str = option("", "start from this adapter (e.g. an SFT checkpoint)")
+    reward: str = option("outcome", "outcome (graded) or binary (1 = success)")
+    max_concurrent_episodes: int = option(16, "episodes generated together")
+    max_steps: int = option(50, "optimizer steps")
+    learning_rate: float = option(5e-5, "learning rate")
+    lora_dropout: float = option(0.0, "LoRA dropout, also applied to --init-adapter (0: none, as RL wants; "
+                                      "it costs CPU time too)")
+    partners: str = option("", "partner mix NAME:WEIGHT,... of self, past, teacher (-t), programmatic or a "
+                               "registered model (empty: the trainer's own partner)")
+    past_every: int = option(5, "with past in --partners: snapshot the learner every N steps (last 4 kept)")
+    game_shares: str = option("", "GAME:SHARE,... of the groups (sum 1; replaces --games); empty: every "
+                                  "training instance of --games alike")
+    augment: bool = option(True, "apply the rollout augmentations a game declares (referencegame: the grid "
+                                 "order shuffled per episode)")
+    augment_variants: int = option(0, "with --augment: 0 = every episode its own draw; N = a group's episodes "
+                                      "share N draws (episode r plays draw r mod N), so that the episodes of a "
+                                      "draw share their prompt and --share-prompts runs it once")
+    rubric: str = option("", RUBRIC_HELP)
+    sft_coef: float = option(0.0, "weight of a supervised loss on demonstration turns (the programmatic players' "
+                                  "won training episodes, of the trained roles) added to every step: teaches what "
+                                  "rollouts rarely find and keeps the format (0 = none)")
+    sft_batch: int = option(4, "with --sft-coef: demonstration conversations per step")
+
+    def validate(self) -> None:
+        super().validate()  # the run's and LoRA's options (the classes after this one)
+        from playpen.training.grpo.anticollapse import validate_options
+        validate_options(self)
+
+    @property
+    def game_list(self) -> list[str]:
+        from playpen.training.grpo.mixes import parse_weights
+        return list(parse_weights(self.game_shares, "game-shares") if self.game_shares else split_list(self.games))
+
+
+@dataclass(frozen=True)
+class GRPOParts:
+    """What a GRPO trainer hands to TRL: the slot dataset, one reward function per role
+    (and their weights), the rollout function, the model (with ``--init-adapter`` loaded)
+    and the LoRA config for a fresh adapter (None when training ``--init-adapter``)."""
+
+    dataset: Any
+    reward_funcs: list
+    reward_weights: list
+    rollout_func: GameRollout
+    model: Any
+    peft_config: Any
+    tokenizer: Any
+    temperature: float
+    batch_size: int
+    advantages: Any = None
+    guard: Any = None
+    sft_anchor: Any = None
+
+    def trainer_options(self) -> dict:
+        """The constructor arguments of playpen's GRPO trainer
+        (:class:`~playpen.training.trl_trainers.PlaypenGRPOTrainer`) from these parts: the run's
+        advantages (``--baseline``, ``--credit``, stale rows) and, with ``--sft-coef``, its
+        supervised anchor."""
+        return dict(advantages=BatchAdvantages(self.advantages, lambda: self.rollout_func.last_rows, self.guard),
+                    sft_anchor=self.sft_anchor)
+
+    def extra_metrics(self) -> dict:
+        """Per step, next to TRL's: rollout statistics, partner shares, dropped groups, baselines."""
+        out = {**self.rollout_func.last_metrics}
+        if self.advantages is not None:
+            out.update({**self.advantages.metrics, **self.advantages.advantage_metrics})
+        if self.guard is not None:
+            out.update(self.guard.metrics)
+        if self.sft_anchor is not None:
+            out.update(self.sft_anchor.metrics)
+        return out
+
+
+def load_rubric(path: str, learner: Any, run_dir) -> Any:
+    """The :class:`~playpen.training.rubrics.Rubric` of ``--rubric`` (None without one), its
+    judges loaded; unparsable judge replies are logged to ``rubric-judge.jsonl`` in the run folder."""
+    if not path:
+        return None
+    from pathlib import Path
+    from playpen.training.rubrics.files import read_rubric
+    return read_rubric(path).build(learner=learner, log_file=Path(run_dir) / "rubric-judge.jsonl")
+
+
+def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
+    """Build the TRL-facing parts of a GRPO run of ``playpen`` (a BasePlayPen whose config
+    has :class:`GRPOOptions`, LoRA options and :class:`~playpen.training.common.config.RunConfig`)
+    for ``run`` (a :class:`~playpen.training.common.lifecycle.TrainingRun`). ``teacher``: None for
+    self-play, else the partner of every role the learner does not train."""
+    from playpen.callbacks import CallbackList, JsonlLogCallback
+    from playpen.rewards import BinaryReward, OutcomeReward
+    from playpen.rollouts.types import SamplingConfig
+    from playpen.training.common import lifecycle
+    from playpen.training.grpo import anticollapse
+    cfg = playpen.config
+    if cfg.reward not in ("outcome", "binary"):
+        raise GRPOSetupError(f"--reward must be outcome or binary, got '{cfg.reward}'")
+    from playpen.distributed import check_groups
+    check_groups(cfg.groups_per_step)  # a data-parallel run: whole groups on every rank
+    per_instance, roles_of_games = training_slots(cfg.game_list, split_list(cfg.roles), cfg.train_instances)
+    dataset = anticollapse.dataset(cfg, per_instance, playpen.seed) if cfg.game_shares else \
+        slot_dataset(per_instance, cfg.groups_per_step * cfg.max_steps, playpen.seed)
+    reward_funcs, reward_weights = reward_functions(sorted({s.role for slots in per_instance for s in slots}))
+    # greedy groups carry no signal: -T 0 means the default sampling temperature 1.0
+    sampling = SamplingConfig.from_gen_args(getattr(playpen.learner, "gen_args", None))
+    sampling = SamplingConfig(temperature=sampling.temperature or 1.0, max_new_tokens=sampling.max_new_tokens)
+    tokenizer = lifecycle.tokenizer_of(playpen.learner)
+    # every finished episode goes to the callbacks and the run's JSON log
+    episode_callbacks = CallbackList([playpen.callbacks, JsonlLogCallback(run.run_dir / LOG_FILE)])
+    reward_fn = BinaryReward() if cfg.reward == "binary" else OutcomeReward()
+    rollout_func = GameRollout(
+        playpen.learner.name, tokenizer, num_generations=cfg.num_generations, game_roles=roles_of_games,
+        teacher=teacher, sampling=sampling, records_dir=records_dir, callbacks=episode_callbacks,
+        reward_fn=reward_fn, max_concurrent_episodes=cfg.max_concurrent_episodes, instances=cfg.train_instances,
+        seed=playpen.seed, mix=anticollapse.partner_mix(playpen, teacher, tokenizer, sampling),
+        augment=cfg.augment, rubric=load_rubric(cfg.rubric, playpen.learner, run.run_dir),
+        augment_variants=cfg.augment_variants)
+    advantages = anticollapse.advantages(cfg, roles_of_games, reward_fn)
+    model, peft_config = lifecycle.model_of(playpen.learner), cfg.lora_config()
+    if cfg.init_adapter:
+        from peft import PeftModel
+        from playpen.models import check_adapter
+        model = PeftModel.from_pretrained(model, str(check_adapter(cfg.init_adapter)), is_trainable=True)
+        lifecycle.set_lora_dropout(model, cfg.lora_dropout)
+        peft_config = None
+    anchor = None
+    if cfg.sft_coef > 0:  # demonstrations of the trained roles, played (and kept) beside the records
+        from pathlib import Path
+        from playpen.training.sft.anchor import SFTAnchor, demonstration_rows
+        rows = demonstration_rows(cfg.game_list, split_list(cfg.roles), cfg.train_instances, Path(records_dir),
+                                  tokenizer, playpen.seed)
+        anchor = SFTAnchor(rows, cfg.sft_coef, cfg.sft_batch)
+    return GRPOParts(dataset, reward_funcs, reward_weights, rollout_func, model, peft_config, tokenizer,
+                     sampling.temperature, cfg.num_generations * cfg.groups_per_step, advantages,
+                     anticollapse.guard(cfg), anchor)

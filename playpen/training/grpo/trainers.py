@@ -1,0 +1,110 @@
+"""The GRPO trainers over games: :class:`GRPOSelfPlayTrainer` (``playpen run grpo``: the learner
+plays every role) and :class:`GRPOTeacherTrainer` (``playpen run grpo-teacher``: a frozen teacher
+plays the roles the learner does not train). Their options and outputs:
+``examples/trl/grpo_trainer_lora_sp.py`` and ``grpo_trainer_lora_mp.py``.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from playpen.errors import PlaypenError
+from playpen.training.common import lifecycle
+from playpen.training.common.base import BasePlayPen
+from playpen.training.common.config import LoraOptions, RunConfig, report_to
+from playpen.training.grpo import anticollapse
+from playpen.training.grpo.parts import GRPOOptions, grpo_parts
+from playpen.training.grpo.steps import GRPOStepOptions, step_args
+
+
+def grpo_args(cfg, run_dir: Path, *, rows: int, num_generations: int, temperature: float,
+              reward_weights: Sequence[float], seed: int) -> Any:
+    """playpen's GRPOConfig of every GRPO trainer: `rows` trajectories per step, generated once and
+    trained once in micro-batches (flat memory; no old-logprob pass), ``--share-prompts``."""
+    from playpen.training.trl_trainers import PlaypenGRPOConfig
+    return PlaypenGRPOConfig(
+        output_dir=str(run_dir), max_steps=cfg.max_steps, learning_rate=cfg.learning_rate, beta=cfg.beta,
+        num_generations=num_generations, shuffle_dataset=False, temperature=temperature,
+        logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to), seed=seed,
+        disable_tqdm=True, log_completions=False,
+        **step_args(rows, cfg.micro_batch_size, cfg.gradient_checkpointing),
+        reward_weights=list(reward_weights), dataloader_num_workers=0, share_prompts=cfg.share_prompts,
+        **lifecycle.precision_kwargs())
+
+
+@dataclass
+class GRPOSelfPlayConfig(GRPOOptions, GRPOStepOptions, LoraOptions, RunConfig):
+    """Every option is shared: the run (RunConfig), LoRA and GRPO over games."""
+
+
+@dataclass
+class GRPOTeacherConfig(GRPOOptions, GRPOStepOptions, LoraOptions, RunConfig):
+    """The options of self-play; ``--roles`` picks the learner's roles."""
+
+
+class _GRPOGamesTrainer(BasePlayPen):
+    """GRPO with LoRA over games; `partner()` names who plays the roles the learner does not."""
+
+    @abc.abstractmethod
+    def partner(self) -> tuple[str, Optional[Any]]:
+        """(the run's partner folder name, the teacher model or None)."""
+
+    @classmethod
+    def check(cls, config, learner, teacher=None):
+        # before any model loads: an init adapter of another base model, unknown partners or games
+        anticollapse.check(config, learner, teacher)
+
+    def learn(self, game_registry) -> None:
+        from playpen.training.trl_trainers import PlaypenGRPOTrainer
+
+        cfg = self.config
+        partner, teacher = self.partner()
+        run_name = f"grpo+lora/{lifecycle.safe_name(self.learner.name)}/{partner}"
+        # refuses now (not after training) to overwrite checkpoints or another run's results
+        run = lifecycle.TrainingRun(self, Path(cfg.models_dir) / run_name, cfg.game_list,
+                                    eval_prefix=f"{self.learner.name}+grpo+lora-{partner}-")
+        # 1. the groups ((training instance, role) slots, an instance's roles side by side),
+        #    one reward function per role, and the rollout function that plays the slots'
+        #    episodes with the current policy (and the teacher in the roles the learner does not train)
+        parts = grpo_parts(self, run, teacher=teacher, records_dir=self.output_dir / run_name)
+
+        # 2. TRL: adapters only; the reference policy of the KL term is the adapter-free base, or
+        #    with --init-adapter a frozen copy of that adapter (a second LoRA adapter, no model copy)
+        args = grpo_args(cfg, run.run_dir, rows=parts.batch_size, num_generations=cfg.num_generations,
+                         temperature=parts.temperature, reward_weights=parts.reward_weights, seed=self.seed)
+        #    and playpen's step: advantages against --baseline (equal-reward groups dropped), the
+        #    --sft-coef anchor, each step's time split
+        trainer = PlaypenGRPOTrainer(
+            model=parts.model, reward_funcs=parts.reward_funcs, args=args, train_dataset=parts.dataset,
+            processing_class=parts.tokenizer, peft_config=parts.peft_config, rollout_func=parts.rollout_func,
+            callbacks=[run.trainer_callback(extra_metrics=parts.extra_metrics)], **parts.trainer_options())
+
+        # 3. train (Ctrl-C saves a checkpoint and stops); 4. evaluate the adapter (the learner
+        #    carries it in memory) on the held-out instances, write the summary and the curve
+        run.train(trainer)
+        players = [self.learner] + ([teacher] if teacher is not None else [])
+        run.finish(players, partner=partner, records=str(self.output_dir / run_name))
+
+
+class GRPOSelfPlayTrainer(_GRPOGamesTrainer):
+    """GRPO with LoRA; the learner plays every role (self-play)."""
+
+    config_class = GRPOSelfPlayConfig
+
+    def partner(self):
+        return "selfplay", None
+
+
+class GRPOTeacherTrainer(_GRPOGamesTrainer):
+    """GRPO with LoRA; the learner plays one role, a frozen teacher the others."""
+
+    config_class = GRPOTeacherConfig
+
+    def partner(self):
+        if self.teacher is None:
+            raise PlaypenError("this trainer needs a teacher: pass -t/--teacher MODEL "
+                               "(e.g. -t programmatic), or use `playpen run grpo` for self-play")
+        return lifecycle.safe_name(self.teacher.name), self.teacher

@@ -1,0 +1,111 @@
+"""The SFT trainers: LoRA adapters (:class:`SFTLoraTrainer`, ``playpen run sft``) or every
+parameter (:class:`SFTSimpleTrainer`, ``playpen run sft-full``) on won episodes, the loss on
+the assistant turns only. Their options and outputs: ``examples/trl/sft_trainer_lora.py``
+and ``sft_trainer_simple.py``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from playpen.training.common import lifecycle
+from playpen.training.common.base import BasePlayPen
+from playpen.training.common.config import DemonstrationOptions, LoraOptions, RunConfig, option, report_to
+from playpen.training.preference.rounds import check_init_adapter
+from playpen.training.sft.demonstrations import supervised_dataset
+
+
+@dataclass
+class SFTLoraConfig(DemonstrationOptions, LoraOptions, RunConfig):
+    """The run (RunConfig), LoRA and the supervised data; an adapter to continue from."""
+
+    init_adapter: str = option("", "continue training this adapter (same base model) instead of a fresh one")
+
+
+@dataclass
+class SFTSimpleConfig(DemonstrationOptions, RunConfig):
+    """The run (RunConfig) and the supervised data; a full fine-tune wants a smaller step."""
+
+    learning_rate: float = option(2e-5, "peak learning rate")
+
+
+def sft_args(cfg, run_dir: Path, seed: int, **memory) -> object:
+    """TRL's SFTConfig of both trainers (`memory`: how activations are kept)."""
+    from trl import SFTConfig
+    return SFTConfig(
+        output_dir=str(run_dir), max_steps=cfg.max_steps, per_device_train_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps, learning_rate=cfg.learning_rate,
+        lr_scheduler_type="constant_with_warmup", warmup_steps=0, max_length=cfg.max_length,
+        logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to), seed=seed,
+        dataloader_num_workers=0, disable_tqdm=True, **memory, **lifecycle.precision_kwargs())
+
+
+class SFTLoraTrainer(BasePlayPen):
+    """SFT with LoRA adapters on won episodes (assistant-only loss)."""
+
+    config_class = SFTLoraConfig
+    kind = "sft+lora"
+
+    @classmethod
+    def check(cls, config, learner, teacher=None):
+        # before any model loads: an adapter trained on another base model
+        check_init_adapter(config.init_adapter, learner)
+
+    def learn(self, game_registry) -> None:
+        from trl import SFTTrainer
+
+        cfg, learner = self.config, self.learner
+        # refuses now (not after training) to overwrite checkpoints or another run's results
+        run = lifecycle.TrainingRun(self, Path(cfg.models_dir) / self.kind / lifecycle.safe_name(learner.name),
+                                    cfg.game_list, eval_prefix=f"{learner.name}+{self.kind}-")
+        # 1. won episodes of the chosen roles, tokenised with assistant masks
+        tokenizer = lifecycle.tokenizer_of(learner)
+        dataset = supervised_dataset(cfg, self.output_dir, tokenizer, seed=self.seed)
+
+        # 2. TRL: the assistant_masks column restricts the loss to assistant tokens;
+        #    peft_config: only the LoRA adapters are trained
+        args = sft_args(cfg, run.run_dir, self.seed, activation_checkpointing=True)
+        model, peft_config = lifecycle.model_of(learner), cfg.lora_config()
+        if cfg.init_adapter:  # continue that adapter (e.g. in a stage pipeline)
+            from peft import PeftModel
+            from playpen.models import check_adapter
+            model = PeftModel.from_pretrained(model, str(check_adapter(cfg.init_adapter)), is_trainable=True)
+            peft_config = None
+        trainer = SFTTrainer(model=model, args=args, train_dataset=dataset,
+                             processing_class=tokenizer, peft_config=peft_config,
+                             callbacks=[run.trainer_callback()])
+
+        # 3. train (Ctrl-C saves a checkpoint and stops); 4. evaluate the adapter (the learner
+        #    carries it in memory) on the held-out instances, write the summary and the curve
+        run.train(trainer)
+        run.finish(saved="adapter", num_examples=len(dataset))
+
+
+class SFTSimpleTrainer(BasePlayPen):
+    """Full fine-tuning on won episodes (assistant-only loss)."""
+
+    config_class = SFTSimpleConfig
+    kind = "sft"
+
+    def learn(self, game_registry) -> None:
+        from trl import SFTTrainer
+
+        cfg, learner = self.config, self.learner
+        # refuses now (not after training) to overwrite checkpoints or another run's results
+        run = lifecycle.TrainingRun(self, Path(cfg.models_dir) / self.kind / lifecycle.safe_name(learner.name),
+                                    cfg.game_list, eval_prefix=f"{learner.name}+{self.kind}-")
+        # 1. won episodes of the chosen roles, tokenised with assistant masks
+        tokenizer = lifecycle.tokenizer_of(learner)
+        dataset = supervised_dataset(cfg, self.output_dir, tokenizer, seed=self.seed)
+
+        # 2. TRL: the assistant_masks column restricts the loss to assistant tokens; no
+        #    peft_config: every parameter is trained
+        args = sft_args(cfg, run.run_dir, self.seed, gradient_checkpointing=False)
+        trainer = SFTTrainer(model=lifecycle.model_of(learner), args=args, train_dataset=dataset,
+                             processing_class=tokenizer, callbacks=[run.trainer_callback()])
+
+        # 3. train (Ctrl-C saves a checkpoint and stops); 4. evaluate the trained model on the
+        #    held-out instances, write the summary and the curve
+        run.train(trainer)
+        run.finish(saved="checkpoint", num_examples=len(dataset))

@@ -1,0 +1,232 @@
+"""playpen's subclasses of TRL's trainers: the one module that touches TRL's private surface.
+
+TRL is extended one way: a subclass per trainer, playpen's options as fields of a config
+subclass (:class:`PlaypenGRPOConfig`, :class:`PlaypenDPOConfig`) or constructor arguments (the
+advantages, the supervised anchor) — never methods patched on an instance or attributes set
+after construction. What is private here, tested with trl 1.16 (the range pinned in
+pyproject.toml; widen it when a newer TRL passes the tests):
+
+- ``GRPOTrainer._generate_and_score_completions``, ``._get_per_token_logps_and_entropies``,
+  ``._prepare_inputs``, ``._compute_loss`` and the module attribute
+  ``trl.trainer.grpo_trainer.shuffle_sequence_dict`` (swapped while a step is cut into
+  micro-batches);
+- ``DPOTrainer._prepare_dataset`` and ``._compute_loss``;
+- the logger ``trl.trainer.grpo_trainer`` (one warning filtered).
+
+Imports torch and TRL: import it where a trainer is built, never on ``playpen --help``'s path.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+import trl.trainer.grpo_trainer as trl_grpo
+from transformers import TrainerCallback
+from trl import DPOConfig, DPOTrainer, GRPOConfig, GRPOTrainer
+
+from playpen.training.common.memory import StepClock, release_memory
+from playpen.training.grpo.advantages import BatchAdvantages
+from playpen.training.grpo.steps import masked_reference, rows_by_prompt
+from playpen.training.shared_prefix import share_prompt_passes, shared_prefix_logps
+
+SHARE_PROMPTS_HELP = "rows sharing the beginning of their prompt run those tokens once (playpen.training.shared_prefix)"
+
+
+@dataclass
+class PlaypenGRPOConfig(GRPOConfig):
+    """TRL's GRPOConfig and playpen's options of a GRPO step."""
+
+    share_prompts: bool = field(default=True, metadata={"help": SHARE_PROMPTS_HELP})
+
+
+@dataclass
+class PlaypenDPOConfig(DPOConfig):
+    """TRL's DPOConfig and playpen's options of a DPO step."""
+
+    share_prompts: bool = field(default=False, metadata={"help": SHARE_PROMPTS_HELP})
+
+
+# ----------------------------------------------------------------------------- GRPO
+
+class _NoTurnRows:
+    """A filter for TRL's GRPO logger: playpen gives a row no reward (NaN from every reward
+    function) on purpose when its role never got a turn (the episode ended or failed before
+    it), so that the row stays out of its group's baseline; TRL warns about each such step
+    with a dump of the row, which reads like an error. Other warnings pass."""
+
+    def filter(self, record) -> bool:
+        return "All reward functions returned None" not in record.getMessage()
+
+
+logging.getLogger("trl.trainer.grpo_trainer").addFilter(_NoTurnRows())
+
+
+class _ClockCallback(TrainerCallback):
+    def __init__(self, trainer):
+        self.trainer = trainer
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.trainer.clock.start()
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        # gradient clipping, the optimizer and zeroing the gradients
+        ended = self.trainer._backward_ended
+        if ended is not None:
+            self.trainer.clock.add("optimizer", time.perf_counter() - ended)
+
+class PlaypenGRPOTrainer(GRPOTrainer):
+    """TRL's GRPOTrainer with playpen's step: the advantages of ``--baseline``/``--credit``
+    (`advantages`, a :class:`~playpen.training.grpo.advantages.BatchAdvantages`; None: TRL's
+    group advantages), the supervised anchor of ``--sft-coef`` (`sft_anchor`, a
+    :class:`~playpen.training.sft.anchor.SFTAnchor`), prompts shared within a micro-batch
+    (``args.share_prompts``), the memory of each rollout handed back before the backward
+    passes, and the phases of every step timed into ``self.clock`` (a
+    :class:`~playpen.training.common.memory.StepClock`: ``time/*_s``)."""
+
+    def __init__(self, *args, advantages: Optional[BatchAdvantages] = None, sft_anchor: Any = None,
+                 clock: Optional[StepClock] = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.args, PlaypenGRPOConfig):
+            raise TypeError(f"{type(self).__name__} needs args=PlaypenGRPOConfig(...) (playpen's options on TRL's "
+                            f"GRPOConfig), got {type(self.args).__name__}")
+        self.advantages = advantages
+        self.sft_anchor = sft_anchor
+        self.clock = clock or StepClock()
+        self._backward_ended: Optional[float] = None
+        self._inside = 0.0
+        self.shared_prompt_rows = 0  # rows of the step whose prompt ran shared in the training forward
+        self.add_callback(_ClockCallback(self))
+        if self.rollout_func is not None:
+            rollout_func = self.rollout_func
+
+            def timed_rollout(prompts, trainer):
+                with self.clock.phase("rollout"):
+                    return rollout_func(prompts, trainer)
+            self.rollout_func = timed_rollout
+
+    def log(self, logs, *args, **kwargs):
+        if self.model.training and "loss" in logs:  # a training step's line, not the summary
+            logs = {**logs, **self.clock.metrics(), "train/shared_prompt_rows": self.shared_prompt_rows}
+            self.shared_prompt_rows = 0
+        return super().log(logs, *args, **kwargs)
+
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        # the rollout's generation caches and the game threads' buffers are garbage now
+        release_memory()
+        if self.advantages is not None:
+            out = self.advantages.apply(out, int(self.state.global_step or 0))
+        return out
+
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        if torch.is_grad_enabled():  # the training forward: timed by compute_loss
+            return self._logps_sharing_prompts(*args, **kwargs)
+        with self.clock.phase("logprob"):
+            return self._logps_sharing_prompts(*args, **kwargs)
+
+    def _logps_sharing_prompts(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                               compute_entropy=False, compute_aux_loss=False, **extra):
+        """TRL's per-token log-probs, with the prompt tokens that rows of a chunk share run
+        once (:mod:`playpen.training.shared_prefix`; ``--share-prompts``)."""
+        plain = functools.partial(super()._get_per_token_logps_and_entropies, model,
+                                  compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra)
+        if not self.args.share_prompts or compute_aux_loss or any(v is not None for v in extra.values()) \
+                or self.args.activation_checkpointing or self.accelerator.num_processes > 1:
+            return plain(input_ids, attention_mask, logits_to_keep, batch_size)
+        batch_size = batch_size or input_ids.size(0)
+        logps, entropies = [], []
+        for start in range(0, input_ids.size(0), batch_size):
+            ids, mask = input_ids[start:start + batch_size], attention_mask[start:start + batch_size]
+            with self.accelerator.autocast():
+                out = shared_prefix_logps(model, ids, mask, logits_to_keep, compute_entropy)
+            if out is None:  # sharing would save little in this chunk
+                out = plain(ids, mask, logits_to_keep)[:2]
+            elif torch.is_grad_enabled():  # counted in the training forward (not the reference pass)
+                self.shared_prompt_rows += ids.size(0)
+            logps.append(out[0])
+            entropies.append(out[1])
+        return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None), None
+
+    def _prepare_inputs(self, generation_batch):
+        began = time.perf_counter()
+        try:
+            if not self.args.share_prompts:
+                return super()._prepare_inputs(generation_batch)
+            # TRL shuffles a step's rows before cutting them into micro-batches; rows are used
+            # once and their gradients summed over the step, so the order changes nothing but
+            # which rows meet in a micro-batch: keep rows of one prompt together instead
+            shuffle = trl_grpo.shuffle_sequence_dict
+            trl_grpo.shuffle_sequence_dict = rows_by_prompt
+            try:
+                return super()._prepare_inputs(generation_batch)
+            finally:
+                trl_grpo.shuffle_sequence_dict = shuffle
+        finally:
+            self._inside += time.perf_counter() - began
+
+    def _compute_loss(self, model, inputs):
+        # the KL term is computed at every completion position, then masked: keep it finite
+        # at the game master's and partners' tokens (see masked_reference)
+        return super()._compute_loss(model, masked_reference(inputs))
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        began = time.perf_counter()
+        try:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        finally:
+            elapsed = time.perf_counter() - began
+            self.clock.add("forward", elapsed)
+            self._inside += elapsed
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        began, self._inside = time.perf_counter(), 0.0
+        out = super().training_step(model, inputs, num_items_in_batch)
+        self._backward_ended = time.perf_counter()
+        # what the step spent outside input preparation and the loss forward: the backward pass
+        self.clock.add("backward", max(0.0, self._backward_ended - began - self._inside))
+        if self.sft_anchor is not None and self.sft_anchor.apply(self, model):  # --sft-coef: once per optimizer step
+            self._backward_ended = time.perf_counter()
+        return out
+
+
+# ----------------------------------------------------------------------------- DPO
+
+class TokenDPOTrainer(DPOTrainer):
+    """DPOTrainer on ``prompt_ids``/``chosen_ids``/``rejected_ids`` rows (TRL would render and
+    re-tokenise ``prompt``/``chosen``/``rejected`` text instead), a pair's prompt run once when
+    ``args.share_prompts``."""
+
+    def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
+        missing = {"prompt_ids", "chosen_ids", "rejected_ids"} - set(dataset.column_names)
+        if missing:
+            return super()._prepare_dataset(dataset, processing_class, args, dataset_name)
+        return dataset
+
+    shared_prompt_rows = 0  # rows of the step's training passes whose prompt ran shared
+
+    def _sharing(self):
+        if not self.args.share_prompts or self.args.activation_checkpointing or self.accelerator.num_processes > 1:
+            return nullcontext()
+        return share_prompt_passes(self.accelerator.unwrap_model(self.model))
+
+    def _compute_loss(self, model, inputs, return_outputs):
+        with self._sharing() as sharing:
+            out = super()._compute_loss(model, inputs, return_outputs)
+        if sharing is not None:  # (the context counts only passes with gradients)
+            self.shared_prompt_rows += sharing.training_rows
+        return out
+
+    def compute_ref_log_probs(self, model, inputs):
+        with self._sharing():
+            return super().compute_ref_log_probs(model, inputs)
+
+    def log(self, logs, *args, **kwargs):
+        if self.model.training and "loss" in logs:  # a training step's line
+            logs = {**logs, "shared_prompt_rows": self.shared_prompt_rows}
+            self.shared_prompt_rows = 0
+        return super().log(logs, *args, **kwargs)

@@ -1,0 +1,40 @@
+"""benchmarks/scale.py's CPU smoke test: the tiny shape through every part, so the GPU
+benchmark cannot rot between GPU runs (its numbers come from a GPU; here only its shape)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_scale_benchmark_runs_every_part_on_a_cpu(tmp_path, smol_tokenizer_dir):
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "scale.py"), "--quick", "--out",
+                           str(tmp_path), "--tokenizer", str(smol_tokenizer_dir)],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (path,) = tmp_path.glob("scale-*.json")
+    (shape,) = json.loads(path.read_text())["shapes"]
+    assert shape["shape"] == "tiny"
+    decode = shape["decode"]
+    # greedy: both engines decode the same tokens, each row its whole budget
+    assert decode["static"]["tokens"] == decode["dynamic"]["tokens"]
+    assert all(len(row) == 6 for row in decode["static"]["tokens"])
+    for engine in ("dynamic", "static"):
+        assert decode[engine]["decode_tok_s"] > 0 and decode[engine]["prefill_tok_s"] > 0
+        rollout = shape["rollout"][engine]
+        assert rollout["episodes"] == 4 and rollout["generated_tokens"] == 4 * 2 * 5  # 4 episodes x 2 turns x 5
+    train = shape["train"]
+    assert train["rows"] == 4 and train["learner_tokens"] == 40 and train["tokens"] > train["learner_tokens"]
+    assert train["forward_s"] > 0 and train["backward_s"] > 0 and train["tok_s"] > 0
+    assert shape["step"]["ratio"] >= 1.0
+    assert "| tiny | static |" in done.stdout
+
+
+def test_unknown_shape_and_engine_are_refused(tmp_path):
+    for flags, message in ((["--shapes", "qwen9"], "unknown shape(s) qwen9; valid: qwen3-0.6b"),
+                           (["--engines", "fast"], "--engines takes dynamic, static")):
+        done = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "scale.py"), *flags, "--out",
+                               str(tmp_path)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and message in done.stderr
+        assert not list(tmp_path.glob("scale-*.json"))
