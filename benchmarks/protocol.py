@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learning import TRAINERS, Setting, run_dir_of  # beside this script (its folder is on sys.path)
+from learning import Setting, run_dir_of  # beside this script (its folder is on sys.path)
 from protocol_report import build_report, result_name, scores_of_run
 from protocol_splits import SPLITS_FILE, check_splits, load_splits
 
@@ -70,7 +70,7 @@ LEARNER_ROLES = "Guesser,Answerer,Solver"
 
 @dataclass(frozen=True)
 class Method:
-    """A trainer file, its options (budget and starting adapter come from the protocol),
+    """A packaged trainer (its name in ``playpen run --list``), its options (budget and starting adapter come from the protocol),
     its partner while training and the games it trains."""
 
     trainer: str
@@ -83,41 +83,41 @@ class Method:
 
 SFT_DATA = dict(games=GAMES, batch_size=8, max_length=768, learning_rate=2e-4)
 METHODS = {
-    WARM_UP: Method("sft_trainer_lora.py", SFT_DATA, trains=tuple(GAMES.split(",")),
+    WARM_UP: Method("sft", SFT_DATA, trains=tuple(GAMES.split(",")),
                     description="SFT-LoRA on the programmatic players' won training episodes, until dev stops improving"),
-    CONTROL: Method("sft_trainer_lora.py", SFT_DATA, trains=tuple(GAMES.split(",")),
+    CONTROL: Method("sft", SFT_DATA, trains=tuple(GAMES.split(",")),
                     description="the warm-up's SFT continued for the budget: the imitation control"),
-    "expert-iteration": Method("expert_iteration_trainer_lora.py",
+    "expert-iteration": Method("expert-iteration",
                                dict(games=PRIMARY_GAMES, roles=LEARNER_ROLES, rounds=4, instances_per_round=24,
                                     samples_per_instance=4, batch_size=8, max_length=768, learning_rate=1e-4),
                                teacher="programmatic", trains=tuple(PRIMARY_GAMES.split(",")), temperature=1.0,
                                description="expert iteration: the learner's own won episodes with the programmatic "
                                            "partners, 4 rounds"),
-    "expert-iteration-selfplay": Method("expert_iteration_trainer_lora.py",
+    "expert-iteration-selfplay": Method("expert-iteration",
                                         dict(games="taboo", rounds=4, instances_per_round=24, samples_per_instance=4,
                                              batch_size=8, max_length=768, learning_rate=1e-4),
                                         trains=("taboo",), temperature=1.0,
                                         description="expert iteration in taboo self-play: both roles the learner's"),
-    "spin": Method("spin_trainer_lora.py", dict(games=PRIMARY_GAMES, roles=LEARNER_ROLES, rounds=3,
+    "spin": Method("spin", dict(games=PRIMARY_GAMES, roles=LEARNER_ROLES, rounds=3,
                                                 pairs_per_round=32, batch_size=4, learning_rate=5e-5),
                    trains=tuple(PRIMARY_GAMES.split(",")),
                    description="SPIN: demonstration turns chosen, the learner's own rejected, 3 rounds"),
-    "dpo-branch": Method("dpo_trainer_lora.py", dict(games=PRIMARY_GAMES, source="branching", roles=LEARNER_ROLES,
+    "dpo-branch": Method("dpo", dict(games=PRIMARY_GAMES, source="branching", roles=LEARNER_ROLES,
                                                      fork_turns="0", branches=4, pair_instances=8, batch_size=4,
                                                      learning_rate=5e-5),
                          teacher="programmatic", trains=tuple(PRIMARY_GAMES.split(",")),
                          description="DPO on first-move branches finished by the programmatic partner"),
-    "self-rewarding-game": Method("self_rewarding_trainer_lora.py",
+    "self-rewarding-game": Method("self-rewarding",
                                   dict(games=PRIMARY_GAMES, roles=LEARNER_ROLES, rounds=2, reward="game",
                                        batch_size=4),
                                   teacher="programmatic", trains=tuple(PRIMARY_GAMES.split(",")),
                                   description="self-rewarding with the game's reward: best vs worst candidate -> DPO"),
-    "grpo-partner": Method("grpo_trainer_lora_mp.py", dict(games=PRIMARY_GAMES, roles=LEARNER_ROLES,
+    "grpo-partner": Method("grpo-teacher", dict(games=PRIMARY_GAMES, roles=LEARNER_ROLES,
                                                            num_generations=8, groups_per_step=2, beta=0.0,
                                                            learning_rate=2e-4),
                            teacher="programmatic", trains=tuple(PRIMARY_GAMES.split(",")), temperature=1.0,
                            description="GRPO in the learner's roles with the programmatic partners"),
-    "grpo-selfplay-sft": Method("grpo_trainer_lora_sp.py", dict(games="taboo", num_generations=8, groups_per_step=2,
+    "grpo-selfplay-sft": Method("grpo", dict(games="taboo", num_generations=8, groups_per_step=2,
                                                                 beta=0.02, learning_rate=2e-4, baseline="running",
                                                                 sft_coef=1.0, sft_batch=8),
                                 trains=("taboo",), temperature=1.0,
@@ -139,8 +139,8 @@ def rows_per_step(config) -> int:
 def configure(name: str, method: Method, args, models_dir: Path, init_adapter: Path | None, max_steps: int | None,
               **extra):
     """(trainer class, config, options) with the trainer's own checks done (no model loads)."""
-    from playpen.cli.run import load_trainer_class
-    cls = load_trainer_class(TRAINERS / method.trainer)
+    from playpen.training import catalog
+    cls = catalog.trainer_class(method.trainer)
     options = dict(method.options, models_dir=str(models_dir), evaluate=False, **extra)
     if init_adapter is not None:
         options["init_adapter"] = str(init_adapter)
@@ -301,7 +301,7 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
         return
     print(f"== {name} seed {seed}: {options['max_steps']} steps of {rows_per_step(config)} examples", flush=True)
     from playpen.errors import PlaypenError
-    from playpen.training.checkpoints import checkpoint_step, checkpoints
+    from playpen.training.common.checkpoints import checkpoint_step, checkpoints
     started = time.time()
     try:
         train(cls, config, method, args, seed, work / f"seed-{seed}" / "records")

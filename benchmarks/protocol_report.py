@@ -16,7 +16,7 @@ import json
 import math
 from pathlib import Path
 
-from playpen import stats
+from playpen.evaluation import statistics as stats
 
 CONTROL, WARM_UP = "continued-sft", "sft"
 ALPHA = 0.05

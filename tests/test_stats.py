@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from playpen import stats
+from playpen.evaluation import statistics as stats
 
 
 def brute_force_sign_flip(differences, alternative="two-sided"):

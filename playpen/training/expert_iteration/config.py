@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from playpen.errors import TrainingSetupError
-from playpen.training.config import LoraOptions, RunConfig, option
+from playpen.training.common.config import LoraOptions, RunConfig, option
 
 
 @dataclass
