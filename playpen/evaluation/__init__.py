@@ -147,6 +147,15 @@ def read_episode_scores(run_dir: Path) -> list[dict]:
 
 # ----------------------------------------------------------------------------- playing
 
+def only_items(items: Iterable[str] | None):
+    """A GameInstances filter keeping the instances whose ``<experiment>/<game_id>`` is in
+    `items` (None: every instance): a fixed dev or test split of an instances file."""
+    if items is None:
+        return None
+    wanted = set(items)
+    return lambda row: f"{row['experiment']['name']}/{row['game_instance']['game_id']}" in wanted
+
+
 def limit_per_experiment(max_instances: int | None):
     """A GameInstances filter keeping the first `max_instances` instances of each experiment."""
     if not max_instances:
@@ -186,7 +195,7 @@ def check_no_earlier_results(results_dir: str | Path, run_name: str, games: Iter
 
 def play(specs: Sequence, player_models: Sequence, *, results_dir: str | Path,
          batch_size: int = 8, max_instances: int | None = None, run_name: str | None = None,
-         overwrite: bool = False) -> Path:
+         overwrite: bool = False, items: Iterable[str] | None = None) -> Path:
     """Play every instance of every game in `specs` with `player_models` (one model plays
     all roles; two = learner and partner) into clemcore's results layout; returns the run folder.
 
@@ -197,7 +206,8 @@ def play(specs: Sequence, player_models: Sequence, *, results_dir: str | Path,
     :class:`GameLoadError` once the others are played (see :func:`play_games`).
     """
     run_dir, failures = play_games(specs, player_models, results_dir=results_dir, batch_size=batch_size,
-                                   max_instances=max_instances, run_name=run_name, overwrite=overwrite)
+                                   max_instances=max_instances, run_name=run_name, overwrite=overwrite,
+                                   items=items)
     if failures:
         raise _joined(failures) from failures[0].__cause__
     return run_dir
@@ -205,8 +215,9 @@ def play(specs: Sequence, player_models: Sequence, *, results_dir: str | Path,
 
 def play_games(specs: Sequence, player_models: Sequence, *, results_dir: str | Path,
                batch_size: int = 8, max_instances: int | None = None, run_name: str | None = None,
-               overwrite: bool = False) -> tuple[Path, list[GameLoadError]]:
-    """:func:`play`, returning the games that failed instead of raising: a game whose code
+               overwrite: bool = False, items: Iterable[str] | None = None) -> tuple[Path, list[GameLoadError]]:
+    """:func:`play`, returning the games that failed instead of raising (`items`: only the
+    instances ``<experiment>/<game_id>`` listed, see :func:`only_items`): a game whose code
     does not load, or none of whose episodes could be played (e.g. every setup failed),
     leaves nothing in the run folder (a re-run is not blocked) and becomes a
     :class:`GameLoadError` with the cause and the file holding the traceback."""
@@ -233,7 +244,7 @@ def play_games(specs: Sequence, player_models: Sequence, *, results_dir: str | P
         run_dir = folder.to_run_dir_path()
         # overwrite (checked above otherwise): the table must show exactly the instances played now
         shutil.rmtree(run_dir / spec.game_name, ignore_errors=True)
-        failure = _play_game(spec, models, folder, batch_size, max_instances)
+        failure = _play_game(spec, models, folder, batch_size, max_instances, items)
         if failure is not None:
             failures.append(failure)
             shutil.rmtree(run_dir / spec.game_name, ignore_errors=True)
@@ -242,7 +253,8 @@ def play_games(specs: Sequence, player_models: Sequence, *, results_dir: str | P
     return run_dir, failures
 
 
-def _play_game(spec, models: list, folder, batch_size: int, max_instances: int | None) -> Optional[GameLoadError]:
+def _play_game(spec, models: list, folder, batch_size: int, max_instances: int | None,
+               items: Iterable[str] | None = None) -> Optional[GameLoadError]:
     from playpen.clem import RunnerErrors, clemcore, clemgame, log_dir, preserved_logging
     from playpen.envs.loading import load_benchmark
     from playpen.envs.turns import TurnLimitedBenchmark
@@ -262,7 +274,8 @@ def _play_game(spec, models: list, folder, batch_size: int, max_instances: int |
         return _failure(spec.game_name, str(e), details, traceback.format_exception(e.__cause__ or e))
     captured = RunnerErrors()
     with preserved_logging(), _quiet_stdout(), captured, benchmark:
-        instances = cg.GameInstances.from_game_spec(spec).filter(limit_per_experiment(max_instances))
+        instances = (cg.GameInstances.from_game_spec(spec).filter(only_items(items))
+                     .filter(limit_per_experiment(max_instances)))
         try:
             dispatch.run(TurnLimitedBenchmark(benchmark), instances, models, callbacks=callbacks,
                          batch_size=batch_size)
@@ -351,7 +364,8 @@ def write_table(table: EvalTable, run_dir: Path, extra: dict | None = None) -> E
 def evaluate(player_models: Sequence, games: Iterable[str] | None = None, *,
              results_dir: str | Path = "results", instances: str | None = None,
              batch_size: int = 8, max_instances: int | None = None, run_name: str | None = None,
-             extra: dict | None = None, overwrite: bool = False, threads: int | None = None) -> EvalTable:
+             extra: dict | None = None, overwrite: bool = False, threads: int | None = None,
+             items: Iterable[str] | None = None) -> EvalTable:
     """Play, score and tabulate. `player_models` are loaded clemcore models (a learner being
     trained can be passed as is). ``instances`` is an instances file stem for every game
     (each must have it); None plays each game's own (``clemgame.json``'s ``instances``, the
@@ -361,14 +375,16 @@ def evaluate(player_models: Sequence, games: Iterable[str] | None = None, *,
     ``overwrite`` (see :func:`play`). Games that fail to load or play: GameLoadError after the
     other games are scored and tabulated (the error carries that table as ``.table``).
     ``threads``: torch's CPU threads while playing; None picks them by backend
-    (:func:`playpen.clem.playing_threads`: 1 for a local model on the CPU), 0 keeps torch's."""
+    (:func:`playpen.clem.playing_threads`: 1 for a local model on the CPU), 0 keeps torch's.
+    ``items``: only these instances (``<experiment>/<game_id>``, e.g. a protocol's test split)."""
     specs = game_specs(list(games) if games else None, instances)
     if not specs:
         raise EvaluationError("no games to evaluate (pass -g GAME; see `playpen list games`)")
     from playpen.clem import playing_threads, torch_threads
     with torch_threads(playing_threads(player_models) if threads is None else (threads or None)):
         run_dir, failures = play_games(specs, player_models, results_dir=results_dir, batch_size=batch_size,
-                                       max_instances=max_instances, run_name=run_name, overwrite=overwrite)
+                                       max_instances=max_instances, run_name=run_name, overwrite=overwrite,
+                                       items=items)
     failed = {f.game for f in failures}
     played = [s for s in specs if s.game_name not in failed]
     if not played:

@@ -195,6 +195,21 @@ def test_instance_generator_is_reproducible(tmp_path):
             written = gametest.generated_instances(generator.ProposerSolverInstanceGenerator(game), tmp_path,
                                                    stem + suffix, seed=generator.SEED, split=split)
             assert written == gametest.load_instances(GAME_DIR, stem + suffix)
+    written = gametest.generated_instances(generator.ProposerSolverInstanceGenerator("arith_solver"), tmp_path,
+                                           "instances_solver_protocol", seed=generator.SEED, split="protocol")
+    assert written == gametest.load_instances(GAME_DIR, "instances_solver_protocol")
+
+
+def test_the_protocol_set_extends_the_solver_evaluation_set_with_unseen_problems():
+    def problems(instances):
+        return {i["problem"] for _, i in all_instances(instances)}
+    protocol = gametest.load_instances(GAME_DIR, "instances_solver_protocol")
+    assert len(problems(protocol)) == 100
+    assert not problems(protocol) & problems(SOLVER_TRAIN)
+    for evaluation, extended in zip(SOLVER_EVAL["experiments"], protocol["experiments"]):
+        assert extended["game_instances"][:10] == evaluation["game_instances"]
+        for instance in extended["game_instances"]:
+            assert rules.evaluate(rules.parse_expression(instance["problem"])) == instance["answer"]
 
 
 def test_clem_run_score_eval(clem_workspace, clem):

@@ -351,8 +351,19 @@ def test_instance_sets_shape_and_disjointness():
     assert not eval_stems & {rules.stem(t) for t in train_targets}
 
 
+def test_the_protocol_set_extends_the_evaluation_set_with_unseen_targets():
+    protocol = gametest.load_instances(GAME_DIR, "instances_protocol")
+    train_stems = {rules.stem(i["target_word"]) for _, i in all_instances(TRAIN)}
+    targets = [i["target_word"] for _, i in all_instances(protocol)]
+    assert len(targets) == len(set(targets)) == 120
+    assert not {rules.stem(t) for t in targets} & train_stems
+    for evaluation, extended in zip(EVAL["experiments"], protocol["experiments"]):
+        # the evaluation instances come first, with their ids: results on either set line up
+        assert extended["game_instances"][:20] == evaluation["game_instances"]
+
+
 def test_generator_is_reproducible(tmp_path):
-    for split, stem in gametest.SPLITS:
+    for split, stem in [*gametest.SPLITS, ("protocol", "instances_protocol")]:
         written = gametest.generated_instances(generator.TabooInstanceGenerator("taboo"), tmp_path, stem,
                                                seed=generator.SEED, split=split)
         assert written == gametest.load_instances(GAME_DIR, stem)
@@ -366,6 +377,7 @@ def test_folder_holds_both_specs_each_with_its_own_instances():
         "taboo": "instances", "adversarial_taboo": "instances_adversarial"}
     files = generator.instances_files()
     assert files == {("taboo", "eval"): "instances", ("taboo", "train"): "instances_train",
+                     ("taboo", "protocol"): "instances_protocol",
                      ("adversarial_taboo", "eval"): "instances_adversarial",
                      ("adversarial_taboo", "train"): "instances_adversarial_train"}
     assert sorted(path.stem for path in (GAME_DIR / "in").glob("*.json")) == sorted(files.values())

@@ -6,6 +6,10 @@
 Seeded and reproducible. Per domain, one stream of distinct slot-value combinations is
 drawn and split, so evaluation and training never share a combination. Within an
 instance no slot value mentions another one (so an answer fills only the slot it names).
+
+in/instances_protocol.json, the larger held-out set of the learning protocol
+(benchmarks/protocol.py, issue 28): per domain the 10 evaluation instances (the same ids
+and contents) and the next 10 combinations of the stream after the training ones.
 """
 import os
 import random
@@ -19,8 +23,10 @@ GAME_PATH = os.path.dirname(os.path.abspath(__file__))
 SEED = 73
 NUM_EVAL = 10
 NUM_TRAIN = 20
+NUM_PROTOCOL_EXTRA = 10
 SPLITS = {"eval": ("instances.json", 0, NUM_EVAL),
-          "train": ("instances_train.json", NUM_EVAL, NUM_EVAL + NUM_TRAIN)}
+          "train": ("instances_train.json", NUM_EVAL, NUM_EVAL + NUM_TRAIN),
+          "protocol": ("instances_protocol.json", NUM_EVAL + NUM_TRAIN, NUM_EVAL + NUM_TRAIN + NUM_PROTOCOL_EXTRA)}
 
 
 def draw_value(domain: dict, slot: str, rng: random.Random) -> str:
@@ -68,20 +74,30 @@ class PrivateSharedInstanceGenerator(GameInstanceGenerator):
         template = self.load_template("resources/initial_prompt")
         _, start, stop = SPLITS[split]
         for name, domain in domains.items():
-            combinations = draw_combinations(domain, random.Random(f"{seed}-{name}"), NUM_EVAL + NUM_TRAIN)
-            rng = random.Random(f"{seed}-{name}-{split}")
+            # drawn in one stream: more combinations leave the first ones (and the splits) as they were
+            combinations = draw_combinations(domain, random.Random(f"{seed}-{name}"), stop)
             experiment = self.add_experiment(name)
             experiment["questioner_tag"] = domain["questioner_tag"]
-            for game_id, values in enumerate(combinations[start:stop]):
-                slots = list(domain["slots"])
-                instance = self.add_game_instance(experiment, game_id)
-                instance["slots"] = values
-                instance["question_order"] = rng.sample(slots, len(slots))
-                instance["requests"] = {s: rng.choice(domain["slots"][s]["requests"]) for s in slots}
-                instance["probes"] = {s: rng.sample(domain["slots"][s]["probes"], len(domain["slots"][s]["probes"]))
-                                      for s in slots}
-                instance["questioner_tag"] = domain["questioner_tag"]
-                instance["initial_prompt"] = render_prompt(template, domain, values)
+            parts = [("eval", combinations[:NUM_EVAL])] if split == "protocol" else []
+            parts.append((split, combinations[start:stop]))
+            game_id = 0
+            for part, chosen in parts:
+                rng = random.Random(f"{seed}-{name}-{part}")
+                for values in chosen:
+                    self._add(experiment, game_id, domain, template, values, rng)
+                    game_id += 1
+
+    def _add(self, experiment: dict, game_id: int, domain: dict, template: str, values: dict,
+             rng: random.Random) -> None:
+        slots = list(domain["slots"])
+        instance = self.add_game_instance(experiment, game_id)
+        instance["slots"] = values
+        instance["question_order"] = rng.sample(slots, len(slots))
+        instance["requests"] = {s: rng.choice(domain["slots"][s]["requests"]) for s in slots}
+        instance["probes"] = {s: rng.sample(domain["slots"][s]["probes"], len(domain["slots"][s]["probes"]))
+                              for s in slots}
+        instance["questioner_tag"] = domain["questioner_tag"]
+        instance["initial_prompt"] = render_prompt(template, domain, values)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,11 @@ reference solvers and the most operators allowed; arith_solver: problems by numb
 operators. Evaluation and training sets never share a number set (proposer) or a problem
 (solver). Each spec's evaluation set is the instances file clemgame.json names, its
 training set that name + "_train".
+
+arith_solver's larger held-out set for the learning protocol (benchmarks/protocol.py,
+issue 28), in/instances_solver_protocol.json: per experiment its 10 evaluation problems
+(the same ids) and 15 more, drawn from a stream of their own after every evaluation and
+training problem, none of which they repeat.
 """
 import os
 import random
@@ -16,14 +21,14 @@ from clemcore.clemgame import GameInstanceGenerator
 from arith_rules import evaluate, parse_expression, render
 
 SEED = 42
-SPLITS = ("eval", "train")
+SPLITS = ("eval", "train", "protocol")
 GAME_DIR = os.path.dirname(os.path.abspath(__file__))
 # experiment name -> (how many numbers, lowest, highest, most operators, reference solver skills)
 PROPOSER_EXPERIMENTS = {"four_numbers": (4, 1, 12, 3, [1, 2, 3, 4]),
                         "five_numbers": (5, 2, 20, 4, [1, 2, 3, 4, 5])}
 NUM_PROPOSER = {"eval": 10, "train": 40}  # per experiment
 SOLVER_OPERATORS = (1, 2, 3, 4)  # one experiment each
-NUM_SOLVER = {"eval": 10, "train": 30}
+NUM_SOLVER = {"eval": 10, "train": 30, "protocol_extra": 15}
 FILES = {"arith_proposer": "instances_proposer", "arith_solver": "instances_solver"}
 
 
@@ -63,8 +68,8 @@ class ProposerSolverInstanceGenerator(GameInstanceGenerator):
         self.game = game
 
     def on_generate(self, seed: int, split: str = "eval"):
-        if split not in SPLITS:
-            raise ValueError(f"split must be 'eval' or 'train', not {split!r}")
+        if split not in SPLITS or (split == "protocol" and self.game != "arith_solver"):
+            raise ValueError(f"split must be 'eval' or 'train' (arith_solver: or 'protocol'), not {split!r}")
         rng = random.Random(seed)
         if self.game == "arith_proposer":
             for name, (count, low, high, max_operators, panel) in PROPOSER_EXPERIMENTS.items():
@@ -83,7 +88,14 @@ class ProposerSolverInstanceGenerator(GameInstanceGenerator):
                 if problem not in seen:
                     seen.add(problem)
                     problems.append(problem)
-            chosen = problems[:NUM_SOLVER["eval"]] if split == "eval" else problems[NUM_SOLVER["eval"]:]
+            chosen = problems[:NUM_SOLVER["eval"]] if split != "train" else problems[NUM_SOLVER["eval"]:]
+            if split == "protocol":  # its own stream: the eval/train draws of later experiments stay put
+                extra = random.Random(f"{seed}-protocol-{operators}")
+                while len(chosen) < NUM_SOLVER["eval"] + NUM_SOLVER["protocol_extra"]:
+                    problem = random_problem(extra, operators)
+                    if problem not in seen:
+                        seen.add(problem)
+                        chosen.append(problem)
             experiment = self.add_experiment(f"ops_{operators}")
             experiment["num_operators"] = operators
             for game_id, problem in enumerate(chosen):
@@ -96,3 +108,5 @@ if __name__ == "__main__":
     for game, stem in FILES.items():
         ProposerSolverInstanceGenerator(game).generate(f"{stem}.json", seed=SEED, split="eval")
         ProposerSolverInstanceGenerator(game).generate(f"{stem}_train.json", seed=SEED, split="train")
+    ProposerSolverInstanceGenerator("arith_solver").generate(f"{FILES['arith_solver']}_protocol.json", seed=SEED,
+                                                             split="protocol")

@@ -10,6 +10,11 @@ evaluation target of either game is a training target of the other; the remainin
 stay in the lexicon as distractors. Each game's evaluation set is the instances file its
 spec in clemgame.json names (taboo: in/instances.json, adversarial_taboo:
 in/instances_adversarial.json), its training set that name + "_train".
+
+taboo's larger held-out set for the learning protocol (benchmarks/protocol.py, issue 28),
+in/instances_protocol.json: every evaluation target (the same ids) followed by every word
+of its bin that is neither an evaluation nor a training target (120 in all), so that a
+dev and a test split can both be drawn from targets no training run has seen.
 """
 import json
 import os
@@ -22,7 +27,7 @@ from taboo_rules import mentions, stem, stopwords, taboo_violations, tokenize
 
 SEED = 42
 MAX_ROUNDS = {"taboo": 3, "adversarial_taboo": 5}  # per game name
-SPLITS = ("eval", "train")
+SPLITS = ("eval", "train", "protocol")
 NUM_EVAL_PER_BIN = 20
 NUM_TRAIN_PER_BIN = 40
 # (experiment name, lowest Zipf frequency included, highest excluded)
@@ -46,8 +51,10 @@ def instances_files() -> dict[tuple[str, str], str]:
     with open(os.path.join(GAME_DIR, "clemgame.json"), encoding="utf-8") as f:
         specs = json.load(f)
     own = {spec["game_name"]: spec.get("instances", "instances") for spec in specs}
-    return {(game, split): own[game] if split == "eval" else f"{own[game]}_train"
-            for game in MAX_ROUNDS for split in SPLITS}
+    files = {(game, split): own[game] if split == "eval" else f"{own[game]}_train"
+             for game in MAX_ROUNDS for split in ("eval", "train")}
+    files[("taboo", "protocol")] = f"{own['taboo']}_protocol"  # the protocol's held-out set: taboo's only
+    return files
 
 
 def validate(entries: list[dict], lexicon_words: set[str]) -> None:
@@ -73,8 +80,8 @@ def validate(entries: list[dict], lexicon_words: set[str]) -> None:
                 raise ValueError(f"hint of {word!r} says the target: {hint!r}")
 
 
-def split_by_frequency(entries: list[dict], seed: int) -> dict[str, tuple[list[dict], list[dict]]]:
-    """Per frequency bin: (evaluation entries, training entries), disjoint."""
+def split_by_frequency(entries: list[dict], seed: int) -> dict[str, tuple[list[dict], list[dict], list[dict]]]:
+    """Per frequency bin: (evaluation entries, training entries, the bin's other entries), disjoint."""
     rng = random.Random(seed)
     splits = {}
     for name, low, high in FREQUENCY_BINS:
@@ -84,7 +91,8 @@ def split_by_frequency(entries: list[dict], seed: int) -> dict[str, tuple[list[d
             raise ValueError(f"bin {name} has only {len(in_bin)} words")
         rng.shuffle(in_bin)
         splits[name] = (in_bin[:NUM_EVAL_PER_BIN],
-                        in_bin[NUM_EVAL_PER_BIN:NUM_EVAL_PER_BIN + NUM_TRAIN_PER_BIN])
+                        in_bin[NUM_EVAL_PER_BIN:NUM_EVAL_PER_BIN + NUM_TRAIN_PER_BIN],
+                        in_bin[NUM_EVAL_PER_BIN + NUM_TRAIN_PER_BIN:])
     return splits
 
 
@@ -99,16 +107,17 @@ class TabooInstanceGenerator(GameInstanceGenerator):
 
     def on_generate(self, seed: int, split: str = "eval"):
         if split not in SPLITS:
-            raise ValueError(f"split must be 'eval' or 'train', not {split!r}")
+            raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
         entries = load_words()
         validate(entries, load_lexicon_words())
         splits = split_by_frequency(entries, seed)
         for name, low, high in FREQUENCY_BINS:
-            evaluation, training = splits[name]
+            evaluation, training, rest = splits[name]
+            chosen = {"eval": evaluation, "train": training, "protocol": evaluation + rest}[split]
             experiment = self.add_experiment(name)
             experiment["max_rounds"] = MAX_ROUNDS[self.game]
             experiment["zipf_range"] = [low, high]
-            for game_id, entry in enumerate(evaluation if split == "eval" else training):
+            for game_id, entry in enumerate(chosen):
                 instance = self.add_game_instance(experiment, game_id)
                 instance["target_word"] = entry["word"]
                 instance["related_words"] = entry["related"]

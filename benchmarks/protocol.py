@@ -1,0 +1,403 @@
+"""The learning protocol (issue 28): does learning in interaction beat more imitation?
+
+    python benchmarks/protocol.py --methods expert-iteration,spin --seeds 1,2,3   # hours; cached per seed
+    python benchmarks/protocol.py --report                                         # report + plots only
+    python benchmarks/protocol.py --quick --out /tmp/protocol -l tiny-random       # minutes: the plumbing
+
+Per seed: an SFT-LoRA warm-up on the programmatic players' won training episodes, trained
+in chunks of ``--warmup-chunk`` steps until its dev score stops improving
+(``--warmup-patience`` chunks without a gain; the best chunk is kept): every method starts
+from the best imitation model of its seed. Then every method, and the control
+``continued-sft`` (the warm-up's SFT continued), trains from that adapter with the same
+budget in training examples (``--budget-examples``: a method's steps are the budget over its
+rows per optimizer step), not wall time: CPU contention does not change a result.
+
+Every held-out set is split once into dev and test (benchmarks/protocol-splits.json,
+benchmarks/protocol_splits.py). Dev is played at 0/25/50/75/100 % of each budget (the
+curves; every configuration tried is in ``dev-log.jsonl``); test is played once per final
+configuration — the warm-up (method ``sft``) and each method's last adapter — and kept per
+(method, seed, game, setting) in ``<out>/<method>--seed<S>--<game>--<role>.json`` with
+``scores``: item id -> that item's score (aborted = 0). A result is never replaced: a
+changed configuration under an existing name is refused (name the variant). Scores are
+clemscore-style per episode: Main Score when played, 0 when aborted.
+
+The report (``protocol_report.py``) compares each method with the control item by item:
+exact sign-flip p, Holm over methods x primary settings, intervals clustered by item
+(referencegame: by target) and seed, the detectable effect, forgetting, curves.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from learning import Setting, run_dir_of  # beside this script (its folder is on sys.path)
+from protocol_report import build_report, result_name, scores_of_run
+from protocol_splits import SPLITS_FILE, check_splits, load_splits
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+OUT = REPO_ROOT / "benchmarks" / "results" / "protocol"
+CONTROL, WARM_UP = "continued-sft", "sft"
+FRACTIONS = (0.25, 0.5, 0.75, 1.0)
+
+
+@dataclass(frozen=True)
+class ProtocolSetting(Setting):
+    """A held-out setting; `split`: its game's entry in protocol-splits.json; `primary`:
+    in the family of tests (the referencegame follower is a diagnostic)."""
+
+    split: str = ""
+    primary: bool = True
+
+
+SETTINGS = (
+    ProtocolSetting("taboo/guesser", "taboo", 1, "programmatic", split="taboo"),
+    ProtocolSetting("taboo/self-play", "taboo", split="taboo"),
+    ProtocolSetting("privateshared/answerer", "privateshared", split="privateshared"),
+    ProtocolSetting("arith_solver/solver", "arith_solver", split="arith_solver"),
+    ProtocolSetting("referencegame/follower", "referencegame", 1, "programmatic", split="referencegame",
+                    primary=False),
+)
+GAMES = "taboo,privateshared,arith_solver,referencegame"
+PRIMARY_GAMES = "taboo,privateshared,arith_solver"
+LEARNER_ROLES = "Guesser,Answerer,Solver"
+
+
+@dataclass(frozen=True)
+class Method:
+    """A packaged trainer (its name in ``playpen run --list``), its options (budget and starting adapter come from the protocol),
+    its partner while training and the games it trains."""
+
+    trainer: str
+    options: dict = field(default_factory=dict)
+    teacher: str | None = None
+    trains: tuple = ()
+    temperature: float = 0.7
+    description: str = ""
+
+
+SFT_DATA = dict(games=GAMES, batch_size=8, max_length=768, learning_rate=2e-4)
+METHODS = {
+    WARM_UP: Method("sft", SFT_DATA, trains=tuple(GAMES.split(",")),
+                    description="SFT-LoRA on the programmatic players' won training episodes, until dev stops improving"),
+    CONTROL: Method("sft", SFT_DATA, trains=tuple(GAMES.split(",")),
+                    description="the warm-up's SFT continued for the budget: the imitation control"),
+    "expert-iteration": Method("expert-iteration",
+                               dict(games=PRIMARY_GAMES, roles=LEARNER_ROLES, rounds=4, instances_per_round=24,
+                                    samples_per_instance=4, batch_size=8, max_length=768, learning_rate=1e-4),
+                               teacher="programmatic", trains=tuple(PRIMARY_GAMES.split(",")), temperature=1.0,
+                               description="expert iteration: the learner's own won episodes with the programmatic "
+                                           "partners, 4 rounds"),
+    "expert-iteration-selfplay": Method("expert-iteration",
+                                        dict(games="taboo", rounds=4, instances_per_round=24, samples_per_instance=4,
+                                             batch_size=8, max_length=768, learning_rate=1e-4),
+                                        trains=("taboo",), temperature=1.0,
+                                        description="expert iteration in taboo self-play: both roles the learner's"),
+    "spin": Method("spin", dict(games=PRIMARY_GAMES, roles=LEARNER_ROLES, rounds=3,
+                                                pairs_per_round=32, batch_size=4, learning_rate=5e-5),
+                   trains=tuple(PRIMARY_GAMES.split(",")),
+                   description="SPIN: demonstration turns chosen, the learner's own rejected, 3 rounds"),
+    "dpo-branch": Method("dpo", dict(games=PRIMARY_GAMES, source="branching", roles=LEARNER_ROLES,
+                                                     fork_turns="0", branches=4, pair_instances=8, batch_size=4,
+                                                     learning_rate=5e-5),
+                         teacher="programmatic", trains=tuple(PRIMARY_GAMES.split(",")),
+                         description="DPO on first-move branches finished by the programmatic partner"),
+    "self-rewarding-game": Method("self-rewarding",
+                                  dict(games=PRIMARY_GAMES, roles=LEARNER_ROLES, rounds=2, reward="game",
+                                       batch_size=4),
+                                  teacher="programmatic", trains=tuple(PRIMARY_GAMES.split(",")),
+                                  description="self-rewarding with the game's reward: best vs worst candidate -> DPO"),
+    "grpo-partner": Method("grpo-teacher", dict(games=PRIMARY_GAMES, roles=LEARNER_ROLES,
+                                                           num_generations=8, groups_per_step=2, beta=0.0,
+                                                           learning_rate=2e-4),
+                           teacher="programmatic", trains=tuple(PRIMARY_GAMES.split(",")), temperature=1.0,
+                           description="GRPO in the learner's roles with the programmatic partners"),
+    "grpo-selfplay-sft": Method("grpo", dict(games="taboo", num_generations=8, groups_per_step=2,
+                                                                beta=0.02, learning_rate=2e-4, baseline="running",
+                                                                sft_coef=1.0, sft_batch=8),
+                                trains=("taboo",), temperature=1.0,
+                                description="GRPO in taboo self-play with a running baseline, KL to the warm-up "
+                                            "and a supervised anchor"),
+}
+
+
+# ----------------------------------------------------------------------------- configuration
+
+def rows_per_step(config) -> int:
+    """Training examples an optimizer step consumes: episodes for GRPO (groups x their
+    size), conversations or pairs for the others (batch x accumulation)."""
+    if hasattr(config, "num_generations") and hasattr(config, "groups_per_step"):
+        return config.num_generations * config.groups_per_step
+    return config.batch_size * getattr(config, "gradient_accumulation_steps", 1)
+
+
+def configure(name: str, method: Method, args, models_dir: Path, init_adapter: Path | None, max_steps: int | None,
+              **extra):
+    """(trainer class, config, options) with the trainer's own checks done (no model loads)."""
+    from playpen.training import catalog
+    cls = catalog.trainer_class(method.trainer)
+    options = dict(method.options, models_dir=str(models_dir), evaluate=False, **extra)
+    if init_adapter is not None:
+        options["init_adapter"] = str(init_adapter)
+    if args.quick:
+        fields = cls.config_class.__dataclass_fields__
+        for key, small in (("pair_instances", 1), ("pairs_per_round", 4), ("num_generations", 2),
+                           ("groups_per_step", 1), ("demo_max_instances", 1), ("batch_size", 2),
+                           ("instances_per_round", 2), ("samples_per_instance", 2), ("sft_batch", 2),
+                           ("max_length", 256)):
+            if key in fields:
+                options[key] = small
+        if "rounds" in fields:
+            options["rounds"] = min(options.get("rounds", 1), 2)
+    if max_steps is None:  # the method's budget in steps: its share of the examples
+        rows = rows_per_step(cls.config_class(**{**options, "max_steps": 1000}))
+        max_steps = max(options.get("rounds", 1), args.budget_examples // rows)
+    options["max_steps"] = max_steps
+    options.setdefault("save_steps", max(1, round(max_steps / 4)))
+    options.setdefault("save_total_limit", 8)
+    config = cls.config_class(**options)
+    cls.check(config, args.learner, method.teacher)
+    return cls, config, options
+
+
+def fingerprint(*parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------- playing
+
+def evaluate_split(adapter: Path | None, split: str, label: str, args, work: Path,
+                   settings=SETTINGS) -> dict:
+    """Every setting on one split with the learner (+ adapter), greedily: setting ->
+    {"scores": item -> score (aborted = 0), "played": item -> 0/1}."""
+    from playpen.evaluation import evaluate
+    from playpen.models import load_model_by_name
+    splits = load_splits(args.splits)
+    greedy = dict(temperature=0.0, max_tokens=args.max_tokens)
+    learner = load_model_by_name(args.learner, gen_args=greedy, role="learner", adapter=adapter, run_name=label)
+    partner = load_model_by_name("programmatic", gen_args=greedy, role="partner")
+    out = {}
+    for setting in settings:
+        entry = splits["games"][setting.split]
+        items = entry[split][:args.max_items] if args.max_items else entry[split]
+        players = setting.players(learner, partner if setting.partner else None)
+        table = evaluate(players, [setting.game], results_dir=work / "results", instances=entry["instances"],
+                         items=items, batch_size=16, run_name=f"{label}--{split}--{setting.name.replace('/', '-')}",
+                         overwrite=True)
+        out[setting.name] = scores_of_run(Path(table.run_dir) / setting.game, items)
+    del learner
+    return out
+
+
+def dev_mean(rows: dict) -> float:
+    """The warm-up's criterion: the mean dev score over the primary settings' items."""
+    primary = [s.name for s in SETTINGS if s.primary and s.name in rows]
+    values = [v for name in primary for v in rows[name]["scores"].values()]
+    return sum(values) / len(values) if values else 0.0
+
+
+def log_dev(out: Path, **row) -> None:
+    with (out / "dev-log.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps(row, sort_keys=True) + "\n")
+
+
+def train(cls, config, method: Method, args, seed: int, records: Path) -> None:
+    from playpen.models import load_model_by_name
+    from playpen.seeding import seed_everything
+    seed_everything(seed)
+    gen_args = dict(temperature=method.temperature, max_tokens=args.max_tokens)
+    learner = load_model_by_name(args.learner, gen_args=gen_args, role="learner")
+    teacher = load_model_by_name(method.teacher, gen_args=gen_args, role="teacher") if method.teacher else None
+    trainer = cls(learner, teacher, config=config, output_dir=records, seed=seed, progress=False)
+    trainer.learn(None)
+    del trainer, learner
+
+
+def summaries(dev: dict) -> dict:
+    """Per setting: the mean score and the item count of a split's evaluation (for the log)."""
+    return {name: {"mean": round(sum(r["scores"].values()) / max(1, len(r["scores"])), 3), "items": len(r["scores"])}
+            for name, r in dev.items()}
+
+
+# ----------------------------------------------------------------------------- the warm-up
+
+def warm_up(seed: int, args, out: Path, work: Path) -> Path:
+    """The seed's warm-up adapter: SFT chunk by chunk while dev improves (cached)."""
+    method = METHODS[WARM_UP]
+    key = fingerprint(WARM_UP, method.options, seed, args.learner, args.warmup_chunk, args.warmup_patience,
+                      args.warmup_max_chunks, args.quick, args.max_items, args.max_tokens)
+    marker = work / f"seed-{seed}" / "warm-up.json"
+    if marker.exists():
+        done = json.loads(marker.read_text())
+        if done["fingerprint"] == key and Path(done["adapter"]).exists():
+            return Path(done["adapter"])
+    models = work / f"seed-{seed}" / "models" / WARM_UP
+    best, best_score, since, curve = None, -math.inf, 0, []
+    for chunk in range(1, args.warmup_max_chunks + 1):
+        steps = chunk * args.warmup_chunk
+        cls, config, options = configure(WARM_UP, method, args, models, None, steps, save_steps=args.warmup_chunk,
+                                         save_total_limit=args.warmup_max_chunks + 1, resume=chunk > 1,
+                                         overwrite=chunk == 1)
+        train(cls, config, method, args, seed, work / f"seed-{seed}" / "records")
+        adapter = run_dir_of(models) / f"checkpoint-{steps}"
+        dev = evaluate_split(adapter, "dev", f"seed{seed}-sft-{steps}", args, work)
+        score = dev_mean(dev)
+        curve.append({"step": steps, "dev": score})
+        log_dev(out, method=WARM_UP, seed=seed, step=steps, fingerprint=key, options=options, dev=summaries(dev),
+                dev_mean=score)
+        print(f"== seed {seed} warm-up: {steps} steps, dev {score:.2f}", flush=True)
+        if score > best_score + 1e-9:
+            best, best_score, since = adapter, score, 0
+        else:
+            since += 1
+            if since >= args.warmup_patience:
+                break
+    marker.write_text(json.dumps({"fingerprint": key, "adapter": str(best), "dev": best_score, "curve": curve}))
+    return best
+
+
+def warm_up_key(work: Path, seed: int) -> str:
+    """The fingerprint of the seed's warm-up: part of every result that starts from it."""
+    return json.loads((work / f"seed-{seed}" / "warm-up.json").read_text())["fingerprint"]
+
+
+# ----------------------------------------------------------------------------- a method
+
+def write_results(out: Path, name: str, method: Method, seed: int, key: str, test: dict, extra: dict) -> None:
+    from playpen.files import write_json
+    for setting in SETTINGS:
+        row = test[setting.name]
+        write_json(out / result_name(name, seed, setting.name), {
+            "method": name, "seed": seed, "game": setting.game, "setting": setting.name, "split": "test",
+            "scores": row["scores"], "played": row["played"], "primary": setting.primary,
+            "trains": list(method.trains), "fingerprint": key, **extra}, indent=1)
+
+
+def cached(out: Path, name: str, seed: int, key: str) -> bool:
+    """True when every setting's test result of this configuration exists; a result of
+    another configuration under this name: refused (the test split is played once)."""
+    found = [out / result_name(name, seed, s.name) for s in SETTINGS]
+    keys = {json.loads(p.read_text()).get("fingerprint") for p in found if p.exists()}
+    if keys - {key}:
+        raise SystemExit(f"protocol.py: {name} (seed {seed}) has test results of another configuration in {out}: "
+                         f"the test split is played once per configuration; give the variant its own name")
+    return len(keys) == 1 and all(p.exists() for p in found)
+
+
+def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path) -> None:
+    method = METHODS[name]
+    models = work / f"seed-{seed}" / "models" / name
+    cls, config, options = configure(name, method, args, models, adapter0, None, overwrite=True)
+    key = fingerprint(name, options | {"models_dir": None, "init_adapter": None}, method.teacher, method.temperature,
+                      seed, args.learner, args.quick, args.max_items, args.max_tokens, warm_up_key(work, seed),
+                      adapter0.name)
+    if cached(out, name, seed, key):
+        print(f"== {name} seed {seed}: cached", flush=True)
+        return
+    print(f"== {name} seed {seed}: {options['max_steps']} steps of {rows_per_step(config)} examples", flush=True)
+    from playpen.errors import PlaypenError
+    from playpen.training.common.checkpoints import checkpoint_step, checkpoints
+    started = time.time()
+    try:
+        train(cls, config, method, args, seed, work / f"seed-{seed}" / "records")
+    except PlaypenError as error:  # e.g. nothing won to imitate: the policy stays the warm-up's
+        print(f"== {name} seed {seed}: failed: {error}", flush=True)
+        test = evaluate_split(adapter0, "test", f"seed{seed}-{name}", args, work)
+        write_results(out, name, method, seed, key, test, {
+            "failed": str(error), "steps": 0, "budget_examples": args.budget_examples,
+            "options": {k: v for k, v in options.items() if k != "models_dir"}, "teacher": method.teacher,
+            "description": method.description, "dev_curve": []})
+        return
+    seconds = time.time() - started
+    saved = {checkpoint_step(p): p for p in checkpoints(run_dir_of(models))}
+    steps = options["max_steps"]
+    curve = []
+    for fraction in FRACTIONS:  # the checkpoint nearest each fraction of the budget
+        step = min(saved, key=lambda s: (abs(s - fraction * steps), -s))
+        dev = evaluate_split(saved[step], "dev", f"seed{seed}-{name}-{step}", args, work)
+        curve.append({"fraction": fraction, "step": step, "dev": summaries(dev)})
+        log_dev(out, method=name, seed=seed, step=step, fraction=fraction, fingerprint=key, options=options,
+                dev=summaries(dev), dev_mean=dev_mean(dev))
+    test = evaluate_split(saved[max(saved)], "test", f"seed{seed}-{name}", args, work)
+    write_results(out, name, method, seed, key, test, {
+        "budget_examples": args.budget_examples, "steps": steps, "examples_per_step": rows_per_step(config),
+        "train_seconds": round(seconds, 1), "options": {k: v for k, v in options.items() if k != "models_dir"},
+        "teacher": method.teacher, "description": method.description, "dev_curve": curve})
+
+
+def run_warm_up_test(seed: int, adapter: Path, args, out: Path, work: Path) -> None:
+    """The warm-up is a final configuration too (method ``sft``): its test scores, once."""
+    key = fingerprint(WARM_UP, warm_up_key(work, seed), adapter.name)
+    if cached(out, WARM_UP, seed, key):
+        return
+    test = evaluate_split(adapter, "test", f"seed{seed}-sft", args, work)
+    marker = json.loads((work / f"seed-{seed}" / "warm-up.json").read_text())
+    write_results(out, WARM_UP, METHODS[WARM_UP], seed, key, test, {
+        "steps": int(adapter.name.rpartition("-")[2]), "description": METHODS[WARM_UP].description,
+        "warm_up_curve": marker["curve"]})
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-l", "--learner", default="smol-135m")
+    parser.add_argument("--methods", default=",".join(m for m in METHODS if m != WARM_UP),
+                        help=f"comma-separated, the control always included: {','.join(METHODS)}")
+    parser.add_argument("--seeds", default="1,2,3", help="comma-separated training seeds (>= 3 for the report)")
+    parser.add_argument("--budget-examples", type=int, default=512,
+                        help="training examples per method (steps = this / the method's rows per step)")
+    parser.add_argument("--warmup-chunk", type=int, default=8, help="warm-up SFT steps between dev evaluations")
+    parser.add_argument("--warmup-patience", type=int, default=2, help="chunks without a dev gain before it stops")
+    parser.add_argument("--warmup-max-chunks", type=int, default=12)
+    parser.add_argument("--max-tokens", type=int, default=40, help="tokens per generated turn")
+    parser.add_argument("--max-items", type=int, default=0, help="first N items of each split (0 = all; plumbing)")
+    parser.add_argument("--splits", default=str(SPLITS_FILE))
+    parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--report", action="store_true", help="only the report and plots from the results")
+    parser.add_argument("--quick", action="store_true", help="tiny budgets and 2 items per split: the plumbing only")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    if args.quick:
+        args.budget_examples, args.warmup_chunk, args.warmup_max_chunks = 8, 1, 2
+        args.max_items, args.max_tokens = args.max_items or 2, min(args.max_tokens, 8)
+        if out.resolve() == OUT.resolve():
+            print("protocol.py: --quick results are plumbing, not results: pass --out DIR", file=sys.stderr)
+            return 2
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        print(f"protocol.py: --seeds {args.seeds!r}: expected comma-separated integers", file=sys.stderr)
+        return 2
+    wanted = [m for m in args.methods.split(",") if m]
+    unknown = [m for m in wanted if m not in METHODS]
+    if unknown or not seeds or min(args.budget_examples, args.warmup_chunk, args.warmup_max_chunks) < 1:
+        print(f"protocol.py: unknown method(s) {unknown}; known: {','.join(METHODS)}" if unknown else
+              "protocol.py: --seeds, --budget-examples, --warmup-chunk and --warmup-max-chunks must be >= 1",
+              file=sys.stderr)
+        return 2
+    problems = check_splits(load_splits(args.splits))
+    if problems:
+        print(f"protocol.py: {args.splits}: {problems[0]}", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    if not args.report:
+        wanted = [CONTROL] + [m for m in wanted if m not in (CONTROL, WARM_UP)]
+        work = out / "work"
+        for name in wanted:  # every method's options checked by its trainer before anything runs
+            configure(name, METHODS[name], args, work / "check", None, None, overwrite=True)
+        for seed in seeds:
+            adapter = warm_up(seed, args, out, work)
+            run_warm_up_test(seed, adapter, args, out, work)
+            for name in wanted:
+                run_method(name, seed, adapter, args, out, work)
+            build_report(out, METHODS, SETTINGS, load_splits(args.splits))
+    print(build_report(out, METHODS, SETTINGS, load_splits(args.splits)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""The learning protocol's report, built only from its per-(method, seed, setting) test
+results and its dev log, so that it can be rebuilt (and checked) anywhere.
+
+Every non-control method is compared with ``continued-sft`` item by item on the test split:
+the per-item difference is the method's score minus the control's, averaged over the seeds
+both have; the exact sign-flip p (two-sided) and Wilcoxon's are over those items; Holm
+adjusts the sign-flip p over the family of methods x primary settings; the 95 % interval
+of the mean difference resamples items in clusters (a referencegame target with its
+positions) and seeds; the detectable effect is that of a paired test on the setting's
+items at the observed spread, α = 0.05, power 0.8. Forgetting: % played and score on the
+settings of games a method did not train, against the warm-up of the same seeds.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from playpen.evaluation import statistics as stats
+
+CONTROL, WARM_UP = "continued-sft", "sft"
+ALPHA = 0.05
+MAX_PLAYED_DROP = 5.0  # the issue's target: no untrained game loses more than 5 points of % played
+
+
+def result_name(method: str, seed: int, setting: str) -> str:
+    """``<method>--seed<S>--<game>--<role>.json`` (setting ``game/role``)."""
+    return f"{method}--seed{seed}--{setting.replace('/', '--')}.json"
+
+
+def scores_of_run(game_dir: Path, items) -> dict:
+    """``{"scores": item -> score, "played": item -> 0/1}`` for `items` from a results
+    folder of one game (``<experiment>/instance_<id>/scores.json``): the Main Score of a
+    played episode, 0 for an aborted, unscored or missing one."""
+    scores = {item: 0.0 for item in items}
+    played = {item: 0 for item in items}
+    for path in Path(game_dir).rglob("scores.json"):
+        item = f"{path.parent.parent.name}/{int(path.parent.name.rpartition('_')[2])}"
+        if item not in scores:
+            continue
+        episode = json.loads(path.read_text(encoding="utf-8")).get("episode scores", {})
+        main = episode.get("Main Score")
+        aborted = episode.get("Aborted") == 1 or main is None or (isinstance(main, float) and math.isnan(main))
+        scores[item], played[item] = (0.0, 0) if aborted else (float(main), 1)
+    return {"scores": scores, "played": played}
+
+
+def load_results(out: Path) -> dict:
+    """(method, setting) -> seed -> the result file's content."""
+    found: dict = {}
+    for path in sorted(Path(out).glob("*--seed*--*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        found.setdefault((data["method"], data["setting"]), {})[data["seed"]] = data
+    return found
+
+
+def compare(mine: dict, control: dict, cluster_of: dict) -> dict | None:
+    """The paired comparison of one method with the control on one setting (see the module)."""
+    seeds = sorted(set(mine) & set(control))
+    if not seeds:
+        return None
+    differences = {(s, i): mine[s]["scores"][i] - control[s]["scores"][i]
+                   for s in seeds for i in mine[s]["scores"] if i in control[s]["scores"]}
+    items = sorted({i for _, i in differences})
+    per_item = [sum(differences[(s, i)] for s in seeds if (s, i) in differences)
+                / sum((s, i) in differences for s in seeds) for i in items]
+    interval = stats.clustered_interval(differences, cluster_of=cluster_of, seed=0)
+    per_seed = [sum(mine[s]["scores"].values()) / max(1, len(mine[s]["scores"])) for s in seeds]
+    played = sum(v for s in seeds for v in mine[s]["played"].values()) / max(
+        1, sum(len(mine[s]["played"]) for s in seeds))
+    control_mean = sum(v for s in seeds for v in control[s]["scores"].values()) / max(
+        1, sum(len(control[s]["scores"]) for s in seeds))
+    return {"seeds": len(seeds), "items": len(items), "method_mean": sum(per_seed) / len(per_seed),
+            "method_sd": stats.sample_sd(per_seed), "played": 100 * played, "control_mean": control_mean,
+            "gain": interval.mean, "low": interval.low, "high": interval.high,
+            "sign_flip_p": stats.sign_flip_test(per_item).p_value, "wilcoxon_p": stats.wilcoxon_test(per_item).p_value,
+            "detectable": stats.detectable_effect(stats.sample_sd(per_item), len(items)),
+            "better": sum(d > 0 for d in per_item), "worse": sum(d < 0 for d in per_item),
+            "failed": any(mine[s].get("failed") for s in seeds)}
+
+
+def comparisons(results: dict, settings, splits: dict) -> dict:
+    """(method, setting) -> comparison, with ``holm_p`` over the primary settings' family."""
+    out = {}
+    for (method, setting), mine in results.items():
+        if method == CONTROL or (CONTROL, setting) not in results:
+            continue
+        split = next(s.split for s in settings if s.name == setting)
+        row = compare(mine, results[(CONTROL, setting)], splits["games"][split].get("clusters", {}))
+        if row is not None:
+            row["primary"] = next(s.primary for s in settings if s.name == setting)
+            out[(method, setting)] = row
+    family = {key: row["sign_flip_p"] for key, row in out.items() if row["primary"] and key[0] != WARM_UP}
+    for key, p in stats.holm(family).items():
+        out[key]["holm_p"] = p
+    return out
+
+
+def forgetting(results: dict, settings) -> dict:
+    """method -> [(setting, % played drop vs the warm-up, score change)] on games it did not train."""
+    out: dict = {}
+    for (method, setting), mine in results.items():
+        base = results.get((WARM_UP, setting))
+        game = next(s.game for s in settings if s.name == setting)
+        if method in (WARM_UP,) or base is None or game in next(iter(mine.values())).get("trains", []):
+            continue
+        seeds = sorted(set(mine) & set(base))
+        if not seeds:
+            continue
+        played = lambda rows: 100 * sum(v for s in seeds for v in rows[s]["played"].values()) / max(  # noqa: E731
+            1, sum(len(rows[s]["played"]) for s in seeds))
+        score = lambda rows: sum(v for s in seeds for v in rows[s]["scores"].values()) / max(  # noqa: E731
+            1, sum(len(rows[s]["scores"]) for s in seeds))
+        out.setdefault(method, []).append((setting, played(base) - played(mine), score(mine) - score(base)))
+    return out
+
+
+def consistency(results: dict, settings, splits: dict) -> dict:
+    """method -> per seed (targets whose every item scored > 0, targets) on the settings
+    whose items cluster (referencegame: a target at its three positions)."""
+    out: dict = {}
+    for setting in settings:
+        clusters = splits["games"][setting.split].get("clusters")
+        if not clusters:
+            continue
+        for (method, name), by_seed in sorted(results.items()):
+            if name != setting.name:
+                continue
+            for seed, data in sorted(by_seed.items()):
+                members: dict = {}
+                for item, score in data["scores"].items():
+                    members.setdefault(clusters.get(item, item), []).append(score)
+                out.setdefault(method, []).append((sum(all(v > 0 for v in m) for m in members.values()),
+                                                   len(members)))
+    return out
+
+
+def dev_configurations(out: Path) -> list[str]:
+    """Every configuration tried on dev (method, fingerprint, options), from dev-log.jsonl."""
+    path = Path(out) / "dev-log.jsonl"
+    if not path.exists():
+        return []
+    seen = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        seen.setdefault((row["method"], row["fingerprint"]), (row.get("options", {}), set()))[1].add(row["seed"])
+    return [f"- {method} `{key}` (seeds {', '.join(map(str, sorted(seeds)))}): "
+            + ", ".join(f"{k}={v}" for k, v in sorted(options.items())
+                        if k not in ("models_dir", "init_adapter", "overwrite", "evaluate", "resume"))
+            for (method, key), (options, seeds) in seen.items()]
+
+
+def dev_curves(out: Path) -> dict:
+    """(method, setting) -> [(fraction, mean dev score over seeds)]; the warm-up's dev is fraction 0."""
+    path = Path(out) / "dev-log.jsonl"
+    if not path.exists():
+        return {}
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    start: dict = {}
+    best: dict = {}
+    for row in rows:  # each seed's warm-up: its best chunk (the methods' start; ties: the earliest) is 0 %
+        if row["method"] == WARM_UP and row.get("dev_mean", 0) > best.get(row["seed"], -math.inf):
+            best[row["seed"]], start[row["seed"]] = row.get("dev_mean", 0), row["dev"]
+    points: dict = {}
+    for row in rows:
+        if row["method"] == WARM_UP:
+            continue
+        for setting, summary in row["dev"].items():
+            points.setdefault((row["method"], setting), {}).setdefault(row["fraction"], []).append(summary["mean"])
+            if row["seed"] in start and setting in start[row["seed"]]:
+                points[(row["method"], setting)].setdefault(0.0, []).append(start[row["seed"]][setting]["mean"])
+    return {key: sorted((f, sum(v) / len(v)) for f, v in by.items()) for key, by in points.items()}
+
+
+def _p(value: float | None) -> str:
+    return "—" if value is None else (f"{value:.4f}" if value >= 1e-4 else f"{value:.1e}")
+
+
+def build_report(out: Path, methods: dict, settings, splits: dict) -> str:
+    out = Path(out)
+    results = load_results(out)
+    if not results:
+        return "no protocol results yet"
+    rows = comparisons(results, settings, splits)
+    lines = ["# The learning protocol: each method against continued SFT (test split)", "",
+             f"Per item: method − control, mean over shared seeds; p: exact two-sided sign-flip over the items; "
+             f"Holm over methods × primary settings; interval: 95 % bootstrap clustered by item and seed; "
+             f"detectable: the effect a paired test on these items detects at α {ALPHA}, power 0.8.", "",
+             "| method | setting | seeds | items | method (± sd over seeds) | played % | control | gain [95 %] "
+             "| better/worse | sign-flip p | Holm p | Wilcoxon p | detectable |", "|" + "---|" * 13]
+    ordered = sorted(rows.items(), key=lambda kv: (not kv[1]["primary"], kv[0][1], -kv[1]["gain"]))
+    for (method, setting), r in ordered:
+        mark = " ✓" if r.get("holm_p", 1.0) < ALPHA and r["gain"] > 0 else ""
+        detectable = f"{r['detectable']:.1f}" if r["detectable"] > 0 else "—"  # no spread: not estimable
+        if r["failed"]:
+            mark += " (failed: the warm-up unchanged)"
+        lines.append(f"| {method}{mark} | {setting}{'' if r['primary'] else ' (diagnostic)'} | {r['seeds']} | "
+                     f"{r['items']} | {r['method_mean']:.1f} ± {r['method_sd']:.1f} | {r['played']:.0f} | "
+                     f"{r['control_mean']:.1f} | {r['gain']:+.1f} "
+                     f"[{r['low']:+.1f}, {r['high']:+.1f}] | {r['better']}/{r['worse']} | {_p(r['sign_flip_p'])} | "
+                     f"{_p(r.get('holm_p'))} | {_p(r['wilcoxon_p'])} | {detectable} |")
+    lines += ["", f"Forgetting (games a method did not train; against the warm-up; more than {MAX_PLAYED_DROP:.0f} "
+                  f"points of % played lost is a miss):"]
+    for method, found in sorted(forgetting(results, settings).items()):
+        worst = max(found, key=lambda f: f[1])
+        cells = "; ".join(f"{s}: played {0.0 - d:+.1f}, score {c + 0.0:+.1f}" for s, d, c in found)
+        lines.append(f"- {method}: {'MISS' if worst[1] > MAX_PLAYED_DROP else 'kept'} ({cells})")
+    consistent = consistency(results, settings, splits)
+    if consistent:
+        lines += ["", "Diagnostic: referencegame targets named correctly at every grid position (test; a "
+                      "position prior cannot do it):"]
+        lines += [f"- {method}: {' / '.join(f'{n} of {total}' for n, total in counts)} (seed by seed)"
+                  for method, counts in sorted(consistent.items())]
+    lines += ["", "Configurations tried on dev:", *(dev_configurations(out) or ["- none logged"]), ""]
+    lines += ["Methods: " + "; ".join(f"**{n}**: {m.description}" for n, m in methods.items()), ""]
+    text = "\n".join(lines)
+    from playpen.files import write_text
+    write_text(out / "protocol-report.md", text)
+    plot(rows, dev_curves(out), settings, out)
+    return text
+
+
+def plot(rows: dict, curves: dict, settings, out: Path) -> None:
+    """protocol-gains.png: per primary setting, each method's gain over the control with its
+    interval, one row per method, sorted; protocol-curves.png: dev score over the budget."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    primary = [s.name for s in settings if s.primary]
+    shown = [s for s in primary if any(k[1] == s for k in rows)]
+    if shown:
+        height = max(2.5, 0.45 * max(sum(k[1] == s for k in rows) for s in shown) + 1.2)
+        columns = min(2, len(shown))
+        grid = math.ceil(len(shown) / columns)
+        fig, axes = plt.subplots(grid, columns, figsize=(6 * columns, height * grid), squeeze=False)
+        for ax in axes.flat[len(shown):]:
+            ax.axis("off")
+        for ax, setting in zip(axes.flat, shown):
+            found = sorted(((m, r) for (m, s), r in rows.items() if s == setting), key=lambda mr: mr[1]["gain"])
+            ys = range(len(found))
+            gains = [r["gain"] for _, r in found]
+            errors = [[r["gain"] - r["low"] for _, r in found], [r["high"] - r["gain"] for _, r in found]]
+            colors = ["tab:green" if r.get("holm_p", 1) < ALPHA and r["gain"] > 0 else "tab:gray" for _, r in found]
+            ax.errorbar(gains, list(ys), xerr=errors, fmt="none", ecolor="black", capsize=3)
+            ax.scatter(gains, list(ys), c=colors, zorder=3)
+            ax.axvline(0, color="tab:red", linewidth=1)
+            ax.set_yticks(list(ys), [f"{m} (warm-up)" if m == WARM_UP else m for m, _ in found], fontsize=8)
+            ax.set_title(f"{setting}: gain over continued SFT", fontsize=9)
+            ax.set_xlabel("score points (test, 95 % interval)", fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "protocol-gains.png", dpi=100)
+        plt.close(fig)
+    if curves:
+        fig, axes = plt.subplots(1, len(primary), figsize=(4.2 * len(primary), 3.2), squeeze=False)
+        for ax, setting in zip(axes[0], primary):
+            for (method, s), points in sorted(curves.items()):
+                if s == setting:
+                    ax.plot([100 * f for f, _ in points], [v for _, v in points], marker="o", label=method)
+            ax.set_title(f"{setting} (dev)", fontsize=9)
+            ax.set_xlabel("% of the budget", fontsize=8)
+            if ax.lines:
+                ax.legend(fontsize=6)
+        fig.tight_layout()
+        fig.savefig(out / "protocol-curves.png", dpi=100)
+        plt.close(fig)

@@ -1,0 +1,220 @@
+"""Expert iteration (the STaR / ReST / rejection-sampling family) with LoRA: rounds of
+playing the training instances with the current policy, keeping the learner's own won
+episodes, and supervised steps on its turns in them.
+
+Why it is here: it is the simplest way of learning from interaction that the field uses
+as a baseline — no reward model, no reference policy, no advantages: a policy imitates
+the best of what it did itself. If a method that needs all of those does not beat it, or
+it does not beat more SFT on the demonstrations, the comparison says so (benchmarks/protocol.py).
+
+Round r plays ``--instances-per-round`` training instances (a seeded sample) ``--samples-per-instance``
+times each with the policy round r-1 ended with (round 1: the base model, or ``--init-adapter``),
+the learner in ``--roles`` (empty: every role, self-play) and the teacher (``-t``) in the
+others; keeps what :mod:`~playpen.training.expert_iteration.selection` keeps (own turns of
+won episodes, at most ``--top-k`` per instance by score) into ``round-R.jsonl``; and trains
+SFT steps ``(b[r-1], b[r]]`` of ``--max-steps`` split evenly over ``--rounds`` with TRL's
+SFTTrainer, the loss on the learner's generated tokens only. A round in which nothing was
+won trains nothing; the next round trains its steps too. Checkpoints number the steps of
+the whole run, so ``--resume`` finds the round to continue (re-reading its ``round-R.jsonl``).
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any, Optional
+
+from playpen.errors import DatasetError, TrainingSetupError
+from playpen.files import write_jsonl
+from playpen.training.common.base import BasePlayPen
+from playpen.training.common.config import report_to, split_list
+from playpen.training.expert_iteration.config import ExpertIterationConfig
+from playpen.training.expert_iteration.selection import kept_trajectories, record_of
+
+
+class RoundPlayer:
+    """``(round, policy) -> records``: one round's episodes, played and filtered; the
+    round's counts stay in :attr:`metrics` for the log lines of its steps."""
+
+    def __init__(self, playpen, records_dir: Path):
+        from playpen.rollouts import SamplingConfig
+        from playpen.rollouts.chat import template_kwargs_of
+        from playpen.training.common import lifecycle
+        from playpen.training.grpo.parts import training_slots
+        cfg = playpen.config
+        self.playpen, self.cfg, self.records_dir = playpen, cfg, records_dir
+        self.roles = split_list(cfg.roles)
+        per_instance, self.game_roles = training_slots(cfg.game_list, self.roles, instances=cfg.train_instances)
+        self.instances = list(dict.fromkeys(slots[0].instance for slots in per_instance))
+        self.tokenizer = lifecycle.tokenizer_of(playpen.learner)
+        self.template_kwargs = template_kwargs_of(playpen.learner)
+        # -T/-L of `playpen run`; imitation of one's own wins needs varied episodes: greedy becomes 1.0
+        sampling = SamplingConfig.from_gen_args(getattr(playpen.learner, "gen_args", None))
+        if sampling.temperature == 0:
+            sampling = SamplingConfig(temperature=1.0, max_new_tokens=sampling.max_new_tokens)
+        self.sampling = sampling
+        self.metrics: dict[str, float] = {}
+
+    def __call__(self, round_: int, policy: Any) -> list[dict]:
+        from playpen.rollouts import InstanceRef, Learner, rollout
+        cfg, playpen = self.cfg, self.playpen
+        rng = random.Random(playpen.seed * 1009 + round_)
+        chosen = list(self.instances)
+        if cfg.instances_per_round and cfg.instances_per_round < len(chosen):
+            chosen = rng.sample(chosen, cfg.instances_per_round)
+        learner = Learner(policy, self.tokenizer, playpen.learner.name, self.sampling, self.template_kwargs)
+        common = dict(instances_file=cfg.train_instances, num_repeats=cfg.samples_per_instance,
+                      max_concurrent_episodes=cfg.max_concurrent_episodes, records_dir=self.records_dir,
+                      callbacks=playpen.callbacks, seed=playpen.seed * 100003 + round_)
+        policy.eval()  # no dropout while playing
+        episodes = []
+        for game in dict.fromkeys(i[0] for i in chosen):
+            refs = [InstanceRef(*i) for i in chosen if i[0] == game]
+            if playpen.teacher is None:  # self-play: the learner plays every role
+                result = rollout([game], learner, instances=refs, **common)
+            else:
+                mine = [r for r in self.game_roles[game] if r in self.roles]
+                others = {r: playpen.teacher for r in self.game_roles[game] if r not in self.roles}
+                result = rollout([game], learner, roles=mine, partners=others, instances=refs, **common)
+            episodes += result.episodes
+        kept = kept_trajectories(episodes, playpen.learner.name, self.roles, cfg.top_k)
+        won = sum(e.outcome == "success" for e in episodes)
+        self.metrics = {"expert/round": round_, "expert/episodes": len(episodes),
+                        "expert/win_rate": 100.0 * won / max(1, len(episodes)),
+                        "rollout/percent_played": 100.0 * sum(e.outcome not in ("aborted", "error") for e in episodes)
+                        / max(1, len(episodes)),
+                        "expert/kept": len(kept)}
+        return [record_of(t, round_) for t in kept]
+
+
+class ExpertIterationTrainer(BasePlayPen):
+    """Expert iteration with LoRA: imitate the learner's own won episodes, round by round."""
+
+    config_class = ExpertIterationConfig
+    kind = "expert-iteration+lora"
+
+    @classmethod
+    def check(cls, config, learner, teacher=None):
+        # before any model loads: an adapter of another base model; a teacher with no role to play
+        from playpen.training.preference.rounds import check_init_adapter
+        check_init_adapter(config.init_adapter, learner)
+        if teacher and not split_list(config.roles):
+            raise TrainingSetupError(f"with a teacher (-t {teacher}) pass --roles ROLE[,ROLE]: the roles the "
+                                     f"learner plays and learns (the teacher plays the others)")
+
+    def learn(self, game_registry) -> None:
+        from playpen.training.common import lifecycle
+        cfg, learner = self.config, self.learner
+        partner = lifecycle.safe_name(self.teacher.name) if self.teacher is not None else None
+        run_name = f"{self.kind}/{lifecycle.safe_name(learner.name)}" + (f"/{partner}" if partner else "")
+        # refuses now (not after playing) to overwrite checkpoints or another run's results
+        run = lifecycle.TrainingRun(self, Path(cfg.models_dir) / run_name, cfg.game_list,
+                                    eval_prefix=f"{learner.name}+{self.kind}-" + (f"{partner}-" if partner else ""))
+        try:
+            play = RoundPlayer(self, self.output_dir / run_name)
+        except BaseException:
+            run.lock.release()
+            raise
+        kept = train_rounds(self, run, play)
+        run.finish(self._players(play), partner=partner, rounds=cfg.rounds, kept_per_round=kept,
+                   records=str(self.output_dir / run_name))
+
+    def _players(self, play: RoundPlayer) -> Optional[list]:
+        """The held-out evaluation's players: the learner in its role's slot, the teacher in
+        the others. One order serves every game and a one-player game takes the first, so
+        when the games want the learner in different slots it plays slot 1 everywhere and
+        the games where that is not its role are named (evaluate those with ``playpen eval``)."""
+        if self.teacher is None:
+            return None
+        orders = {game: [self.learner if n in play.roles else self.teacher for n in play.game_roles[game]]
+                  for game in self.config.game_list}
+        slots = {game: next(i for i, player in enumerate(order) if player is self.learner)
+                 for game, order in orders.items() if any(player is self.learner for player in order)}
+        if len(set(slots.values())) <= 1:
+            return max(orders.values(), key=len)
+        moved = sorted(game for game, slot in slots.items() if slot != 0)
+        print(f"[playpen] the final evaluation seats the learner in slot 1 of every game; in {', '.join(moved)} "
+              f"that is not its role: evaluate those with `playpen eval`", flush=True)
+        return [self.learner, self.teacher]
+
+def train_rounds(playpen, run, play: RoundPlayer) -> list[int]:
+    """Every round still to train (see the module's docstring); returns the rows kept per round."""
+    from playpen.training.common import lifecycle
+    from playpen.training.preference.rounds import round_bounds
+    cfg = playpen.config
+    bounds = round_bounds(cfg.max_steps, cfg.rounds)
+    start = lifecycle.checkpoint_step(run.resume_from) if run.resume_from else 0
+    base = lifecycle.model_of(playpen.learner)
+    policy, kept = None, []
+    for round_ in range(1, cfg.rounds + 1):
+        first, last = bounds[round_ - 1], bounds[round_]
+        if start >= last:
+            continue
+        if policy is None:
+            policy = _starting_policy(base, cfg, run.run_dir, start)
+        inside = start > first
+        rows_file = run.run_dir / f"round-{round_}.jsonl"
+        if inside and rows_file.exists():  # resumed inside this round: the same data
+            records = [json.loads(line) for line in rows_file.read_text(encoding="utf-8").splitlines() if line]
+        else:
+            records = play(round_, policy)
+            write_jsonl(records, rows_file)
+        kept.append(len(records))
+        print(f"[playpen] round {round_}/{cfg.rounds}: {len(records)} won trajectories of the learner "
+              f"({rows_file})", flush=True)
+        if not records:
+            continue  # nothing won: the next round trains these steps too
+        trainer = _sft_trainer(playpen, run, policy, records, last, fresh=policy is base, inside=inside,
+                               metrics=lambda: dict(play.metrics))
+        run.resume_from = str(run.run_dir / f"checkpoint-{start}") if start else None
+        run.train(trainer)
+        policy = trainer.model
+        start = int(trainer.state.global_step)
+        if run.interrupt.requested or start < last:
+            break
+    if run.checkpoint is None and not run.interrupt.requested:
+        run.lock.release()
+        hints = [h for h, wanted in (("start from a warm-up adapter (--init-adapter)", not cfg.init_adapter),
+                                     ("sample more (--samples-per-instance, --instances-per-round)", True),
+                                     ("play with a teacher (-t)", playpen.teacher is None)) if wanted]
+        raise DatasetError(f"the learner won no episode in {cfg.rounds} round(s) of {cfg.samples_per_instance} "
+                           f"samples per instance: nothing to imitate; {', or '.join(hints)}")
+    return kept
+
+
+def _starting_policy(base, cfg, run_dir: Path, start: int):
+    """A resumed run: the adapter of checkpoint-START; else --init-adapter, or the base
+    model (a fresh adapter comes with the first round's trainer)."""
+    from peft import PeftModel
+    if start:
+        return PeftModel.from_pretrained(base, str(run_dir / f"checkpoint-{start}"), is_trainable=True)
+    if cfg.init_adapter:
+        from playpen.models import check_adapter
+        return PeftModel.from_pretrained(base, str(check_adapter(cfg.init_adapter)), is_trainable=True)
+    return base
+
+
+def _sft_trainer(playpen, run, policy, records: list[dict], last: int, *, fresh: bool, inside: bool, metrics):
+    """TRL's SFTTrainer for one round: steps up to `last` on the round's rows (token ids
+    with the learner's generated tokens as the only targets)."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+    from playpen.training.common import lifecycle
+    cfg = playpen.config
+    rows = [{"input_ids": r["input_ids"][:cfg.max_length], "assistant_masks": r["assistant_masks"][:cfg.max_length]}
+            for r in records]
+    rows = [r for r in rows if any(r["assistant_masks"])]
+    if not rows:
+        raise DatasetError(f"every kept turn lies beyond --max-length {cfg.max_length}: raise it")
+    random.Random(playpen.seed + last).shuffle(rows)
+    args = SFTConfig(
+        output_dir=str(run.run_dir), max_steps=last, per_device_train_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps, learning_rate=cfg.learning_rate,
+        lr_scheduler_type="constant", max_length=cfg.max_length, logging_steps=1, save_strategy="steps",
+        save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to),
+        seed=playpen.seed, activation_checkpointing=True, dataloader_num_workers=0, disable_tqdm=True,
+        ignore_data_skip=not inside, **lifecycle.precision_kwargs())
+    return SFTTrainer(model=policy, args=args, train_dataset=Dataset.from_list(rows),
+                      processing_class=lifecycle.tokenizer_of(playpen.learner),
+                      peft_config=cfg.lora_config() if fresh else None,
+                      callbacks=[run.trainer_callback(extra_metrics=metrics)])

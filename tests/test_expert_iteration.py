@@ -1,0 +1,233 @@
+"""Expert iteration: what a round keeps (own turns of won episodes, never a partner's), the
+rounds with a tiny model on a real game and real TRL SFT (the won answer gets likelier,
+the adapter changes), the failure when nothing is won, bad options before any model loads."""
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from playpen.cli import cli
+from playpen.rollouts.types import EpisodeResult, Trajectory
+from playpen.training.expert_iteration.selection import kept_trajectories, record_of, training_row
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TRAINER = REPO_ROOT / "examples" / "trl" / "expert_iteration_trainer_lora.py"
+TOYGAMES = REPO_ROOT / "tests" / "toygames"
+PROMPT = "Reply with the single word: yes"
+
+
+# ----------------------------------------------------------------------------- selection
+
+def trajectory(episode_id, player, role, model, outcome, score, game_id=0, side_call=None):
+    return Trajectory(episode_id=episode_id, game="relay", experiment="e", game_id=game_id, repeat=0,
+                      player_name=player, role=role, model=model, prompt_ids=(1, 2), completion_ids=(7, 8, 3, 9),
+                      env_mask=(1, 1, 0, 1), logprobs=(0.0,) * 4, num_turns=2, outcome=outcome, main_score=score,
+                      reward=0.0, group_id=f"g{game_id}", messages=({"role": "user", "content": "hi"},),
+                      side_call=side_call)
+
+
+def episode(episode_id, outcome, score, trajectories, game_id=0):
+    return EpisodeResult(episode_id=episode_id, game="relay", experiment="e", game_id=game_id, repeat=0,
+                         outcome=outcome, main_score=score, rewards={}, roles={}, models={}, num_turns=2, turns=(),
+                         trajectories=tuple(trajectories))
+
+
+def test_only_the_learners_own_turns_of_won_episodes_are_kept():
+    won = episode("a", "success", 50.0, [
+        trajectory("a", "Player 2", "Listener", "me", "success", 50.0),
+        trajectory("a", "Player 1", "Speaker", "partner-adapter", "success", 50.0),  # a partner on the same model
+        trajectory("a", "Player 2", "Listener", "me", "success", 50.0, side_call=0)])  # a probe, not a turn
+    lost = episode("b", "failure", 0.0, [trajectory("b", "Player 2", "Listener", "me", "failure", 0.0)])
+    aborted = episode("c", "aborted", math.nan, [trajectory("c", "Player 2", "Listener", "me", "aborted", math.nan)])
+    kept = kept_trajectories([won, lost, aborted], "me")
+    assert [(t.episode_id, t.model, t.side_call) for t in kept] == [("a", "me", None)]
+    # roles: the learner's trajectories of other roles stay out too (self-play, one role learned)
+    selfplay = episode("d", "success", 100.0, [trajectory("d", "Player 1", "Speaker", "me", "success", 100.0),
+                                               trajectory("d", "Player 2", "Listener", "me", "success", 100.0)])
+    assert [t.role for t in kept_trajectories([selfplay], "me", roles=["Listener"])] == ["Listener"]
+    assert len(kept_trajectories([selfplay], "me")) == 2
+
+
+def test_top_k_keeps_the_best_scored_wins_per_instance():
+    episodes = [episode(name, "success", score, [trajectory(name, "P", "R", "me", "success", score, game_id)],
+                        game_id)
+                for name, score, game_id in (("a", 30.0, 0), ("b", 90.0, 0), ("c", 60.0, 0), ("d", 10.0, 1))]
+    assert [t.episode_id for t in kept_trajectories(episodes, "me", top_k=2)] == ["b", "c", "d"]
+    assert [t.episode_id for t in kept_trajectories(episodes, "me")] == ["b", "c", "a", "d"]
+
+
+def test_the_training_row_targets_only_generated_tokens():
+    t = trajectory("a", "P", "R", "me", "success", 100.0)
+    assert training_row(t) == {"input_ids": [1, 2, 7, 8, 3, 9], "assistant_masks": [0, 0, 1, 1, 0, 1]}
+    assert training_row(t, max_length=3)["assistant_masks"] == [0, 0, 1]
+    record = record_of(t, 2)
+    assert record["meta"]["round"] == 2 and record["input_ids"] == training_row(t)["input_ids"]
+
+
+def test_a_real_episode_with_a_partner_gives_only_the_learners_tokens(toy_workspace, tiny_pair):
+    """relay, the learner as Listener with the programmatic Speaker (its lenient experiment
+    re-prompts: several learner turns). The random model loses; marked won here, its
+    episodes must give the Listener's own generated text and nothing of the Speaker's."""
+    from dataclasses import replace
+
+    from rollout_helpers import make_learner
+
+    from playpen.rollouts import rollout
+    result = rollout("relay", make_learner(tiny_pair), partners={"Speaker": "programmatic"}, roles=["Listener"],
+                     instances=lambda row: row["experiment"]["name"] == "lenient", records_dir=None,
+                     instances_file="instances", seed=0)
+    assert not kept_trajectories(result.episodes, "tiny-random")  # nothing won: nothing kept
+    won = [replace(e, outcome="success") for e in result.episodes]
+    kept = kept_trajectories(won, "tiny-random")
+    assert kept and all(t.role == "Listener" and t.player_name == "Player 2" for t in kept)
+    tokenizer = tiny_pair[1]
+    for episode in won:
+        mine = [t for t in kept if t.episode_id == episode.episode_id]
+        row = training_row(mine[0])
+        generated = tokenizer.decode([i for i, m in zip(row["input_ids"], row["assistant_masks"]) if m])
+        learner_turns = [turn.response for turn in episode.turns if turn.responder == "learner"]
+        speaker_turns = [turn.response for turn in episode.turns if turn.responder != "learner"]
+        assert len(learner_turns) >= 1 and all(text in generated for text in learner_turns)
+        assert not any(text.strip() and text in generated for text in speaker_turns)
+
+
+def test_the_final_evaluation_seats_the_learner_in_its_role(capsys):
+    from types import SimpleNamespace
+
+    from playpen.training.expert_iteration import ExpertIterationConfig, ExpertIterationTrainer
+    learner, teacher = SimpleNamespace(name="me"), SimpleNamespace(name="programmatic")
+    game_roles = {"taboo": ["Describer", "Guesser"], "privateshared": ["Answerer"]}
+
+    def players(games, roles):
+        trainer = ExpertIterationTrainer(learner, teacher, config=ExpertIterationConfig(games=games, roles=roles),
+                                         progress=False)
+        return trainer._players(SimpleNamespace(roles=roles.split(","), game_roles=game_roles))
+    assert players("taboo", "Guesser") == [teacher, learner]
+    assert players("privateshared", "Answerer") == [learner]
+    assert players("taboo,privateshared", "Guesser,Answerer") == [learner, teacher]  # no order fits both
+    assert "in taboo that is not its role" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- the trainer
+
+@pytest.fixture(scope="module")
+def yesno_model_dir(tiny_model_dir, tmp_path_factory):
+    """The tiny random model taught (a few plain torch steps) to answer PROMPT "yes" or "no"
+    about equally often: half of its sayword episodes are won, half lost."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}], add_generation_prompt=True,
+                                           tokenize=False)
+    start = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    ids = torch.tensor([tokenizer(prompt + w + "<|im_end|>", add_special_tokens=False)["input_ids"]
+                        for w in ("yes", "no")])
+    labels = ids.clone()
+    labels[:, :start] = -100
+    torch.manual_seed(0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-2)
+    model.train()
+    for _ in range(25):
+        model(input_ids=ids, labels=labels).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    out = tmp_path_factory.mktemp("tiny-yesno")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def p_yes(model, tokenizer) -> float:
+    """The policy's exact probability of "yes<|im_end|>" after PROMPT."""
+    import torch
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}], add_generation_prompt=True,
+                                           tokenize=False)
+    start = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    ids = tokenizer(prompt + "yes<|im_end|>", add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logprobs = model(torch.tensor([ids])).logits[0].log_softmax(-1)
+    return math.exp(sum(logprobs[i - 1, ids[i]].item() for i in range(start, len(ids))))
+
+
+@pytest.fixture
+def toy_workspace(tiny_workspace, yesno_model_dir):
+    """tiny_workspace + `tiny-yesno` + sayword (every instance asks for "yes") and relay."""
+    games = tiny_workspace / "toygames"
+    shutil.copytree(TOYGAMES / "sayword", games / "sayword")
+    shutil.copytree(TOYGAMES / "relay", games / "relay")
+    (games / "sayword" / "in" / "instances.json").write_text(json.dumps({"experiments": [
+        {"name": "words", "game_instances": [{"game_id": i, "word": "yes"} for i in range(4)]}]}))
+    entries = json.loads((tiny_workspace / "model_registry.json").read_text())
+    entries.append({**entries[0], "model_name": "tiny-yesno", "huggingface_id": str(yesno_model_dir)})
+    (tiny_workspace / "model_registry.json").write_text(json.dumps(entries))
+    (tiny_workspace / "game_registry.json").write_text(json.dumps([{"benchmark_path": str(games)}]))
+    return tiny_workspace
+
+
+def load_trainer(learner_name, teacher=None, **config):
+    from playpen.cli.run import load_trainer_class
+    from playpen.models import load_model_by_name
+    cls = load_trainer_class(TRAINER)
+    learner = load_model_by_name(learner_name, gen_args=dict(temperature=1.0, max_tokens=3), role="learner")
+    partner = load_model_by_name(teacher, role="teacher") if teacher else None
+    return cls(learner, partner, config=cls.config_class(**config), progress=False), learner
+
+
+def test_rounds_imitate_the_won_episodes_and_the_win_gets_likelier(toy_workspace):
+    from safetensors.torch import load_file
+    trainer, learner = load_trainer("tiny-yesno", games="sayword", train_instances="instances", rounds=2,
+                                    max_steps=6, instances_per_round=0, samples_per_instance=8, batch_size=4,
+                                    learning_rate=3e-3, lora_r=8, lora_dropout=0.0, save_steps=100,
+                                    eval_max_instances=1)
+    before = p_yes(learner.model, learner.tokenizer)
+    trainer.learn(None)
+    after = p_yes(learner.model, learner.tokenizer)  # the learner carries the trained adapter
+    assert after > before + 0.02, (before, after)
+    run_dir = toy_workspace / "models" / "expert-iteration+lora" / "tiny-yesno"
+    weights = load_file(run_dir / "checkpoint-6" / "adapter_model.safetensors")
+    assert any(w.abs().sum() > 0 for n, w in weights.items() if "lora_B" in n)  # the adapter was trained
+    log = [json.loads(line) for line in (run_dir / "playpen-log.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in log] == [1, 2, 3, 4, 5, 6]
+    assert [row["expert/round"] for row in log] == [1, 1, 1, 2, 2, 2]
+    for round_ in (1, 2):
+        records = [json.loads(line) for line in (run_dir / f"round-{round_}.jsonl").read_text().splitlines()]
+        stats = next(row for row in log if row["expert/round"] == round_)
+        # every won episode of the round, and only those: its share of the 32 episodes
+        assert len(records) == stats["expert/kept"] == round(stats["expert/win_rate"] * 32 / 100) > 0
+        for record in records:
+            assert record["meta"]["outcome"] == "success" and record["meta"]["model"] == "tiny-yesno"
+            target = [i for i, m in zip(record["input_ids"], record["assistant_masks"]) if m]
+            assert learner.tokenizer.decode(target) == "yes<|im_end|>"  # the learner's own tokens, nothing else
+    summary = json.loads((run_dir / "playpen-run.json").read_text())
+    assert summary["kept_per_round"] == [stats["expert/kept"] for stats in
+                                         [next(r for r in log if r["expert/round"] == k) for k in (1, 2)]]
+    assert summary["eval"]["run_name"] == "tiny-yesno+expert-iteration+lora-checkpoint-6"
+
+
+def test_nothing_won_is_one_line_naming_what_to_do(toy_workspace):
+    # relay's Listener must answer "GUESS: <word>": the random tiny model never does
+    result = CliRunner().invoke(cli, ["run", str(TRAINER), "-l", "tiny-random", "-t", "programmatic", "-L", "4",
+                                      "--games", "relay", "--train-instances", "instances", "--roles", "Listener", "--rounds", "1", "--max-steps", "1",
+                                      "--samples-per-instance", "2", "--no-evaluate"])
+    assert result.exit_code == 2, result.output
+    assert "the learner won no episode in 1 round(s)" in result.output and "Traceback" not in result.output
+    records = toy_workspace / "models" / "expert-iteration+lora" / "tiny-random" / "programmatic" / "round-1.jsonl"
+    assert records.exists() and records.read_text() == ""
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--rounds", "0"], "option --rounds: 0 is not valid"),
+    (["--top-k", "-1"], "option --top-k: -1 is not valid"),
+    (["--samples-per-instance", "0"], "option --samples-per-instance: 0 is not valid"),
+    (["--rounds", "4", "--max-steps", "3"], "--max-steps 3 is fewer than --rounds 4"),
+    (["-t", "programmatic"], "with a teacher (-t programmatic) pass --roles"),
+])
+def test_bad_options_fail_in_one_line_before_any_model_loads(tiny_workspace, args, expected):
+    result = CliRunner().invoke(cli, ["run", str(TRAINER), "-l", "tiny-random", "--games", "taboo", *args])
+    assert result.exit_code == 2, result.output
+    assert expected in result.output and "Traceback" not in result.output
+    assert not (tiny_workspace / "models").exists()

@@ -1,0 +1,158 @@
+"""The learning protocol (benchmarks/protocol.py, issue 28): its fixed splits never share an
+item between dev and test or with training; a split is played item by item; the report's
+statistics come from the per-item results alone; the runner's plumbing with a tiny model."""
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = REPO_ROOT / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    """benchmarks/protocol*.py as modules (they import each other from their folder)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        yield {name: importlib.import_module(name) for name in ("protocol_splits", "protocol_report", "protocol")}
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_the_splits_are_current_and_share_no_item(bench):
+    splits_module = bench["protocol_splits"]
+    splits = splits_module.load_splits()
+    assert splits == splits_module.build_splits()  # the file is what the instance files and the seed give
+    assert splits_module.check_splits(splits) == []
+    for game, entry in splits["games"].items():
+        dev, test = set(entry["dev"]), set(entry["test"])
+        assert not dev & test
+        # content, not ids: no held-out target word, slot values, problem or grid is a training instance
+        held_out = dict(splits_module.items_of(splits_module.read_instances(game, entry["instances"])))
+        train = {splits_module.content_key(game, i)
+                 for _, i in splits_module.items_of(splits_module.read_instances(game, entry["train_instances"]))}
+        assert not {splits_module.content_key(game, held_out[i]) for i in dev | test} & train
+        assert dev | test == set(held_out)
+        assert len(test) >= 60, game
+    clusters = splits["games"]["referencegame"]["clusters"]  # a target's three positions stay together
+    assert not {clusters[i] for i in splits["games"]["referencegame"]["dev"]} & \
+        {clusters[i] for i in splits["games"]["referencegame"]["test"]}
+
+
+def test_the_check_finds_a_shared_item(bench):
+    splits_module = bench["protocol_splits"]
+    splits = splits_module.load_splits()
+    taboo = splits["games"]["taboo"]
+    taboo["dev"].append(taboo["test"][0])
+    problems = splits_module.check_splits(splits)
+    assert problems == [f"taboo: {taboo['test'][0]} is in dev and in test"]
+
+
+def test_a_split_is_played_item_by_item(bench, clem_workspace, monkeypatch):
+    from playpen.evaluation import evaluate
+    from playpen.models import load_model_by_name
+    monkeypatch.chdir(clem_workspace)
+    items = ["high_en/3", "low_en/34"]  # an evaluation target and one of the protocol's new ones
+    programmatic = load_model_by_name("programmatic")
+    table = evaluate([programmatic], ["taboo"], results_dir=clem_workspace / "results",
+                     instances="instances_protocol", items=items, run_name="split")
+    assert table.games[0].num_episodes == 2
+    found = bench["protocol_report"].scores_of_run(Path(table.run_dir) / "taboo", items + ["medium_en/0"])
+    assert set(found["scores"]) == {*items, "medium_en/0"}
+    assert found["played"] == {"high_en/3": 1, "low_en/34": 1, "medium_en/0": 0}  # not played: aborted = 0
+    assert found["scores"]["medium_en/0"] == 0.0
+
+
+def write_result(out, method, seed, setting, scores, trains=("taboo",), played=None):
+    report = sys.modules["protocol_report"]
+    game = setting.split("/")[0]
+    (out / report.result_name(method, seed, setting)).write_text(json.dumps({
+        "method": method, "seed": seed, "game": game, "setting": setting, "split": "test", "scores": scores,
+        "played": played or {i: 1 for i in scores}, "trains": list(trains), "fingerprint": "x"}))
+
+
+def test_the_report_from_the_result_files_alone(bench, tmp_path):
+    protocol, report = bench["protocol"], bench["protocol_report"]
+    items = [f"e/{i}" for i in range(6)]
+    for seed in (1, 2, 3):
+        write_result(tmp_path, "continued-sft", seed, "taboo/guesser", {i: 0.0 for i in items})
+        write_result(tmp_path, "better", seed, "taboo/guesser", {i: 100.0 for i in items})
+        write_result(tmp_path, "same", seed, "taboo/guesser", {i: 0.0 for i in items})
+        for method in ("continued-sft", "better", "sft"):  # an untrained game: forgetting
+            write_result(tmp_path, method, seed, "arith_solver/solver", {i: 50.0 for i in items},
+                         played={i: int(method != "better" or i != "e/0") for i in items})
+    splits = bench["protocol_splits"].load_splits()
+    targets = splits["games"]["referencegame"]["clusters"]
+    first, second = sorted({targets[i] for i in splits["games"]["referencegame"]["test"]})[:2]
+    positions = [i for i in splits["games"]["referencegame"]["test"] if targets[i] in (first, second)]
+    # the first target right at all three positions, the second only at one: 1 of 2 consistent
+    right = {i: 100.0 if targets[i] == first or i == positions[-1] else 0.0 for i in positions}
+    write_result(tmp_path, "better", 1, "referencegame/follower", right)
+    dev = {"taboo/guesser": {"mean": 10.0, "items": 6}}
+    (tmp_path / "dev-log.jsonl").write_text("\n".join(json.dumps(row) for row in [
+        {"method": "sft", "seed": 1, "step": 8, "fingerprint": "w", "dev": dev, "dev_mean": 10.0},
+        {"method": "sft", "seed": 1, "step": 16, "fingerprint": "w", "dev": {"taboo/guesser": {"mean": 5.0}},
+         "dev_mean": 5.0},  # worse: the methods started from step 8
+        *({"method": "better", "seed": 1, "step": k, "fraction": k / 4, "fingerprint": "b",
+           "options": {"learning_rate": 1e-4}, "dev": {"taboo/guesser": {"mean": 10.0 + 20 * k}}}
+          for k in (1, 2, 3, 4))]) + "\n")
+    text = report.build_report(tmp_path, protocol.METHODS, protocol.SETTINGS, splits)
+    assert report.dev_curves(tmp_path)[("better", "taboo/guesser")] == [
+        (0.0, 10.0), (0.25, 30.0), (0.5, 50.0), (0.75, 70.0), (1.0, 90.0)]
+    assert "- better `b` (seeds 1): learning_rate=0.0001" in text
+    assert "- better: 1 of 2 (seed by seed)" in text
+    assert (tmp_path / "protocol-curves.png").stat().st_size > 1000
+    rows = report.comparisons(report.load_results(tmp_path), protocol.SETTINGS, splits)
+    better = rows[("better", "taboo/guesser")]
+    # 6 items all better: two-sided exact p = 2/64; the family: better and same on taboo, better on
+    # arith_solver (the warm-up's rows are shown, not tested) -> Holm multiplies the smallest by 3
+    assert better["sign_flip_p"] == pytest.approx(2 / 64) and better["holm_p"] == pytest.approx(6 / 64)
+    assert ("sft", "arith_solver/solver") in rows and "holm_p" not in rows[("sft", "arith_solver/solver")]
+    assert (better["gain"], better["low"], better["high"], better["seeds"]) == (100.0, 100.0, 100.0, 3)
+    assert rows[("same", "taboo/guesser")]["sign_flip_p"] == 1.0
+    assert ("| better | taboo/guesser | 3 | 6 | 100.0 ± 0.0 | 100 | 0.0 | +100.0 [+100.0, +100.0] | 6/0 | 0.0312 "
+            "| 0.0938 |") in text
+    assert "- better: MISS (arith_solver/solver: played -16.7" in text  # 1 of 6 items no longer played
+    assert (tmp_path / "protocol-gains.png").stat().st_size > 1000
+    assert (tmp_path / "protocol-report.md").read_text() == text
+
+
+def test_bad_arguments_exit_2(bench, tmp_path, capsys):
+    protocol = bench["protocol"]
+    assert protocol.main(["--methods", "nope", "--out", str(tmp_path)]) == 2
+    assert "unknown method(s) ['nope']" in capsys.readouterr().err
+    assert protocol.main(["--quick"]) == 2  # plumbing never lands in the published results
+    assert "pass --out DIR" in capsys.readouterr().err
+
+
+def test_the_runner_end_to_end_with_a_tiny_model(bench, tiny_workspace):
+    """--quick: the warm-up (2 chunks of 1 step, dev after each), the control and expert
+    iteration (which the random model cannot feed: nothing won, recorded as failed) at a
+    budget of 8 examples, dev curves, test results per setting and the report."""
+    protocol = bench["protocol"]
+    out = tiny_workspace / "protocol"
+    assert protocol.main(["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration",
+                          "--out", str(out)]) == 0
+    results = sorted(p.name for p in out.glob("*.json"))
+    assert len(results) == 3 * len(protocol.SETTINGS)  # sft, continued-sft, expert-iteration
+    control = json.loads((out / "continued-sft--seed7--taboo--guesser.json").read_text())
+    assert {k: control[k] for k in ("method", "seed", "game", "setting", "split")} == {
+        "method": "continued-sft", "seed": 7, "game": "taboo", "setting": "taboo/guesser", "split": "test"}
+    splits = bench["protocol_splits"].load_splits()
+    assert list(control["scores"]) == splits["games"]["taboo"]["test"][:2]
+    assert control["steps"] == 4 and [p["fraction"] for p in control["dev_curve"]] == [0.25, 0.5, 0.75, 1.0]
+    ei = json.loads((out / "expert-iteration--seed7--arith_solver--solver.json").read_text())
+    assert "won no episode" in ei["failed"]
+    log = [json.loads(line) for line in (out / "dev-log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log if r["method"] == "sft"] == [1, 2]
+    assert "| continued-sft" not in (out / "protocol-report.md").read_text()
+    assert "| expert-iteration (failed: the warm-up unchanged) | taboo/guesser |" in (out / "protocol-report.md").read_text()
+    # a second run finds everything cached; a changed configuration under the same name is refused
+    assert protocol.main(["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration",
+                          "--out", str(out)]) == 0
+    with pytest.raises(SystemExit, match="played once per configuration"):
+        protocol.main(["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration",
+                       "--out", str(out), "--max-tokens", "6"])
