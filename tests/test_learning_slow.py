@@ -126,7 +126,7 @@ def test_a_methods_own_temperature_is_used_and_fingerprinted_only_off_the_defaul
     learning = learning_module()
     args = argparse.Namespace(learner="smol-135m", minutes=15.0, eval_instances=6, max_tokens=40, seed=42,
                               quick=False, temperature=learning.DEFAULT_TEMPERATURE)
-    method = learning.Method("no_such_trainer.py", {"max_steps": 3})
+    method = learning.Method("sft", {"max_steps": 3})
     base = learning.fingerprint("m", method, args)
     # results cached at the default temperature keep their fingerprints
     assert learning.fingerprint("m", dataclasses.replace(method, temperature=learning.DEFAULT_TEMPERATURE), args) == base
@@ -154,7 +154,7 @@ def test_every_method_passes_its_trainers_checks(clem_workspace, monkeypatch):
             assert getattr(config, key) == value, (name, key)
         assert cls.config_class is type(config)
     with pytest.raises(SystemExit, match="has no option"):
-        learning.configure("x", learning.Method("sft_trainer_lora.py", {"no_such_option": 1}), args,
+        learning.configure("x", learning.Method("sft", {"no_such_option": 1}), args,
                            clem_workspace / "work")
 
 

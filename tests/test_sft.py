@@ -218,7 +218,7 @@ def test_existing_checkpoints_need_resume_or_overwrite(tiny_workspace, demonstra
     (ckpt / "trainer_state.json").write_text("{}")
     result = CliRunner().invoke(cli, ["run", str(LORA_TRAINER), "-l", "tiny-random",
                                       "--records", str(demonstrations)])
-    assert result.exit_code == 2 and "pass --resume to continue or --overwrite" in result.output
+    assert result.exit_code == 2 and "pass --resume to continue, --overwrite to start over, or --models-dir" in result.output
 
 
 def test_final_evaluation_never_replaces_another_runs_results(tiny_workspace, demonstrations):

@@ -142,6 +142,8 @@ def test_buffers_grow_for_longer_calls_and_release(tiny_pair):
     decoder = StaticDecoder(model, graphs=False)
     prompts = _prompts(tokenizer, ("a",))
     from playpen.rollouts.kvcache import _prefill
+    was_training = model.training  # the shared model may come from a test that trained it
+    model.eval()
     logits, full = _prefill(model, [[]], prompts, [None], PrefillCounts())
     decoder.decode(model, tokenizer, prompts, logits, full, DYNAMIC, [3], [None], KVCacheStore(10**9), [0],
                    [(id(model), None)])
@@ -153,6 +155,7 @@ def test_buffers_grow_for_longer_calls_and_release(tiny_pair):
     assert decoder.capacity == (1, 512) and decoder.keys[0].shape[2] == 512
     decoder.release()
     assert decoder.keys == [] and decoder.steps == {} and decoder.capacity == (0, 0)
+    model.train(was_training)
 
 
 def _play(tiny_pair, engine):

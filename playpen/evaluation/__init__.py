@@ -5,6 +5,9 @@ game scorers of ``clem score``, the table arithmetic of ``clem eval``), called i
 so that a model trained a moment ago can be evaluated without reloading it. The numbers
 are therefore exactly the ones ``clem run``/``clem score``/``clem eval`` give.
 
+Longer than 400 lines because playing, scoring and tabling share one results layout and its
+selectors (games, experiments, the protocol's items) and are read together.
+
 Results go to ``<results_dir>/<run_name>/<game>/<experiment>/instance_N/`` (clemcore's
 layout). ``run_name`` is the model name, or ``<model>+<adapter tag>`` for an adapter, or
 ``<model>--<partner>`` with a partner: results of different models or adapters never
