@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout_helpers import TOYGAMES_DIR
+from rollout_helpers import PROMPT, TOYGAMES_DIR
 
 from playpen.clem import clemcore
 
@@ -139,3 +139,31 @@ def foreign_adapter():
         (path / "adapter_model.safetensors").write_bytes(b"")
         return path
     return make
+
+
+@pytest.fixture(scope="session")
+def yesno_model_dir(tiny_model_dir, tmp_path_factory):
+    """The tiny random model taught (plain torch, a few steps) to answer PROMPT with "yes" or
+    "no" about equally often: half of its sayword episodes are won, a reward GRPO can raise."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}], add_generation_prompt=True,
+                                           tokenize=False)
+    start = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    ids = torch.tensor([tokenizer(prompt + w + "<|im_end|>", add_special_tokens=False)["input_ids"]
+                        for w in ("yes", "no")])
+    labels = ids.clone()
+    labels[:, :start] = -100
+    torch.manual_seed(0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-2)
+    model.train()
+    for _ in range(25):
+        model(input_ids=ids, labels=labels).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    out = tmp_path_factory.mktemp("tiny-yesno")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from rollout_helpers import p_yes
 from click.testing import CliRunner
 
 from playpen.cli import cli
@@ -16,7 +17,6 @@ from playpen.training.expert_iteration.selection import kept_trajectories, recor
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAINER = REPO_ROOT / "examples" / "trl" / "expert_iteration_trainer_lora.py"
 TOYGAMES = REPO_ROOT / "tests" / "toygames"
-PROMPT = "Reply with the single word: yes"
 
 
 # ----------------------------------------------------------------------------- selection
@@ -112,46 +112,6 @@ def test_the_final_evaluation_seats_the_learner_in_its_role(capsys):
 
 
 # ----------------------------------------------------------------------------- the trainer
-
-@pytest.fixture(scope="module")
-def yesno_model_dir(tiny_model_dir, tmp_path_factory):
-    """The tiny random model taught (a few plain torch steps) to answer PROMPT "yes" or "no"
-    about equally often: half of its sayword episodes are won, half lost."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}], add_generation_prompt=True,
-                                           tokenize=False)
-    start = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
-    ids = torch.tensor([tokenizer(prompt + w + "<|im_end|>", add_special_tokens=False)["input_ids"]
-                        for w in ("yes", "no")])
-    labels = ids.clone()
-    labels[:, :start] = -100
-    torch.manual_seed(0)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-2)
-    model.train()
-    for _ in range(25):
-        model(input_ids=ids, labels=labels).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    out = tmp_path_factory.mktemp("tiny-yesno")
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
-
-
-def p_yes(model, tokenizer) -> float:
-    """The policy's exact probability of "yes<|im_end|>" after PROMPT."""
-    import torch
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}], add_generation_prompt=True,
-                                           tokenize=False)
-    start = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
-    ids = tokenizer(prompt + "yes<|im_end|>", add_special_tokens=False)["input_ids"]
-    with torch.no_grad():
-        logprobs = model(torch.tensor([ids])).logits[0].log_softmax(-1)
-    return math.exp(sum(logprobs[i - 1, ids[i]].item() for i in range(start, len(ids))))
-
 
 @pytest.fixture
 def toy_workspace(tiny_workspace, yesno_model_dir):

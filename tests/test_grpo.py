@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from rollout_helpers import p_yes
 from click.testing import CliRunner
 
 from playpen.cli import cli
@@ -17,48 +18,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SP_TRAINER = "grpo"
 MP_TRAINER = "grpo-teacher"
 TOYGAMES = REPO_ROOT / "tests" / "toygames"
-PROMPT = "Reply with the single word: yes"
-
-
-@pytest.fixture(scope="session")
-def yesno_model_dir(tiny_model_dir, tmp_path_factory):
-    """The tiny random model taught (plain torch, a few steps) to answer PROMPT with
-    "yes" or "no" about equally often: a policy whose sayword reward GRPO can raise."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}], add_generation_prompt=True,
-                                           tokenize=False)
-    start = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
-    ids = torch.tensor([tokenizer(prompt + w + "<|im_end|>", add_special_tokens=False)["input_ids"]
-                        for w in ("yes", "no")])
-    labels = ids.clone()
-    labels[:, :start] = -100
-    torch.manual_seed(0)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-2)
-    model.train()
-    for _ in range(25):
-        model(input_ids=ids, labels=labels).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    out = tmp_path_factory.mktemp("tiny-yesno")
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
-
-
-def p_yes(model, tokenizer) -> float:
-    """The policy's exact probability of answering "yes<|im_end|>": the WordSayer's
-    expected binary reward on the all-"yes" sayword instances (noise-free)."""
-    import torch
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}], add_generation_prompt=True,
-                                           tokenize=False)
-    start = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
-    ids = tokenizer(prompt + "yes<|im_end|>", add_special_tokens=False)["input_ids"]
-    with torch.no_grad():
-        logprobs = model(torch.tensor([ids])).logits[0].log_softmax(-1)
-    return math.exp(sum(logprobs[i - 1, ids[i]].item() for i in range(start, len(ids))))
 
 
 @pytest.fixture

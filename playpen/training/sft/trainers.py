@@ -41,6 +41,18 @@ def sft_args(cfg, run_dir: Path, seed: int, **memory) -> object:
         dataloader_num_workers=0, disable_tqdm=True, **memory, **lifecycle.precision_kwargs())
 
 
+def supervised_run(trainer: BasePlayPen):
+    """(the run, the tokenizer, the dataset) of an SFT trainer: the run folder
+    ``<models_dir>/<kind>/<learner>`` (refused now, not after training, if it holds another
+    run's checkpoints or results) and the won episodes of the chosen roles, tokenised with
+    assistant masks."""
+    cfg, learner = trainer.config, trainer.learner
+    run = lifecycle.TrainingRun(trainer, Path(cfg.models_dir) / trainer.kind / lifecycle.safe_name(learner.name),
+                                cfg.game_list, eval_prefix=f"{learner.name}+{trainer.kind}-")
+    tokenizer = lifecycle.tokenizer_of(learner)
+    return run, tokenizer, supervised_dataset(cfg, trainer.output_dir, tokenizer, seed=trainer.seed)
+
+
 class SFTLoraTrainer(BasePlayPen):
     """SFT with LoRA adapters on won episodes (assistant-only loss)."""
 
@@ -56,12 +68,8 @@ class SFTLoraTrainer(BasePlayPen):
         from trl import SFTTrainer
 
         cfg, learner = self.config, self.learner
-        # refuses now (not after training) to overwrite checkpoints or another run's results
-        run = lifecycle.TrainingRun(self, Path(cfg.models_dir) / self.kind / lifecycle.safe_name(learner.name),
-                                    cfg.game_list, eval_prefix=f"{learner.name}+{self.kind}-")
-        # 1. won episodes of the chosen roles, tokenised with assistant masks
-        tokenizer = lifecycle.tokenizer_of(learner)
-        dataset = supervised_dataset(cfg, self.output_dir, tokenizer, seed=self.seed)
+        # 1. the run and the won episodes of the chosen roles, tokenised with assistant masks
+        run, tokenizer, dataset = supervised_run(self)
 
         # 2. TRL: the assistant_masks column restricts the loss to assistant tokens;
         #    peft_config: only the LoRA adapters are trained
@@ -92,12 +100,8 @@ class SFTSimpleTrainer(BasePlayPen):
         from trl import SFTTrainer
 
         cfg, learner = self.config, self.learner
-        # refuses now (not after training) to overwrite checkpoints or another run's results
-        run = lifecycle.TrainingRun(self, Path(cfg.models_dir) / self.kind / lifecycle.safe_name(learner.name),
-                                    cfg.game_list, eval_prefix=f"{learner.name}+{self.kind}-")
-        # 1. won episodes of the chosen roles, tokenised with assistant masks
-        tokenizer = lifecycle.tokenizer_of(learner)
-        dataset = supervised_dataset(cfg, self.output_dir, tokenizer, seed=self.seed)
+        # 1. the run and the won episodes of the chosen roles, tokenised with assistant masks
+        run, tokenizer, dataset = supervised_run(self)
 
         # 2. TRL: the assistant_masks column restricts the loss to assistant tokens; no
         #    peft_config: every parameter is trained
