@@ -15,7 +15,6 @@ from playpen import distributed
 from playpen.cli import cli
 from playpen.training.common import lifecycle as training
 
-from test_grpo import yesno_model_dir  # noqa: F401 (the fixture: a tiny policy answering yes or no)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SFT_TRAINER = "sft"
@@ -204,7 +203,7 @@ def test_sft_on_two_processes_equals_one_process_on_the_same_global_batch(tiny_w
 
 
 @pytest.fixture
-def yes_workspace(toy_workspace, yesno_model_dir):  # noqa: F811 (the imported fixture)
+def yes_workspace(toy_workspace, yesno_model_dir):
     """toy_workspace + `tiny-yesno`; sayword's training instances all ask for "yes"."""
     import shutil
     games = toy_workspace / "toygames"

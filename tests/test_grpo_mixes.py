@@ -374,7 +374,7 @@ def test_past_checkpoints_are_a_frozen_second_adapter(tiny_model_dir):
 
 # ----------------------------------------------------------------------------- runs of the trainers
 
-from test_grpo import load_trainer, toy_workspace, yesno_model_dir  # noqa: E402,F401  (the yes/no fixtures)
+from test_grpo import load_trainer, toy_workspace  # noqa: E402,F401  (the toy games with tiny-yesno)
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from playpen.training.shared_prefix import plan, shared_prefix_logps
-from test_grpo import toy_workspace, yesno_model_dir  # noqa: F401  (fixtures: the toy games, tiny-yesno)
+from test_grpo import toy_workspace  # noqa: F401  (the fixture: the toy games with tiny-yesno)
 
 
 def _model(tiny_model_dir):
