@@ -43,6 +43,7 @@ import random
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -230,7 +231,7 @@ def train_pass(model, trajectories, args, device, optimizer) -> dict:
     forward_s = backward_s = 0.0
     tokens = learner_tokens = attention_pairs = 0
     step = args.train_rows or len(rows)
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if device.type == "cuda" else None
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
     for start in range(0, len(rows), step):
         chunk = rows[start:start + step]
         width = max(len(t.prompt_ids) + len(t.completion_ids) for t in chunk)
@@ -250,7 +251,7 @@ def train_pass(model, trajectories, args, device, optimizer) -> dict:
         advantages = torch.randn(len(chunk), 1, device=device)
         sync(device)
         began = time.perf_counter()
-        with autocast if autocast is not None else _nothing():
+        with autocast:
             hidden = base.model(input_ids=ids, attention_mask=mask).last_hidden_state
             where = trained[:, 1:]
             logits = head(hidden[:, :-1][where]).float()
@@ -271,14 +272,6 @@ def train_pass(model, trajectories, args, device, optimizer) -> dict:
     return {"rows": len(rows), "tokens": tokens, "learner_tokens": learner_tokens, "attention_pairs": attention_pairs,
             "forward_s": round(forward_s, 4), "backward_s": round(backward_s, 4),
             "optimizer_s": round(time.perf_counter() - began, 4)}
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def model_flops(model, passed: dict) -> float:

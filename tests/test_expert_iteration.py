@@ -3,11 +3,11 @@ rounds with a tiny model on a real game and real TRL SFT (the won answer gets li
 the adapter changes), the failure when nothing is won, bad options before any model loads."""
 import json
 import math
-import shutil
 from pathlib import Path
 
 import pytest
 from rollout_helpers import p_yes
+from test_grpo import toy_workspace  # noqa: F401  (the fixture: sayword asking "yes", relay, tiny-yesno)
 from click.testing import CliRunner
 
 from playpen.cli import cli
@@ -16,7 +16,6 @@ from playpen.training.expert_iteration.selection import kept_trajectories, recor
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAINER = REPO_ROOT / "examples" / "trl" / "expert_iteration_trainer_lora.py"
-TOYGAMES = REPO_ROOT / "tests" / "toygames"
 
 
 # ----------------------------------------------------------------------------- selection
@@ -112,21 +111,6 @@ def test_the_final_evaluation_seats_the_learner_in_its_role(capsys):
 
 
 # ----------------------------------------------------------------------------- the trainer
-
-@pytest.fixture
-def toy_workspace(tiny_workspace, yesno_model_dir):
-    """tiny_workspace + `tiny-yesno` + sayword (every instance asks for "yes") and relay."""
-    games = tiny_workspace / "toygames"
-    shutil.copytree(TOYGAMES / "sayword", games / "sayword")
-    shutil.copytree(TOYGAMES / "relay", games / "relay")
-    (games / "sayword" / "in" / "instances.json").write_text(json.dumps({"experiments": [
-        {"name": "words", "game_instances": [{"game_id": i, "word": "yes"} for i in range(4)]}]}))
-    entries = json.loads((tiny_workspace / "model_registry.json").read_text())
-    entries.append({**entries[0], "model_name": "tiny-yesno", "huggingface_id": str(yesno_model_dir)})
-    (tiny_workspace / "model_registry.json").write_text(json.dumps(entries))
-    (tiny_workspace / "game_registry.json").write_text(json.dumps([{"benchmark_path": str(games)}]))
-    return tiny_workspace
-
 
 def load_trainer(learner_name, teacher=None, **config):
     from playpen.cli.run import load_trainer_class

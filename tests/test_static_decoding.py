@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from rollout_helpers import make_learner
+from test_kvcache import RULES, _assert_same, _assert_same_rollout, _continue
 
 from playpen.inference.static import (ROW_BUCKETS, StaticDecoder, _bucket_columns, _bucket_rows, static_decoder,
                                       supports_static_decoding)
@@ -14,25 +15,12 @@ from playpen.rollouts import SamplingConfig, chat, rollout
 from playpen.rollouts.generation import generate
 from playpen.rollouts.kvcache import KVCacheStore, PrefillCounts, use_static_engine
 
-RULES = "Here are the rules of the game. Answer in one line and keep to the format. " * 3
 STATIC = SamplingConfig(temperature=0.0, max_new_tokens=6, engine="static")
 DYNAMIC = replace(STATIC, engine="dynamic")
 
 
 def _prompts(tokenizer, words):
     return [chat.prompt_ids(tokenizer, [{"role": "user", "content": RULES + w}]) for w in words]
-
-
-def _assert_same(expected, got):
-    for a, b in zip(expected, got, strict=True):
-        assert a.token_ids == b.token_ids and a.finished == b.finished and a.text == b.text
-        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-4
-
-
-def _continue(tokenizer, prompts, generations, turn):
-    feedback = [{"role": "user", "content": f"Feedback {turn}: that was not it, try again."}]
-    return [p + list(g.token_ids) + chat.continuation_ids(tokenizer, feedback, g.token_ids[-1])
-            for p, g in zip(prompts, generations)]
 
 
 def test_buckets():
@@ -169,10 +157,7 @@ def _play(tiny_pair, engine):
 def test_multi_turn_rollout_is_token_exact(toy_workspace, tiny_pair):
     dynamic, static = _play(tiny_pair, "dynamic"), _play(tiny_pair, "static")
     assert all(t.num_turns == 4 for t in static.trajectories)
-    assert [e.outcome for e in dynamic.episodes] == [e.outcome for e in static.episodes]
-    for a, b in zip(dynamic.trajectories, static.trajectories, strict=True):
-        assert a.prompt_ids == b.prompt_ids and a.completion_ids == b.completion_ids and a.env_mask == b.env_mask
-        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-4
+    _assert_same_rollout(dynamic, static)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (run on the device machine)")

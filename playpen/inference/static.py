@@ -349,8 +349,7 @@ class StaticDecoder:
                 break
             if len(keep) < len(slots):  # the live rows move to the front slots
                 index = torch.tensor(keep, dtype=torch.long, device=self.device)
-                moved = [s for s in keep if s != keep.index(s)]
-                if moved:
+                if keep != list(range(len(keep))):
                     for buffer in (*self.keys, *self.values):
                         buffer[:len(keep)] = buffer[index]
                 slots = [slots[s] for s in keep]
