@@ -33,7 +33,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from learning import Setting, run_dir_of  # beside this script (its folder is on sys.path)
@@ -93,6 +93,12 @@ METHODS = {
                                teacher="programmatic", trains=tuple(PRIMARY_GAMES.split(",")), temperature=1.0,
                                description="expert iteration: the learner's own won episodes with the programmatic "
                                            "partners, 4 rounds"),
+    "expert-iteration-12x4": Method("expert-iteration",
+                                    dict(games=PRIMARY_GAMES, roles=LEARNER_ROLES, rounds=4, instances_per_round=12,
+                                         samples_per_instance=4, batch_size=8, max_length=768, learning_rate=1e-4),
+                                    teacher="programmatic", trains=tuple(PRIMARY_GAMES.split(",")), temperature=1.0,
+                                    description="expert iteration as above with half the episodes per round "
+                                                "(12 instances x 4 samples): the CPU's budget"),
     "expert-iteration-selfplay": Method("expert-iteration",
                                         dict(games="taboo", rounds=4, instances_per_round=24, samples_per_instance=4,
                                              batch_size=8, max_length=768, learning_rate=1e-4),
@@ -127,6 +133,27 @@ METHODS = {
 
 
 # ----------------------------------------------------------------------------- configuration
+
+def method_of(name: str, args) -> Method:
+    """The method as this run trains it: with ``--train-games``, its games narrowed to those
+    (a method with none of them left is refused before anything runs)."""
+    method = METHODS[name]
+    if not args.train_games:
+        return method
+    games = [g for g in method.options.get("games", ",".join(method.trains)).split(",") if g in args.train_games]
+    if not games:
+        raise SystemExit(f"protocol.py: {name} trains none of --train-games {','.join(args.train_games)} "
+                         f"(it trains {','.join(method.trains)})")
+    return replace(method, options={**method.options, "games": ",".join(games)}, trains=tuple(games))
+
+
+def selection_key(args, name: str = WARM_UP) -> tuple:
+    """What the settings and training-games selection adds to a configuration's fingerprint
+    (nothing without a selection, so that the results of full runs keep their keys)."""
+    if args.settings == SETTINGS and not args.train_games:
+        return ()
+    return (tuple(s.name for s in args.settings), tuple(method_of(name, args).trains))
+
 
 def rows_per_step(config) -> int:
     """Training examples an optimizer step consumes: episodes for GRPO (groups x their
@@ -172,7 +199,7 @@ def fingerprint(*parts) -> str:
 # ----------------------------------------------------------------------------- playing
 
 def evaluate_split(adapter: Path | None, split: str, label: str, args, work: Path,
-                   settings=SETTINGS) -> dict:
+                   settings=None) -> dict:
     """Every setting on one split with the learner (+ adapter), greedily: setting ->
     {"scores": item -> score (aborted = 0), "played": item -> 0/1}."""
     from playpen.evaluation import evaluate
@@ -182,7 +209,9 @@ def evaluate_split(adapter: Path | None, split: str, label: str, args, work: Pat
     learner = load_model_by_name(args.learner, gen_args=greedy, role="learner", adapter=adapter, run_name=label)
     partner = load_model_by_name("programmatic", gen_args=greedy, role="partner")
     out = {}
-    for setting in settings:
+    # dev steers choices (the warm-up's stop, the curves): only the primary settings; test plays all
+    chosen = settings or [s for s in args.settings if s.primary or split == "test"]
+    for setting in chosen:
         entry = splits["games"][setting.split]
         items = entry[split][:args.max_items] if args.max_items else entry[split]
         players = setting.players(learner, partner if setting.partner else None)
@@ -196,7 +225,7 @@ def evaluate_split(adapter: Path | None, split: str, label: str, args, work: Pat
 
 def dev_mean(rows: dict) -> float:
     """The warm-up's criterion: the mean dev score over the primary settings' items."""
-    primary = [s.name for s in SETTINGS if s.primary and s.name in rows]
+    primary = [s.name for s in SETTINGS if s.primary and s.name in rows]  # rows: the selected settings only
     values = [v for name in primary for v in rows[name]["scores"].values()]
     return sum(values) / len(values) if values else 0.0
 
@@ -228,9 +257,10 @@ def summaries(dev: dict) -> dict:
 
 def warm_up(seed: int, args, out: Path, work: Path) -> Path:
     """The seed's warm-up adapter: SFT chunk by chunk while dev improves (cached)."""
-    method = METHODS[WARM_UP]
+    method = method_of(WARM_UP, args)
     key = fingerprint(WARM_UP, method.options, seed, args.learner, args.warmup_chunk, args.warmup_patience,
-                      args.warmup_max_chunks, args.quick, args.max_items, args.max_tokens)
+                      args.warmup_max_chunks, args.quick, args.max_items, args.max_tokens,
+                      *selection_key(args))
     marker = work / f"seed-{seed}" / "warm-up.json"
     if marker.exists():
         done = json.loads(marker.read_text())
@@ -270,7 +300,7 @@ def warm_up_key(work: Path, seed: int) -> str:
 
 def write_results(out: Path, name: str, method: Method, seed: int, key: str, test: dict, extra: dict) -> None:
     from playpen.files import write_json
-    for setting in SETTINGS:
+    for setting in (s for s in SETTINGS if s.name in test):
         row = test[setting.name]
         write_json(out / result_name(name, seed, setting.name), {
             "method": name, "seed": seed, "game": setting.game, "setting": setting.name, "split": "test",
@@ -278,10 +308,10 @@ def write_results(out: Path, name: str, method: Method, seed: int, key: str, tes
             "trains": list(method.trains), "fingerprint": key, **extra}, indent=1)
 
 
-def cached(out: Path, name: str, seed: int, key: str) -> bool:
-    """True when every setting's test result of this configuration exists; a result of
+def cached(out: Path, name: str, seed: int, key: str, settings) -> bool:
+    """True when every selected setting's test result of this configuration exists; a result of
     another configuration under this name: refused (the test split is played once)."""
-    found = [out / result_name(name, seed, s.name) for s in SETTINGS]
+    found = [out / result_name(name, seed, s.name) for s in settings]
     keys = {json.loads(p.read_text()).get("fingerprint") for p in found if p.exists()}
     if keys - {key}:
         raise SystemExit(f"protocol.py: {name} (seed {seed}) has test results of another configuration in {out}: "
@@ -290,13 +320,14 @@ def cached(out: Path, name: str, seed: int, key: str) -> bool:
 
 
 def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path) -> None:
-    method = METHODS[name]
+    method = method_of(name, args)
     models = work / f"seed-{seed}" / "models" / name
     cls, config, options = configure(name, method, args, models, adapter0, None, overwrite=True)
     key = fingerprint(name, options | {"models_dir": None, "init_adapter": None}, method.teacher, method.temperature,
                       seed, args.learner, args.quick, args.max_items, args.max_tokens, warm_up_key(work, seed),
+                      *selection_key(args, name),
                       adapter0.name)
-    if cached(out, name, seed, key):
+    if cached(out, name, seed, key, args.settings):
         print(f"== {name} seed {seed}: cached", flush=True)
         return
     print(f"== {name} seed {seed}: {options['max_steps']} steps of {rows_per_step(config)} examples", flush=True)
@@ -333,11 +364,11 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
 def run_warm_up_test(seed: int, adapter: Path, args, out: Path, work: Path) -> None:
     """The warm-up is a final configuration too (method ``sft``): its test scores, once."""
     key = fingerprint(WARM_UP, warm_up_key(work, seed), adapter.name)
-    if cached(out, WARM_UP, seed, key):
+    if cached(out, WARM_UP, seed, key, args.settings):
         return
     test = evaluate_split(adapter, "test", f"seed{seed}-sft", args, work)
     marker = json.loads((work / f"seed-{seed}" / "warm-up.json").read_text())
-    write_results(out, WARM_UP, METHODS[WARM_UP], seed, key, test, {
+    write_results(out, WARM_UP, method_of(WARM_UP, args), seed, key, test, {
         "steps": int(adapter.name.rpartition("-")[2]), "description": METHODS[WARM_UP].description,
         "warm_up_curve": marker["curve"]})
 
@@ -355,6 +386,10 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup-max-chunks", type=int, default=12)
     parser.add_argument("--max-tokens", type=int, default=40, help="tokens per generated turn")
     parser.add_argument("--max-items", type=int, default=0, help="first N items of each split (0 = all; plumbing)")
+    parser.add_argument("--settings", default="",
+                        help=f"comma-separated settings to play (default all): {','.join(s.name for s in SETTINGS)}")
+    parser.add_argument("--train-games", default="",
+                        help="comma-separated: every method trains only these of its games (default: its own)")
     parser.add_argument("--splits", default=str(SPLITS_FILE))
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--report", action="store_true", help="only the report and plots from the results")
@@ -372,6 +407,14 @@ def main(argv=None) -> int:
     except ValueError:
         print(f"protocol.py: --seeds {args.seeds!r}: expected comma-separated integers", file=sys.stderr)
         return 2
+    named = {s.name: s for s in SETTINGS}
+    chosen = [n for n in args.settings.split(",") if n]
+    if [n for n in chosen if n not in named]:
+        print(f"protocol.py: unknown setting(s) {[n for n in chosen if n not in named]}; known: {','.join(named)}",
+              file=sys.stderr)
+        return 2
+    args.settings = tuple(s for s in SETTINGS if s.name in chosen) if chosen else SETTINGS
+    args.train_games = tuple(g for g in args.train_games.split(",") if g)
     wanted = [m for m in args.methods.split(",") if m]
     unknown = [m for m in wanted if m not in METHODS]
     if unknown or not seeds or min(args.budget_examples, args.warmup_chunk, args.warmup_max_chunks) < 1:
@@ -388,14 +431,14 @@ def main(argv=None) -> int:
         wanted = [CONTROL] + [m for m in wanted if m not in (CONTROL, WARM_UP)]
         work = out / "work"
         for name in wanted:  # every method's options checked by its trainer before anything runs
-            configure(name, METHODS[name], args, work / "check", None, None, overwrite=True)
+            configure(name, method_of(name, args), args, work / "check", None, None, overwrite=True)
         for seed in seeds:
             adapter = warm_up(seed, args, out, work)
             run_warm_up_test(seed, adapter, args, out, work)
             for name in wanted:
                 run_method(name, seed, adapter, args, out, work)
-            build_report(out, METHODS, SETTINGS, load_splits(args.splits))
-    print(build_report(out, METHODS, SETTINGS, load_splits(args.splits)))
+            build_report(out, METHODS, args.settings, load_splits(args.splits))
+    print(build_report(out, METHODS, args.settings, load_splits(args.splits)))
     return 0
 
 
