@@ -5,6 +5,7 @@ import importlib
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -126,6 +127,26 @@ def test_bad_arguments_exit_2(bench, tmp_path, capsys):
     assert "unknown method(s) ['nope']" in capsys.readouterr().err
     assert protocol.main(["--quick"]) == 2  # plumbing never lands in the published results
     assert "pass --out DIR" in capsys.readouterr().err
+    assert protocol.main(["--settings", "taboo/describer", "--out", str(tmp_path)]) == 2
+    assert "unknown setting(s) ['taboo/describer']; known: taboo/guesser," in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # refused before anything is written
+
+
+def test_a_selection_narrows_the_games_and_joins_the_fingerprint(bench):
+    """--train-games narrows each method's games (none left: refused); the selection is part of
+    the fingerprints, and a run without one keeps the keys that full runs had."""
+    protocol = bench["protocol"]
+    full = SimpleNamespace(settings=protocol.SETTINGS, train_games=())
+    narrow = SimpleNamespace(settings=protocol.SETTINGS[:1], train_games=("taboo", "referencegame"))
+    assert protocol.method_of("expert-iteration", full) is protocol.METHODS["expert-iteration"]
+    method = protocol.method_of("expert-iteration", narrow)
+    assert method.options["games"] == "taboo" and method.trains == ("taboo",)
+    assert method.options["samples_per_instance"] == protocol.METHODS["expert-iteration"].options["samples_per_instance"]
+    assert protocol.method_of("sft", narrow).options["games"] == "taboo,referencegame"
+    assert protocol.selection_key(full) == ()
+    assert protocol.selection_key(narrow, "continued-sft") == (("taboo/guesser",), ("taboo", "referencegame"))
+    with pytest.raises(SystemExit, match="trains none of --train-games privateshared"):
+        protocol.method_of("expert-iteration-selfplay", SimpleNamespace(settings=(), train_games=("privateshared",)))
 
 
 def test_the_runner_end_to_end_with_a_tiny_model(bench, tiny_workspace):
