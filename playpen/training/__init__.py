@@ -14,7 +14,7 @@ import, as the moved modules themselves, for one release (:mod:`~playpen.trainin
 importing this package puts its finder on ``sys.meta_path``). Importing this package loads no
 torch, transformers or TRL.
 """
-from playpen.training import old_paths
+from playpen import old_paths
 from playpen.training.common.base import BasePlayPen, config_fields, field_help
 from playpen.training.common.config import (DemonstrationOptions, LoraOptions, RunConfig, option, report_to,
                                             split_list, target_modules)
