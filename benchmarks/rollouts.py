@@ -144,7 +144,7 @@ class GenerateMeter:
     """Wraps ``model.generate``: counts generated tokens per row (to the first EOS) and time."""
 
     def __init__(self, model, eos_ids):
-        import playpen.rollouts.generation as generation
+        from playpen.inference import engine as generation
         self.model, self.eos = model, set(eos_ids)
         self.original = model.generate
         self.tokens = 0
@@ -260,7 +260,7 @@ def main(argv=None):
     from playpen.clem import clemcore, clemgame, load_model, preserved_logging
     from playpen.envs.loading import game_instance_rows, load_benchmark
     from playpen.registry import game_spec
-    from playpen.rollouts.generation import eos_token_ids
+    from playpen.inference.engine import eos_token_ids
     from playpen.default_model import prepare_default_model, DEFAULT_MODEL
     from playpen.rollouts import Learner, SamplingConfig, rollout
 

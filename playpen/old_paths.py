@@ -1,10 +1,18 @@
-"""The module paths of ``playpen/training/`` before it was grouped by family (issue 29), kept
-importing for one release: ``import playpen.training.run`` gives
-:mod:`playpen.training.common.lifecycle` itself (the same module object: patching one patches
-the other), ``python -m playpen.training.rubric_files FILE`` runs the new module.
+"""Module paths of earlier releases, kept importing for one release (issue 29): the flat modules
+of ``playpen/training/`` before it was grouped by family, and the generation modules of
+``playpen/rollouts/`` before :mod:`playpen.inference` owned generation.
+
+- A module that moved whole is the new module itself: ``import playpen.training.run`` gives
+  :mod:`playpen.training.common.lifecycle` (the same module object: patching one patches the
+  other), ``python -m playpen.training.rubric_files FILE`` runs the new module.
+- A module whose names went to several modules (``playpen.rollouts.decoding``, a drawer split
+  by what each piece is) is a stand-in that finds each name in its new home; setting a name on
+  it (a test's ``monkeypatch.setattr(generation, "generate", spy)``) sets it in that home.
 
 An import hook rather than a file per old name: with the old files gone, git sees each move
-as a rename, and edits made elsewhere to an old file merge into its new home.
+as a rename, and edits made elsewhere to an old file merge into its new home. The packages
+whose old names these are (:mod:`playpen.rollouts`, :mod:`playpen.training`) put the finder
+on ``sys.meta_path`` when they are imported.
 """
 from __future__ import annotations
 
@@ -12,44 +20,89 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
+import types
 
-MOVED = {  # old module -> its new home (both under playpen.training)
-    "base": "common.base", "config": "common.config", "run": "common.lifecycle", "checkpoints": "common.checkpoints",
-    "memory": "common.memory", "plotting": "common.plotting", "finite": "common.finite",
-    "advantages": "grpo.advantages", "anticollapse": "grpo.anticollapse", "mixes": "grpo.mixes",
-    "offpolicy": "grpo.offpolicy", "past": "grpo.past", "grpo_steps": "grpo.steps",
-    "sft_anchor": "sft.anchor", "dpo": "preference.dpo", "spin": "preference.spin",
-    "self_rewarding": "preference.self_rewarding", "spag_run": "spag.phases", "rubric_files": "rubrics.files",
-    "judging": "rubrics.judging", "proposer_solver": "hierarchy.proposer_solver",
-    "instance_store": "hierarchy.instance_store",
+
+def _under(prefix: str, table: dict) -> dict:
+    return {prefix + old: prefix + new for old, new in table.items()}
+
+
+MOVED = {  # old module -> the module it now is
+    **_under("playpen.training.", {
+        "base": "common.base", "config": "common.config", "run": "common.lifecycle",
+        "checkpoints": "common.checkpoints", "memory": "common.memory", "plotting": "common.plotting",
+        "finite": "common.finite", "advantages": "grpo.advantages", "anticollapse": "grpo.anticollapse",
+        "mixes": "grpo.mixes", "offpolicy": "grpo.offpolicy", "past": "grpo.past", "grpo_steps": "grpo.steps",
+        "sft_anchor": "sft.anchor", "dpo": "preference.dpo", "spin": "preference.spin",
+        "self_rewarding": "preference.self_rewarding", "spag_run": "spag.phases", "rubric_files": "rubrics.files",
+        "judging": "rubrics.judging", "proposer_solver": "hierarchy.proposer_solver",
+        "instance_store": "hierarchy.instance_store",
+    }),
+    "playpen.training.old_paths": "playpen.old_paths",
+    "playpen.rollouts.mixed_lora": "playpen.inference.mixed_lora",
 }
-PREFIX = "playpen.training."
+SPLIT = {  # old module -> the modules now holding its names, searched in this order
+    "playpen.rollouts.generation": ("playpen.inference.engine",),
+    "playpen.rollouts.kvcache": ("playpen.inference.kvcache",),
+    "playpen.rollouts.decoding": ("playpen.inference.prefixes",),
+}
+
+
+class FormerModule(types.ModuleType):
+    """A stand-in for a split module: its names are read from, and written to, their new homes."""
+
+    def __init__(self, name: str, homes: tuple):
+        super().__init__(name, f"Former module; its names now live in {', '.join(homes)}.")
+        self.__dict__["_homes"] = [importlib.import_module(home) for home in homes]
+
+    def _home_of(self, name: str):
+        return next((home for home in self._homes if hasattr(home, name)), None)
+
+    def __getattr__(self, name: str):
+        home = self._home_of(name)
+        if home is None:
+            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+        return getattr(home, name)
+
+    def __setattr__(self, name: str, value) -> None:
+        home = None if name.startswith("__") else self._home_of(name)
+        if home is None:  # the import system's own attributes (__spec__, __loader__, ...)
+            super().__setattr__(name, value)
+        else:
+            setattr(home, name, value)
+
+    def __dir__(self):
+        return sorted({name for home in self._homes for name in dir(home)})
 
 
 class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
-    """Finds an old name and loads it as the moved module."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname.startswith(PREFIX) and fullname[len(PREFIX):] in MOVED:
-            return importlib.util.spec_from_loader(fullname, self)
-        return None
+    """Finds an old name and loads it as the moved module (or a stand-in of a split one)."""
 
     def __init__(self):
         self.real_specs: dict[str, object] = {}
 
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname in MOVED or fullname in SPLIT:
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
     def create_module(self, spec):
-        module = importlib.import_module(PREFIX + MOVED[spec.name[len(PREFIX):]])
+        if spec.name in SPLIT:
+            return FormerModule(spec.name, SPLIT[spec.name])
+        module = importlib.import_module(MOVED[spec.name])
         self.real_specs[spec.name] = module.__spec__  # the import system writes the alias's spec over it
         return module
 
     def exec_module(self, module):
-        real = self.real_specs[module.__spec__.name]
-        module.__spec__, module.__loader__ = real, real.loader  # the module stays itself (reload, -m)
+        real = self.real_specs.get(module.__spec__.name)
+        if real is not None:
+            module.__spec__, module.__loader__ = real, real.loader  # the module stays itself (reload, -m)
 
     def get_source(self, fullname):
         """``python -m OLD`` (runpy asks for code): run the new module as __main__."""
-        new = PREFIX + MOVED[fullname[len(PREFIX):]]
-        return f"import runpy\nrunpy.run_module({new!r}, run_name='__main__', alter_sys=True)\n"
+        if fullname not in MOVED:
+            return None
+        return f"import runpy\nrunpy.run_module({MOVED[fullname]!r}, run_name='__main__', alter_sys=True)\n"
 
 
 def install() -> None:

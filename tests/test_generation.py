@@ -4,7 +4,7 @@ import torch
 
 
 from playpen.rollouts import chat
-from playpen.rollouts.generation import eos_token_ids, generate
+from playpen.inference.engine import eos_token_ids, generate
 from playpen.rollouts import SamplingConfig
 
 MESSAGES = [[{"role": "user", "content": "Say hello"}],
@@ -88,7 +88,7 @@ def test_shared_prefixes_give_the_same_tokens_and_logprobs(tiny_pair):
 
 
 def test_prefix_plan_groups_rows_that_start_alike():
-    from playpen.rollouts.generation import plan_prefixes
+    from playpen.inference.engine import plan_prefixes
     a = list(range(100))
     prompts = [a + [1], a + [2], a + [1], [7] * 40, [7] * 40]
     plan = plan_prefixes(prompts)

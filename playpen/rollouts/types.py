@@ -38,7 +38,7 @@ class SamplingConfig:
     engine: str = "auto"
     """How turns over kept KV caches are decoded: ``static`` (pre-allocated buffers, each
     step a captured CUDA graph on a GPU: :mod:`playpen.inference.static`), ``dynamic``
-    (a growing per-call cache, :func:`playpen.rollouts.kvcache.generate_cached`), or
+    (a growing per-call cache, :func:`playpen.inference.kvcache.generate_cached`), or
     ``auto``: static on CUDA where the model allows it, dynamic elsewhere (on a CPU the
     launches it saves cost nothing)."""
 

@@ -10,7 +10,7 @@ classes (``playpen run --list``; :mod:`playpen.training.catalog` names them):
 - :mod:`~playpen.training.rubrics`: rewards from rubric files and judges.
 
 The flat module names of earlier releases (``playpen.training.run``, ``.grpo_steps``, ...) still
-import, as the moved modules themselves, for one release (:mod:`~playpen.training.old_paths`:
+import, as the moved modules themselves, for one release (:mod:`playpen.old_paths`:
 importing this package puts its finder on ``sys.meta_path``). Importing this package loads no
 torch, transformers or TRL.
 """

@@ -252,7 +252,8 @@ class Judge:
     def _local(self, model: Any, prompts: list[str]) -> list[str]:
         import torch
 
-        from playpen.rollouts import chat, generation
+        from playpen.inference import engine
+        from playpen.rollouts import chat
         from playpen.rollouts.types import SamplingConfig
         ids = [chat.prompt_ids(self.tokenizer, [{"role": "user", "content": p}], self.template_kwargs)
                for p in prompts]
@@ -261,7 +262,7 @@ class Judge:
         model.eval()
         try:
             with torch.no_grad():
-                generations, _ = generation.generate_within(model, self.tokenizer, ids, sampling)
+                generations, _ = engine.generate_within(model, self.tokenizer, ids, sampling)
         finally:
             model.train(training)
         return [g.text if g is not None else "" for g in generations]  # a prompt too long: no reply

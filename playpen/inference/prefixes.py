@@ -1,5 +1,5 @@
-"""Decoding primitives shared by :mod:`playpen.rollouts.generation` (batched ``generate``)
-and :mod:`playpen.rollouts.kvcache` (the decode loop over kept KV caches): a generated turn,
+"""Decoding primitives shared by :mod:`playpen.inference.engine` (batched ``generate``)
+and :mod:`playpen.inference.kvcache` (the decode loop over kept KV caches): a generated turn,
 the ids that end one, the model's device, and grouping prompts by shared prefix."""
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Batched generation from token ids with per-token logprobs.
 
 One call = one ``model.generate`` over left-padded prompts (with a
-:class:`~playpen.rollouts.kvcache.KVCacheStore`: playpen's own decode loop over the
-conversations' kept KV caches, see :mod:`playpen.rollouts.kvcache`). Each row stops at its
+:class:`~playpen.inference.kvcache.KVCacheStore`: playpen's own decode loop over the
+conversations' kept KV caches, see :mod:`playpen.inference.kvcache`). Each row stops at its
 first EOS; the returned ids are exactly the generated ones (up to and including that
 EOS, no padding) and the text is the decode of exactly those ids minus the EOS.
 Logprobs are ``log_softmax(logits / T)`` of the chosen token (T = temperature, 1.0
@@ -15,9 +15,9 @@ from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any, Optional, Sequence
 
-from playpen.rollouts.decoding import (Generation, PrefixPlan, cache_kwarg, device_of as _device_of,  # noqa: F401
+from playpen.inference.prefixes import (Generation, PrefixPlan, cache_kwarg, device_of as _device_of,  # noqa: F401
                                        check_finite_scores, eos_token_ids, plan_prefixes)
-from playpen.rollouts.mixed_lora import mixed_lora
+from playpen.inference.mixed_lora import mixed_lora
 from playpen.rollouts.types import SamplingConfig
 
 
@@ -90,13 +90,13 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
     peft model (``"__base__"``: the adapter-free base), all in one ``generate`` (peft's
     mixed-batch inference); a shared prefix is only shared by rows of one adapter.
 
-    With ``cache`` (a :class:`playpen.rollouts.kvcache.KVCacheStore`) and
+    With ``cache`` (a :class:`playpen.inference.kvcache.KVCacheStore`) and
     ``conversations`` (one key per prompt), each row continues its conversation's kept KV
     cache (kept per adapter) and leaves its cache there for the next turn; rows leave the
-    decode batch as they end (:func:`playpen.rollouts.kvcache.generate_cached`; a model
+    decode batch as they end (:func:`playpen.inference.kvcache.generate_cached`; a model
     whose cache is not plain per-layer keys and values takes the path above). ``budgets``
     (cached path only) gives each row its own ``max_new_tokens``; ``counts`` (a
-    :class:`playpen.rollouts.kvcache.PrefillCounts`) adds up the prompt positions prefilled.
+    :class:`playpen.inference.kvcache.PrefillCounts`) adds up the prompt positions prefilled.
     """
     out: list[Generation] = []
     step = max(1, sampling.max_batch_size)
@@ -107,7 +107,7 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
         rows = slice(start, start + step)
         names = None if adapter_names is None else list(adapter_names[rows])
         if cached:
-            from playpen.rollouts.kvcache import generate_cached
+            from playpen.inference.kvcache import generate_cached
             out.extend(generate_cached(model, tokenizer, prompts[rows], sampling, cache, conversations[rows],
                                        None if budgets is None else budgets[rows], names, counts))
         else:
@@ -116,7 +116,7 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
 
 
 def _kv_reuse(model) -> bool:
-    from playpen.rollouts.decoding import supports_kv_reuse
+    from playpen.inference.prefixes import supports_kv_reuse
     return supports_kv_reuse(model)
 
 
@@ -222,7 +222,7 @@ def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig, share_p
     was_training = model.training
     model.eval()
     try:
-        # rows of several LoRA adapters: one stacked LoRA matmul per layer (playpen.rollouts.mixed_lora)
+        # rows of several LoRA adapters: one stacked LoRA matmul per layer (playpen.inference.mixed_lora)
         with torch.no_grad(), (mixed_lora(model) if adapter_names is not None else nullcontext()):
             if plan is not None:
                 kwargs[cache_kwarg(model)] = _prefix_cache(model, plan, input_ids[:, :head].to(device),

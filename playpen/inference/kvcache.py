@@ -6,7 +6,7 @@ model computed for the token ids it has seen; :func:`generate_cached` takes the 
 stored prefix of each new prompt (verified token by token, so a rewritten history or a
 fork simply re-prefills what differs), prefills only the rest, and decodes with rows
 leaving the batch as soon as they end. Tokens and logprobs are those of the plain path
-(:func:`playpen.rollouts.generation.generate`) up to floating-point noise.
+(:func:`playpen.inference.engine.generate`) up to floating-point noise.
 
 The keys and values of a prefix depend only on its ids, the weights and the adapter that
 produced them: a store is valid while the weights do not change (one rollout call) and
@@ -21,7 +21,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Hashable, Optional, Sequence
 
-from playpen.rollouts.mixed_lora import mixed_lora
+from playpen.inference.mixed_lora import mixed_lora
 from playpen.rollouts.types import SamplingConfig
 
 # A stored prefix shorter than this is not worth its bookkeeping: the prompt is prefilled.
@@ -156,7 +156,7 @@ def generate_cached(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]]
     adapter of row i, passed to every forward pass (None: the model as it is).
     """
     import torch
-    from playpen.rollouts.decoding import plan_prefixes
+    from playpen.inference.prefixes import plan_prefixes
 
     n = len(prompts)
     if n == 0:
@@ -173,7 +173,7 @@ def generate_cached(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]]
     model.eval()
     mixed = mixed_lora(model) if any(a is not None for a in adapters) else nullcontext()
     try:
-        with torch.no_grad(), mixed:  # rows of several LoRA adapters: see playpen.rollouts.mixed_lora
+        with torch.no_grad(), mixed:  # rows of several LoRA adapters: see playpen.inference.mixed_lora
             # 1. what each row already has: its conversation's cache, or another's prefix
             known = [store.lookup(conversations[r], owners[r], prompts[r]) for r in range(n)]
             # 2. rows without one: a prefix shared within the batch is prefilled once
@@ -224,7 +224,7 @@ def use_static_engine(model: Any, sampling: SamplingConfig, adapters: list) -> b
     if engine == "dynamic":
         return False
     if engine == "auto":
-        from playpen.rollouts.decoding import device_of
+        from playpen.inference.prefixes import device_of
         if device_of(model).type != "cuda":
             return False
     return supports_static_decoding(model, adapters)
@@ -348,7 +348,7 @@ def _prefill(model, cached: list[list], suffixes: list[list[int]], adapters: lis
     padding masked, positions from the mask. Returns each row's last logits (or Nones) and
     its layers over cached + suffix (real positions only)."""
     import torch
-    from playpen.rollouts.decoding import cache_kwarg, device_of as _device_of
+    from playpen.inference.prefixes import cache_kwarg, device_of as _device_of
     device = _device_of(model)
     lengths = [layers[0][0].shape[1] if layers else 0 for layers in cached]
     head, tail = max(lengths), max(map(len, suffixes))
@@ -391,7 +391,7 @@ def _prefill(model, cached: list[list], suffixes: list[list[int]], adapters: lis
 def _decode(model, tokenizer, prompts, logits, full: list, sampling: SamplingConfig, budgets: list,
             adapters: list, store: KVCacheStore, conversations, owners: list) -> list:
     import torch
-    from playpen.rollouts.decoding import Generation, cache_kwarg, choose_tokens, device_of as _device_of, eos_token_ids
+    from playpen.inference.prefixes import Generation, cache_kwarg, choose_tokens, device_of as _device_of, eos_token_ids
     device = _device_of(model)
     eos = set(eos_token_ids(model, tokenizer))
     temperature = sampling.temperature if sampling.temperature and sampling.temperature > 0 else 1.0
