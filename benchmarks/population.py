@@ -96,7 +96,7 @@ def measure_speed(num_adapters: int, batch: int, new_tokens: int, repeats: int) 
     pop = population(num_adapters)
     prompts = prompts_for(pop.tokenizer, batch)
     sampling = SamplingConfig(temperature=0.0, max_new_tokens=new_tokens, max_batch_size=batch)
-    import playpen.inference.mixed_lora as mixed_lora
+    from playpen.inference import mixed_lora
     spread = [f"player{i % num_adapters}" for i in range(batch)]
     # name: (per-row adapter names, playpen's stacked mixed-adapter LoRA forward on)
     variants = {"one adapter (active)": (None, True), "one adapter (per-row names)": (["player0"] * batch, True),

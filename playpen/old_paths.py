@@ -41,38 +41,30 @@ MOVED = {  # old module -> the module it now is
     "playpen.training.old_paths": "playpen.old_paths",
     "playpen.rollouts.mixed_lora": "playpen.inference.mixed_lora",
 }
+_DRAWER = ("types", "model_facts", "transformers_compat", "prefixes", "sampling")  # what decoding.py held
 SPLIT = {  # old module -> the modules now holding its names, searched in this order
-    "playpen.rollouts.generation": ("playpen.inference.engine",),
-    "playpen.rollouts.kvcache": ("playpen.inference.kvcache",),
-    "playpen.rollouts.decoding": ("playpen.inference.prefixes",),
+    "playpen.rollouts.generation": tuple(f"playpen.inference.{m}" for m in ("engine", "hf_generate", *_DRAWER,
+                                                                            "mixed_lora")),
+    "playpen.rollouts.kvcache": tuple(f"playpen.inference.{m}" for m in ("kvcache", "engine", "prefill", "dynamic")),
+    "playpen.rollouts.decoding": tuple(f"playpen.inference.{m}" for m in _DRAWER),
 }
 
 
-class FormerModule(types.ModuleType):
-    """A stand-in for a split module: its names are read from, and written to, their new homes."""
+def former_module(name: str, homes: tuple) -> types.ModuleType:
+    """A stand-in for a split module: each name of its new homes (the first home holding it
+    wins) is a property of the stand-in's class that reads and writes the name in its home, so
+    that a patch through the old path (pytest's ``monkeypatch`` included, which restores a
+    property through ``setattr``) is a patch of the module that uses the name."""
+    modules = [importlib.import_module(home) for home in homes]
+    owner = {attr: module for module in reversed(modules) for attr in vars(module) if not attr.startswith("__")}
 
-    def __init__(self, name: str, homes: tuple):
-        super().__init__(name, f"Former module; its names now live in {', '.join(homes)}.")
-        self.__dict__["_homes"] = [importlib.import_module(home) for home in homes]
+    def forward(attr, module):
+        return property(lambda self: getattr(module, attr), lambda self, value: setattr(module, attr, value))
 
-    def _home_of(self, name: str):
-        return next((home for home in self._homes if hasattr(home, name)), None)
-
-    def __getattr__(self, name: str):
-        home = self._home_of(name)
-        if home is None:
-            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
-        return getattr(home, name)
-
-    def __setattr__(self, name: str, value) -> None:
-        home = None if name.startswith("__") else self._home_of(name)
-        if home is None:  # the import system's own attributes (__spec__, __loader__, ...)
-            super().__setattr__(name, value)
-        else:
-            setattr(home, name, value)
-
-    def __dir__(self):
-        return sorted({name for home in self._homes for name in dir(home)})
+    namespace = {attr: forward(attr, module) for attr, module in owner.items()}
+    namespace["__dir__"] = lambda self: sorted(owner)
+    stand_in = type("FormerModule", (types.ModuleType,), namespace)
+    return stand_in(name, f"Former module; its names now live in {', '.join(homes)}.")
 
 
 class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
@@ -88,7 +80,7 @@ class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
 
     def create_module(self, spec):
         if spec.name in SPLIT:
-            return FormerModule(spec.name, SPLIT[spec.name])
+            return former_module(spec.name, SPLIT[spec.name])
         module = importlib.import_module(MOVED[spec.name])
         self.real_specs[spec.name] = module.__spec__  # the import system writes the alias's spec over it
         return module

@@ -1,85 +1,54 @@
-"""Batched generation from token ids with per-token logprobs.
+"""The inference engine: one call answers a batch of prompts (token ids) with one
+:class:`~playpen.inference.types.Generation` each, with per-token logprobs.
 
-One call = one ``model.generate`` over left-padded prompts (with a
-:class:`~playpen.inference.kvcache.KVCacheStore`: playpen's own decode loop over the
-conversations' kept KV caches, see :mod:`playpen.inference.kvcache`). Each row stops at its
-first EOS; the returned ids are exactly the generated ones (up to and including that
-EOS, no padding) and the text is the decode of exactly those ids minus the EOS.
-Logprobs are ``log_softmax(logits / T)`` of the chosen token (T = temperature, 1.0
-when greedy) taken before top-p/top-k, recorded step by step so that memory stays at
-one ``batch x vocab`` slice whatever ``max_new_tokens`` is.
+:func:`generate` is the door. Given a :class:`~playpen.inference.kvcache.KVCacheStore` and
+a conversation per row, it is one engine over kept KV caches (:func:`generate_cached`):
+
+1. each row takes the longest kept prefix of its prompt (its own conversation's cache, or
+   another's: a forked episode continues its parent's);
+2. rows without one share the prefill of a prefix they have in common
+   (:func:`playpen.inference.prefixes.plan_prefixes`, the planner training uses too);
+3. the rest of every prompt is prefilled in chunks of similar length
+   (:mod:`playpen.inference.prefill`);
+4. the rows decode together, each leaving at its EOS or budget, its cache put back:
+   ``SamplingConfig.engine`` picks the static loop (pre-allocated buffers, captured CUDA
+   graphs: :mod:`playpen.inference.static`; ``auto`` on CUDA) or the dynamic one
+   (:mod:`playpen.inference.dynamic`; ``auto`` elsewhere). Both sample with
+   :func:`playpen.inference.sampling.choose_tokens` and give the same tokens.
+
+Without a store, or for a model whose cache is not plain per-layer keys and values, the
+named fallback answers: transformers' ``model.generate`` (:mod:`playpen.inference.hf_generate`).
+Tokens and logprobs are the same on every path up to floating-point noise
+(tests/test_kvcache.py, tests/test_static_decoding.py). Rows of several LoRA adapters of one
+peft model are answered in one call on every path (:mod:`playpen.inference.mixed_lora`).
 """
 from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import replace
-from typing import Any, Optional, Sequence
+from typing import Any, Hashable, Optional, Sequence
 
-from playpen.inference.prefixes import (Generation, PrefixPlan, cache_kwarg, device_of as _device_of,  # noqa: F401
-                                       check_finite_scores, eos_token_ids, plan_prefixes)
+from playpen.inference import dynamic, hf_generate
+from playpen.inference.kvcache import MIN_REUSED_TOKENS, KVCacheStore, PrefillCounts
 from playpen.inference.mixed_lora import mixed_lora
-from playpen.rollouts.types import SamplingConfig
+from playpen.inference.model_facts import context_limit, device_of
+from playpen.inference.prefill import chunks, prefill
+from playpen.inference.prefixes import plan_prefixes
+from playpen.inference.static import static_decoder, supports_static_decoding
+from playpen.inference.transformers_compat import supports_kv_reuse
+from playpen.inference.types import Generation, SamplingConfig
 
-
-class _LogprobRecorder:
-    """A logits processor that records the logprob of each sampled token.
-
-    Custom processors run before HF's temperature/top-k/top-p warpers, so ``scores``
-    here are the model's logits. The token sampled from step s appears as the last
-    input id at step s + 1; the last one is read from the final sequences.
-    """
-
-    def __init__(self, temperature: float):
-        self.temperature = temperature if temperature and temperature > 0 else 1.0
-        self.previous = None
-        self.steps = []
-
-    def __call__(self, input_ids, scores):
-        import torch
-        check_finite_scores(scores)
-        if self.previous is not None:
-            self.steps.append(self.previous.gather(1, input_ids[:, -1:]).squeeze(1))
-        self.previous = torch.log_softmax(scores.float() / self.temperature, dim=-1)
-        return scores
-
-    def finish(self, sequences):
-        import torch
-        if self.previous is not None:
-            self.steps.append(self.previous.gather(1, sequences[:, -1:]).squeeze(1))
-        self.previous = None
-        if not self.steps:
-            return torch.zeros((sequences.shape[0], 0))
-        return torch.stack(self.steps, dim=1).cpu()
-
-
-def context_limit(model: Any, tokenizer: Any = None) -> int | None:
-    """The most tokens (prompt + generated) the model attends over: the config's
-    ``max_position_embeddings`` (or ``n_positions``), and the tokenizer's
-    ``model_max_length`` when that is a real limit; None when neither says."""
-    limits = []
-    config = getattr(model, "config", None)
-    for key in ("max_position_embeddings", "n_positions"):
-        value = getattr(config, key, None)
-        if isinstance(value, int) and value > 0:
-            limits.append(value)
-            break
-    value = getattr(tokenizer, "model_max_length", None)
-    if isinstance(value, int) and 0 < value < 10**7:  # HF's "no limit" is a huge sentinel
-        limits.append(value)
-    return min(limits) if limits else None
-
-
-# Sharing must save at least this many prefill positions to be worth its extra pass.
-MIN_SAVED_POSITIONS = 16
+ENGINES = ("auto", "static", "dynamic")
 
 
 def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
              sampling: SamplingConfig, share_prefix: bool = True,
-             adapter_names: Optional[Sequence[str]] = None, *, cache: Any = None,
+             adapter_names: Optional[Sequence[str]] = None, *, cache: Optional[KVCacheStore] = None,
              conversations: Optional[Sequence[Any]] = None, budgets: Optional[Sequence[int]] = None,
-             counts: Any = None) -> list[Generation]:
+             counts: Optional[PrefillCounts] = None) -> list[Generation]:
     """Generate one continuation per prompt (token ids), in chunks of ``max_batch_size``.
 
+    Without ``cache``: transformers' ``model.generate`` (:mod:`playpen.inference.hf_generate`).
     With ``share_prefix``, rows that start alike (a GRPO group's identical prompts, a
     game's instructions, the chat template's system prompt) are grouped; each group's
     common prefix is run through the model once and its KV cache shared by the group's
@@ -93,38 +62,32 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
     With ``cache`` (a :class:`playpen.inference.kvcache.KVCacheStore`) and
     ``conversations`` (one key per prompt), each row continues its conversation's kept KV
     cache (kept per adapter) and leaves its cache there for the next turn; rows leave the
-    decode batch as they end (:func:`playpen.inference.kvcache.generate_cached`; a model
-    whose cache is not plain per-layer keys and values takes the path above). ``budgets``
+    decode batch as they end (:func:`generate_cached`; a model whose cache is not plain
+    per-layer keys and values takes the fallback). ``budgets``
     (cached path only) gives each row its own ``max_new_tokens``; ``counts`` (a
     :class:`playpen.inference.kvcache.PrefillCounts`) adds up the prompt positions prefilled.
     """
     out: list[Generation] = []
     step = max(1, sampling.max_batch_size)
-    cached = cache is not None and _kv_reuse(model)
+    cached = cache is not None and supports_kv_reuse(model)
     if budgets is not None and not cached:
         raise ValueError("per-row budgets need the cached path (cache= and a model with a plain KV cache)")
     for start in range(0, len(prompts), step):
         rows = slice(start, start + step)
         names = None if adapter_names is None else list(adapter_names[rows])
         if cached:
-            from playpen.inference.kvcache import generate_cached
             out.extend(generate_cached(model, tokenizer, prompts[rows], sampling, cache, conversations[rows],
                                        None if budgets is None else budgets[rows], names, counts))
         else:
-            out.extend(_generate_chunk(model, tokenizer, prompts[rows], sampling, share_prefix, names, counts))
+            out.extend(hf_generate.generate(model, tokenizer, prompts[rows], sampling, share_prefix, names, counts))
     return out
-
-
-def _kv_reuse(model) -> bool:
-    from playpen.inference.prefixes import supports_kv_reuse
-    return supports_kv_reuse(model)
 
 
 def generate_within(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
                     sampling: SamplingConfig,
-                    adapter_names: Optional[Sequence[str]] = None, *, cache: Any = None,
+                    adapter_names: Optional[Sequence[str]] = None, *, cache: Optional[KVCacheStore] = None,
                     conversations: Optional[Sequence[Any]] = None,
-                    counts: Any = None) -> tuple[list[Optional[Generation]], int]:
+                    counts: Optional[PrefillCounts] = None) -> tuple[list[Optional[Generation]], int]:
     """:func:`generate` within the context window: a prompt leaving less room than
     ``max_new_tokens`` is generated with the room left (cut, as at ``max_new_tokens``); one
     that fills the window gets None. Returns the generations and the number of calls.
@@ -138,7 +101,7 @@ def generate_within(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]]
         if room >= 1:
             budgets.setdefault(room, []).append(i)
     out: list[Optional[Generation]] = [None] * len(prompts)
-    if cache is not None and _kv_reuse(model):
+    if cache is not None and supports_kv_reuse(model):
         rows = sorted(i for group in budgets.values() for i in group)
         room_of = {i: room for room, group in budgets.items() for i in group}
         pick = lambda values: None if values is None else [values[i] for i in rows]  # noqa: E731
@@ -157,118 +120,76 @@ def generate_within(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]]
     return out, len(budgets)
 
 
-def _worth_sharing(plan: PrefixPlan, prompts) -> bool:
-    """Positions computed with sharing (group prefixes padded to the longest, suffixes
-    padded to the longest) against plain left padding."""
-    if any(prefix < 1 for prefix, _ in plan.groups):
-        return False
-    longest_prefix = max(prefix for prefix, _ in plan.groups)
-    longest_rest = max(len(p) - plan.prefix_of(i) for i, p in enumerate(prompts))
-    shared = len(plan.groups) * longest_prefix + len(prompts) * longest_rest
-    plain = len(prompts) * max(len(p) for p in prompts)
-    return plain - shared >= MIN_SAVED_POSITIONS
+def generate_cached(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], sampling: SamplingConfig,
+                    store: KVCacheStore, conversations: Sequence[Hashable],
+                    budgets: Optional[Sequence[int]] = None, adapter_names: Optional[Sequence[str]] = None,
+                    counts: Optional[PrefillCounts] = None) -> list[Generation]:
+    """One continuation per prompt, reusing and updating ``store`` (see the module doc).
 
-
-def _generate_chunk(model, tokenizer, prompts, sampling: SamplingConfig, share_prefix: bool,
-                    adapter_names: Optional[list[str]] = None, counts: Any = None) -> list[Generation]:
+    ``conversations[i]`` names the conversation prompt i continues; ``budgets[i]`` is its
+    most new tokens (default ``sampling.max_new_tokens``); ``adapter_names[i]`` the peft
+    adapter of row i, passed to every forward pass (None: the model as it is).
+    """
     import torch
-    from transformers import LogitsProcessorList
 
-    if not prompts:
+    n = len(prompts)
+    if n == 0:
         return []
     if any(len(p) == 0 for p in prompts):
         raise ValueError("cannot generate from an empty prompt")
-    eos_ids = eos_token_ids(model, tokenizer)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
-    device = _device_of(model)
-    plan = plan_prefixes(prompts, adapter_names) if share_prefix and len(prompts) > 1 else None
-    if plan is not None and not _worth_sharing(plan, prompts):
-        plan = None
-    # rows: [group prefix, left-padded][padding][rest of the prompt]; padding is masked
-    # out and position ids follow the attention mask, so every row sees its own prompt
-    head = max(prefix for prefix, _ in plan.groups) if plan else 0
-    tail = max(len(p) - (plan.prefix_of(i) if plan else 0) for i, p in enumerate(prompts))
-    width = head + tail
-    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, ids in enumerate(prompts):
-        ids = list(ids)
-        shared = plan.prefix_of(row) if plan else 0
-        if shared:
-            input_ids[row, head - shared:head] = torch.tensor(ids[:shared], dtype=torch.long)
-            attention[row, head - shared:head] = 1
-        rest = ids[shared:]
-        input_ids[row, width - len(rest):] = torch.tensor(rest, dtype=torch.long)
-        attention[row, width - len(rest):] = 1
-    if counts is not None:  # a group's prefix is run once, then the rest of each row
-        counts.computed += len(prompts) * tail + (len(plan.groups) * head if plan else 0)
-        shared = sum(prefix for prefix, _ in plan.groups) if plan else 0
-        reused = sum(plan.prefix_of(r) for r in range(len(prompts))) - shared if plan else 0
-        counts.reused += reused
-        counts.prefilled += sum(map(len, prompts)) - reused
-    recorder = _LogprobRecorder(sampling.temperature)
-    do_sample = sampling.temperature > 0
-    kwargs = dict(max_new_tokens=sampling.max_new_tokens, do_sample=do_sample,
-                  eos_token_id=eos_ids, pad_token_id=pad_id,
-                  logits_processor=LogitsProcessorList([recorder]),
-                  return_dict_in_generate=True)
-    if adapter_names is not None:
-        kwargs["adapter_names"] = list(adapter_names)
-    if do_sample:
-        kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p or 1.0,
-                      top_k=sampling.top_k or 0)
-    else:
-        kwargs.update(temperature=None, top_p=None, top_k=None)
+    prompts = [list(p) for p in prompts]
+    budgets = list(budgets) if budgets is not None else [sampling.max_new_tokens] * n
+    adapters = list(adapter_names) if adapter_names is not None else [None] * n
+    # a cache belongs to the model object and the adapter that computed it
+    owners = [(id(model), adapter) for adapter in adapters]
+    counts = counts if counts is not None else PrefillCounts()
     was_training = model.training
     model.eval()
+    mixed = mixed_lora(model) if any(a is not None for a in adapters) else nullcontext()
     try:
-        # rows of several LoRA adapters: one stacked LoRA matmul per layer (playpen.inference.mixed_lora)
-        with torch.no_grad(), (mixed_lora(model) if adapter_names is not None else nullcontext()):
-            if plan is not None:
-                kwargs[cache_kwarg(model)] = _prefix_cache(model, plan, input_ids[:, :head].to(device),
-                                                          attention[:, :head].to(device), adapter_names)
-            result = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device),
-                                    **kwargs)
+        with torch.no_grad(), mixed:  # rows of several LoRA adapters: see playpen.inference.mixed_lora
+            # 1. what each row already has: its conversation's cache, or another's prefix
+            known = [store.lookup(conversations[r], owners[r], prompts[r]) for r in range(n)]
+            # 2. rows without one: a prefix shared within the batch is prefilled once
+            misses = [r for r in range(n) if known[r][0] == 0]
+            if len(misses) > 1:
+                plan = plan_prefixes([prompts[r] for r in misses], [str(adapters[r]) for r in misses])
+                groups = [(prefix, [misses[i] for i in rows]) for prefix, rows in plan.groups
+                          if len(rows) > 1 and prefix >= MIN_REUSED_TOKENS]
+                if groups:
+                    shared = prefill(model, [[] for _ in groups], [prompts[rows[0]][:prefix] for prefix, rows in groups],
+                                     [adapters[rows[0]] for _, rows in groups], counts, want_logits=False)[1]
+                    for (prefix, rows), layers in zip(groups, shared):
+                        for r in rows:
+                            known[r] = (prefix, layers)
+                        counts.reused -= prefix  # prefilled once, reused by the group's other rows
+            counts.reused += sum(length for length, _ in known)
+            # 3. the rest of every prompt, in chunks of similar length
+            logits: list = [None] * n
+            full: list = [None] * n
+            for chunk in chunks([len(prompts[r]) - known[r][0] for r in range(n)], sampling.max_batch_size):
+                chunk_logits, chunk_layers = prefill(
+                    model, [known[r][1] or [] for r in chunk], [prompts[r][known[r][0]:] for r in chunk],
+                    [adapters[r] for r in chunk], counts)
+                for r, row_logits, layers in zip(chunk, chunk_logits, chunk_layers):
+                    logits[r], full[r] = row_logits, layers
+            del known
+            # 4. decode, all rows together; a row leaves at its EOS or its budget
+            decode = static_decoder(model).decode if use_static_engine(model, sampling, adapters) else dynamic.decode
+            return decode(model, tokenizer, prompts, torch.stack(logits), full, sampling, budgets, adapters,
+                          store, conversations, owners)
     finally:
         if was_training:
             model.train()
-    sequences = result.sequences
-    logprobs = recorder.finish(sequences)
-    new_tokens = sequences[:, width:].cpu()
-    eos_set = set(eos_ids)
-    generations = []
-    for row in range(len(prompts)):
-        ids = new_tokens[row].tolist()
-        end = next((i for i, t in enumerate(ids) if t in eos_set), None)
-        finished = end is not None
-        ids = ids[:end + 1] if finished else ids
-        text_ids = ids[:-1] if finished else ids
-        generations.append(Generation(
-            token_ids=tuple(ids),
-            logprobs=tuple(float(x) for x in logprobs[row, :len(ids)].tolist()),
-            text=tokenizer.decode(text_ids, skip_special_tokens=False),
-            finished=finished))
-    return generations
 
 
-def _prefix_cache(model, plan: PrefixPlan, head_ids, head_mask, adapter_names=None):
-    """Prefill each group's prefix once (one batched forward; each group with its rows'
-    adapter) and give every row the KV cache of its group."""
-    import torch
-    from transformers import DynamicCache
-    firsts = [rows[0] for _, rows in plan.groups]
-    mask = head_mask[firsts]
-    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
-    cache = DynamicCache(config=model.config)
-    inputs = {"input_ids": head_ids[firsts], "attention_mask": mask, "position_ids": positions,
-              cache_kwarg(model): cache, "use_cache": True}
-    if adapter_names is not None:
-        inputs["adapter_names"] = [adapter_names[i] for i in firsts]
-    try:  # only the cache is wanted, not vocabulary-wide logits for every prefix position
-        model(**inputs, logits_to_keep=1)
-    except TypeError:  # a model without logits_to_keep
-        cache = DynamicCache(config=model.config)
-        model(**dict(inputs, **{cache_kwarg(model): cache}))
-    rows = torch.tensor([plan.group_of(r) for r in range(head_ids.shape[0])], device=head_ids.device)
-    cache.batch_select_indices(rows)
-    return cache
+def use_static_engine(model: Any, sampling: SamplingConfig, adapters: list) -> bool:
+    """Whether ``sampling.engine`` picks :mod:`playpen.inference.static` for these rows."""
+    engine = getattr(sampling, "engine", "auto")
+    if engine not in ENGINES:
+        raise ValueError(f"unknown decoding engine {engine!r}; valid: {', '.join(ENGINES)}")
+    if engine == "dynamic":
+        return False
+    if engine == "auto" and device_of(model).type != "cuda":
+        return False
+    return supports_static_decoding(model, adapters)

@@ -1,39 +1,31 @@
-"""Conversations' KV caches kept between turns, and the decode loop that uses them.
+"""Conversations' KV caches kept between turns, and the batched cache their rows are stacked into.
 
 A multi-turn episode's learner prompt is its previous prompt, the tokens it generated and
 the game's reply. :class:`KVCacheStore` keeps, per conversation, the keys and values the
-model computed for the token ids it has seen; :func:`generate_cached` takes the longest
-stored prefix of each new prompt (verified token by token, so a rewritten history or a
-fork simply re-prefills what differs), prefills only the rest, and decodes with rows
-leaving the batch as soon as they end. Tokens and logprobs are those of the plain path
-(:func:`playpen.inference.engine.generate`) up to floating-point noise.
+model computed for the token ids it has seen; the engine
+(:func:`playpen.inference.engine.generate_cached`) takes the longest stored prefix of each new
+prompt (verified token by token, so a rewritten history or a fork simply re-prefills what
+differs), prefills only the rest and decodes, then puts each row's cache back.
+:func:`stacked_cache` lays kept rows side by side in one transformers cache for a batched
+forward (the prefill's, or the dynamic decode loop's, which appends in place).
 
 The keys and values of a prefix depend only on its ids, the weights and the adapter that
 produced them: a store is valid while the weights do not change (one rollout call) and
 its entries are keyed by adapter as well as by conversation.
-
-Longer than 400 lines because the store, the prefill and the decode loop share one cache layout and are read together.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Hashable, Optional, Sequence
 
-from playpen.inference.mixed_lora import mixed_lora
-from playpen.rollouts.types import SamplingConfig
-
 # A stored prefix shorter than this is not worth its bookkeeping: the prompt is prefilled.
 MIN_REUSED_TOKENS = 16
-# Prefill cost of one more forward pass, in token positions, when rows are split into
-# chunks of similar suffix length (a chunk computes rows x its longest suffix).
-CHUNK_OVERHEAD_POSITIONS = 32
 
 
 @dataclass
 class PrefillCounts:
-    """Prompt positions of :func:`generate` calls, added up across calls."""
+    """Prompt positions of :func:`playpen.inference.engine.generate` calls, added up across calls."""
 
     prefilled: int = 0
     """Prompt tokens run through the model (padding excluded)."""
@@ -141,119 +133,9 @@ def _common_prefix(a, b) -> int:
     return int(differ[0, 0]) if len(differ) else n
 
 
+# ----------------------------------------------------------------------------- stacked rows
 
-
-# ----------------------------------------------------------------------------- the decode loop
-
-def generate_cached(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], sampling: SamplingConfig,
-                    store: KVCacheStore, conversations: Sequence[Hashable],
-                    budgets: Optional[Sequence[int]] = None, adapter_names: Optional[Sequence[str]] = None,
-                    counts: Optional[PrefillCounts] = None) -> list:
-    """One continuation per prompt, reusing and updating ``store`` (see the module doc).
-
-    ``conversations[i]`` names the conversation prompt i continues; ``budgets[i]`` is its
-    most new tokens (default ``sampling.max_new_tokens``); ``adapter_names[i]`` the peft
-    adapter of row i, passed to every forward pass (None: the model as it is).
-    """
-    import torch
-    from playpen.inference.prefixes import plan_prefixes
-
-    n = len(prompts)
-    if n == 0:
-        return []
-    if any(len(p) == 0 for p in prompts):
-        raise ValueError("cannot generate from an empty prompt")
-    prompts = [list(p) for p in prompts]
-    budgets = list(budgets) if budgets is not None else [sampling.max_new_tokens] * n
-    adapters = list(adapter_names) if adapter_names is not None else [None] * n
-    # a cache belongs to the model object and the adapter that computed it
-    owners = [(id(model), adapter) for adapter in adapters]
-    counts = counts if counts is not None else PrefillCounts()
-    was_training = model.training
-    model.eval()
-    mixed = mixed_lora(model) if any(a is not None for a in adapters) else nullcontext()
-    try:
-        with torch.no_grad(), mixed:  # rows of several LoRA adapters: see playpen.inference.mixed_lora
-            # 1. what each row already has: its conversation's cache, or another's prefix
-            known = [store.lookup(conversations[r], owners[r], prompts[r]) for r in range(n)]
-            # 2. rows without one: a prefix shared within the batch is prefilled once
-            misses = [r for r in range(n) if known[r][0] == 0]
-            if len(misses) > 1:
-                plan = plan_prefixes([prompts[r] for r in misses], [str(adapters[r]) for r in misses])
-                groups = [(prefix, [misses[i] for i in rows]) for prefix, rows in plan.groups
-                          if len(rows) > 1 and prefix >= MIN_REUSED_TOKENS]
-                if groups:
-                    shared = _prefill(model, [[] for _ in groups], [prompts[rows[0]][:prefix] for prefix, rows in groups],
-                                      [adapters[rows[0]] for _, rows in groups], counts, want_logits=False)[1]
-                    for (prefix, rows), layers in zip(groups, shared):
-                        for r in rows:
-                            known[r] = (prefix, layers)
-                        counts.reused -= prefix  # prefilled once, reused by the group's other rows
-            counts.reused += sum(length for length, _ in known)
-            # 3. the rest of every prompt, in chunks of similar length
-            logits: list = [None] * n
-            full: list = [None] * n
-            for chunk in _chunks([len(prompts[r]) - known[r][0] for r in range(n)], sampling.max_batch_size):
-                chunk_logits, chunk_layers = _prefill(
-                    model, [known[r][1] or [] for r in chunk], [prompts[r][known[r][0]:] for r in chunk],
-                    [adapters[r] for r in chunk], counts)
-                for r, row_logits, layers in zip(chunk, chunk_logits, chunk_layers):
-                    logits[r], full[r] = row_logits, layers
-            del known
-            # 4. decode, all rows together; a row leaves at its EOS or its budget
-            decode = _decode
-            if use_static_engine(model, sampling, adapters):
-                from playpen.inference.static import static_decoder
-                decode = static_decoder(model).decode
-            return decode(model, tokenizer, prompts, torch.stack(logits), full, sampling, budgets, adapters,
-                          store, conversations, owners)
-    finally:
-        if was_training:
-            model.train()
-
-
-ENGINES = ("auto", "static", "dynamic")
-
-
-def use_static_engine(model: Any, sampling: SamplingConfig, adapters: list) -> bool:
-    """Whether ``sampling.engine`` picks :mod:`playpen.inference.static` for these rows."""
-    from playpen.inference.static import supports_static_decoding
-    engine = getattr(sampling, "engine", "auto")
-    if engine not in ENGINES:
-        raise ValueError(f"unknown decoding engine {engine!r}; valid: {', '.join(ENGINES)}")
-    if engine == "dynamic":
-        return False
-    if engine == "auto":
-        from playpen.inference.prefixes import device_of
-        if device_of(model).type != "cuda":
-            return False
-    return supports_static_decoding(model, adapters)
-
-
-def _chunks(lengths: list[int], max_rows: int) -> list[list[int]]:
-    """Rows split into chunks (sorted by suffix length) minimising computed positions:
-    each chunk costs rows x its longest suffix plus one pass's overhead."""
-    import math
-    order = sorted(range(len(lengths)), key=lambda r: lengths[r])
-    best = [0.0] + [math.inf] * len(order)
-    start = [0] * (len(order) + 1)
-    for j in range(1, len(order) + 1):
-        for i in range(max(0, j - max(1, max_rows)), j):  # the chunk order[i:j]
-            cost = best[i] + (j - i) * lengths[order[j - 1]] + CHUNK_OVERHEAD_POSITIONS
-            if cost < best[j]:
-                best[j], start[j] = cost, i
-    out, j = [], len(order)
-    while j > 0:
-        out.append(order[start[j]:j])
-        j = start[j]
-    return out[::-1]
-
-
-def _forward_kwargs(adapters: list) -> dict:
-    return {"adapter_names": list(adapters)} if any(a is not None for a in adapters) else {}
-
-
-def _stacked_cache(model, rows: list[list], width: int, spare: int = 0):
+def stacked_cache(model, rows: list[list], width: int, spare: int = 0):
     """A DynamicCache holding each row's layers right-aligned in ``width`` positions,
     zeros to the left (masked out by the caller). ``spare`` > 0: room for that many more
     positions per layer, written in place by :class:`_SlabLayer` as decoding goes (a plain
@@ -340,110 +222,3 @@ def _SlabLayer(keys, values, end):  # noqa: N802 - a class built once, transform
 
 
 _SLAB = None
-
-
-def _prefill(model, cached: list[list], suffixes: list[list[int]], adapters: list, counts: PrefillCounts,
-             want_logits: bool = True):
-    """Run ``suffixes`` after their rows' cached layers: [cached][padding][suffix] per row,
-    padding masked, positions from the mask. Returns each row's last logits (or Nones) and
-    its layers over cached + suffix (real positions only)."""
-    import torch
-    from playpen.inference.prefixes import cache_kwarg, device_of as _device_of
-    device = _device_of(model)
-    lengths = [layers[0][0].shape[1] if layers else 0 for layers in cached]
-    head, tail = max(lengths), max(map(len, suffixes))
-    rows = len(suffixes)
-    ids = torch.zeros((rows, tail), dtype=torch.long)
-    mask = torch.zeros((rows, head + tail), dtype=torch.long)
-    for row, (length, suffix) in enumerate(zip(lengths, suffixes)):
-        mask[row, head - length:head] = 1
-        ids[row, tail - len(suffix):] = torch.tensor(suffix, dtype=torch.long)
-        mask[row, head + tail - len(suffix):] = 1
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, head:]
-    cache = _stacked_cache(model, cached, head)
-    inputs = {"input_ids": ids.to(device), "attention_mask": mask.to(device), "position_ids": positions.to(device),
-              cache_kwarg(model): cache, "use_cache": True, **_forward_kwargs(adapters)}
-    try:  # the last position's logits only, not the vocabulary for every prompt position
-        out = model(**inputs, logits_to_keep=1)
-    except TypeError:  # a model without logits_to_keep
-        cache = _stacked_cache(model, cached, head)
-        out = model(**dict(inputs, **{cache_kwarg(model): cache}))
-    counts.prefilled += sum(map(len, suffixes))
-    counts.computed += rows * tail
-    logits = out.logits[:, -1].float() if want_logits else [None] * rows
-    layers_out = []
-    for row, (layers, suffix) in enumerate(zip(cached, suffixes)):
-        s = len(suffix)
-        row_layers = []
-        for index, layer in enumerate(cache.layers):
-            k, v = layer.keys[row, :, head + tail - s:], layer.values[row, :, head + tail - s:]
-            if layers:
-                k, v = torch.cat([layers[index][0], k], dim=1), torch.cat([layers[index][1], v], dim=1)
-            else:
-                k, v = k.clone(), v.clone()
-            row_layers.append((k, v))
-        layers_out.append(row_layers)
-    return logits, layers_out
-
-
-
-
-def _decode(model, tokenizer, prompts, logits, full: list, sampling: SamplingConfig, budgets: list,
-            adapters: list, store: KVCacheStore, conversations, owners: list) -> list:
-    import torch
-    from playpen.inference.prefixes import Generation, cache_kwarg, choose_tokens, device_of as _device_of, eos_token_ids
-    device = _device_of(model)
-    eos = set(eos_token_ids(model, tokenizer))
-    temperature = sampling.temperature if sampling.temperature and sampling.temperature > 0 else 1.0
-    n = len(prompts)
-    width = max(map(len, prompts))
-    cache = _stacked_cache(model, full, width, spare=max(budgets))
-    cache_key = cache_kwarg(model)
-    del full
-    mask = torch.zeros((n, width), dtype=torch.long, device=device)
-    for row, prompt in enumerate(prompts):
-        mask[row, width - len(prompt):] = 1
-    positions = torch.tensor([len(p) for p in prompts], dtype=torch.long, device=device)
-    active = list(range(n))
-    tokens_of: list[list[int]] = [[] for _ in range(n)]
-    logprobs_of: list[list[float]] = [[] for _ in range(n)]
-    while True:
-        chosen = choose_tokens(logits, sampling)
-        logprobs = torch.log_softmax(logits / temperature, dim=-1).gather(1, chosen[:, None]).squeeze(1)
-        keep = []
-        for j, (r, token, logprob) in enumerate(zip(active, chosen.tolist(), logprobs.tolist())):
-            tokens_of[r].append(token)
-            logprobs_of[r].append(logprob)
-            if token in eos or len(tokens_of[r]) >= budgets[r]:
-                covered = len(prompts[r]) + len(tokens_of[r]) - 1  # the last token was never fed
-                store.put(conversations[r], owners[r], prompts[r] + tokens_of[r][:-1],
-                          [(layer.keys[j, :, -covered:].clone(), layer.values[j, :, -covered:].clone())
-                           for layer in cache.layers])
-            else:
-                keep.append(j)
-        if not keep:
-            break
-        if len(keep) < len(active):
-            index = torch.tensor(keep, dtype=torch.long, device=device)
-            cache.batch_select_indices(index)
-            mask, positions, chosen = mask[index], positions[index], chosen[index]
-            active = [active[j] for j in keep]
-            # columns no remaining row attends to: cut them off the cache
-            first = int(mask.any(0).nonzero()[0, 0])
-            if first > 0:
-                for layer in cache.layers:
-                    layer.drop_leading(first)
-                mask = mask[:, first:]
-        mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
-        out = model(**{"input_ids": chosen[:, None], "attention_mask": mask, "position_ids": positions[:, None],
-                       cache_key: cache, "use_cache": True}, **_forward_kwargs([adapters[r] for r in active]))
-        logits = out.logits[:, -1].float()
-        positions = positions + 1
-    generations = []
-    for r in range(n):
-        ids = tokens_of[r]
-        finished = ids[-1] in eos
-        generations.append(Generation(token_ids=tuple(ids), logprobs=tuple(logprobs_of[r]),
-                                      text=tokenizer.decode(ids[:-1] if finished else ids, skip_special_tokens=False),
-                                      finished=finished))
-    return generations

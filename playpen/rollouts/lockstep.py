@@ -25,6 +25,7 @@ from playpen.envs.game import GameEnv
 from playpen.errors import ContextOverflowError
 from playpen.inference import engine
 from playpen.inference.kvcache import KVCacheStore, PrefillCounts
+from playpen.inference.model_facts import context_limit
 from playpen.rollouts import chat
 from playpen.rollouts.buffers import TokenBuffer
 from playpen.rollouts.episodes import Episode
@@ -274,7 +275,7 @@ class _Loop:
         for turn, player, prompt, gen in zip(turns, players, prompts, generations):
             if gen is None:
                 answers[id(turn)] = None  # never applied: the episode has failed
-                limit = engine.context_limit(learner.model, learner.tokenizer)
+                limit = context_limit(learner.model, learner.tokenizer)
                 self._fail(turn.episode, ContextOverflowError(
                     f"the prompt of {turn.player.name} ({turn.player.game_role}) has {len(prompt)} tokens; "
                     f"{player.name}'s context window holds {limit}: the episode cannot go on (use a model "

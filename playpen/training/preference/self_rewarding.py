@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from playpen.errors import DatasetError, JudgeError, TrainingSetupError
+from playpen.inference import engine
+from playpen.inference.types import SamplingConfig
 from playpen.pairs import PreferencePair, turn_span
 from playpen.training.common.config import option, split_list
 from playpen.training.preference.dpo import BranchCollector
@@ -157,9 +159,7 @@ class JudgeCollector(BranchCollector):
     def __call__(self, round_: int, policy: Any) -> list[PreferencePair]:
         import torch
 
-        from playpen.inference import engine
         from playpen.rollouts import Learner
-        from playpen.rollouts.types import SamplingConfig
         cfg = self.cfg
         learner = Learner(policy, self.tokenizer, self.learner_name, self.sampling, self.template_kwargs)
         played, stats = self._play(round_, learner)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from playpen.errors import DatasetError
+from playpen.inference import engine
+from playpen.inference.types import SamplingConfig
 from playpen.pairs import PreferencePair
 from playpen.training.common.config import option
 
@@ -66,7 +68,6 @@ class SpinCollector:
 
     def __init__(self, playpen):
         from playpen.rollouts.chat import template_kwargs_of
-        from playpen.rollouts.types import SamplingConfig
         from playpen.training.common import lifecycle
         from playpen.training.sft.demonstrations import supervised_records
         cfg = playpen.config
@@ -83,7 +84,6 @@ class SpinCollector:
         self.last_metrics: dict[str, float] = {}
 
     def __call__(self, round_: int, policy: Any) -> list[PreferencePair]:
-        from playpen.inference import engine
         from playpen.rollouts import chat
         from playpen.training.preference.rounds import turn_ids
         cfg = self.cfg

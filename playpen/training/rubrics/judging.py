@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from playpen.errors import JudgeError
+from playpen.inference import engine
+from playpen.inference.types import SamplingConfig
 from playpen.training.common.config import option
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "judge_prompts"
@@ -252,9 +254,7 @@ class Judge:
     def _local(self, model: Any, prompts: list[str]) -> list[str]:
         import torch
 
-        from playpen.inference import engine
         from playpen.rollouts import chat
-        from playpen.rollouts.types import SamplingConfig
         ids = [chat.prompt_ids(self.tokenizer, [{"role": "user", "content": p}], self.template_kwargs)
                for p in prompts]
         sampling = SamplingConfig(temperature=0.0, max_new_tokens=self.max_tokens, max_batch_size=self.batch_size)
