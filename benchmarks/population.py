@@ -14,7 +14,7 @@ Two measurements (issue 15's targets in brackets):
   (peft's per-row ``adapter_names``), against the same batch on one adapter (the plain
   path: that adapter active, no per-row names; and, for reference, per-row names that all
   name it). The spread batch runs playpen's stacked mixed-adapter forward
-  (``playpen.rollouts.mixed_lora``) and, for reference, peft's own mixed batch (one
+  (``playpen.inference.mixed_lora``) and, for reference, peft's own mixed batch (one
   sub-batch per adapter in every LoRA layer). Fresh LoRA adapters (B = 0) generate the same tokens in every variant, so the
   ratio measures only the cost of mixing. Variants alternate, the median of the repeats counts.
 
@@ -69,7 +69,7 @@ def population(num_adapters: int):
 def child_memory(num_adapters: int, batch: int, new_tokens: int) -> dict:
     """In a child process: build the population, generate one batch over all its adapters."""
     from playpen.rollouts import SamplingConfig
-    from playpen.rollouts.generation import generate
+    from playpen.inference.engine import generate
     from playpen.training.common.memory import process_peak_rss_mb
     pop = population(num_adapters)
     names = [f"player{i % num_adapters}" for i in range(batch)]
@@ -92,11 +92,11 @@ def measure_memory(num_adapters: int, batch: int, new_tokens: int) -> dict:
 
 def measure_speed(num_adapters: int, batch: int, new_tokens: int, repeats: int) -> dict:
     from playpen.rollouts import SamplingConfig
-    from playpen.rollouts.generation import generate
+    from playpen.inference.engine import generate
     pop = population(num_adapters)
     prompts = prompts_for(pop.tokenizer, batch)
     sampling = SamplingConfig(temperature=0.0, max_new_tokens=new_tokens, max_batch_size=batch)
-    import playpen.rollouts.mixed_lora as mixed_lora
+    from playpen.inference import mixed_lora
     spread = [f"player{i % num_adapters}" for i in range(batch)]
     # name: (per-row adapter names, playpen's stacked mixed-adapter LoRA forward on)
     variants = {"one adapter (active)": (None, True), "one adapter (per-row names)": (["player0"] * batch, True),

@@ -144,7 +144,7 @@ class GenerateMeter:
     """Wraps ``model.generate``: counts generated tokens per row (to the first EOS) and time."""
 
     def __init__(self, model, eos_ids):
-        import playpen.rollouts.generation as generation
+        from playpen.inference import hf_generate
         self.model, self.eos = model, set(eos_ids)
         self.original = model.generate
         self.tokens = 0
@@ -161,7 +161,7 @@ class GenerateMeter:
         self.prefill_seconds = self.decode_seconds = self.outside_forward_seconds = 0.0
         self.prefill_positions = self.decode_steps = 0
         # playpen's shared-prefix prefill runs outside generate: it is model time too
-        prefix_cache = generation._prefix_cache
+        prefix_cache = hf_generate._prefix_cache
 
         def timed_prefix_cache(*args, **kwargs):
             started, forward_before = time.perf_counter(), self.prefill_seconds + self.decode_seconds
@@ -171,7 +171,7 @@ class GenerateMeter:
                 elapsed = time.perf_counter() - started
                 self.seconds += elapsed
                 self.outside_forward_seconds += elapsed - (self.prefill_seconds + self.decode_seconds - forward_before)
-        generation._prefix_cache = timed_prefix_cache
+        hf_generate._prefix_cache = timed_prefix_cache
 
     def _generate(self, *args, **kwargs):
         input_ids = kwargs["input_ids"] if "input_ids" in kwargs else args[0]
@@ -260,7 +260,7 @@ def main(argv=None):
     from playpen.clem import clemcore, clemgame, load_model, preserved_logging
     from playpen.envs.loading import game_instance_rows, load_benchmark
     from playpen.registry import game_spec
-    from playpen.rollouts.generation import eos_token_ids
+    from playpen.inference.model_facts import eos_token_ids
     from playpen.default_model import prepare_default_model, DEFAULT_MODEL
     from playpen.rollouts import Learner, SamplingConfig, rollout
 

@@ -157,8 +157,8 @@ def decode(model, tokenizer, args, device, weights_bytes: int, bandwidth_gbs) ->
     """Part 1: prefill and decode tokens/s of both engines on the same prompts."""
     import torch
     from playpen.rollouts import SamplingConfig
-    from playpen.rollouts.generation import generate
-    from playpen.rollouts.kvcache import KVCacheStore
+    from playpen.inference.engine import generate
+    from playpen.inference.kvcache import KVCacheStore
     rng = random.Random(0)
     prompts = [[rng.randrange(100, len(tokenizer) - 100) for _ in range(args.prompt_tokens + 8 * (i % 16))]
                for i in range(args.rows)]

@@ -12,18 +12,18 @@ def make_learner(tiny_pair, temperature=1.0, max_new_tokens=6, name="tiny-random
 
 
 class GenerateSpy:
-    """Wraps playpen.rollouts.generation.generate and records the batch size of every call."""
+    """Wraps playpen.inference.engine.generate and records the batch size of every call."""
 
     def __init__(self, monkeypatch):
-        import playpen.rollouts.generation as generation
+        from playpen.inference import engine
         self.batch_sizes = []
-        original = generation.generate
+        original = engine.generate
 
         def spy(model, tokenizer, prompts, sampling, *args, **kwargs):
             self.batch_sizes.append(len(prompts))
             return original(model, tokenizer, prompts, sampling, *args, **kwargs)
 
-        monkeypatch.setattr(generation, "generate", spy)
+        monkeypatch.setattr(engine, "generate", spy)
 
 
 # sayword's all-"yes" instances ask for this word; tiny-yesno (conftest.yesno_model_dir) half-learnt it

@@ -3,9 +3,9 @@ import pytest
 import torch
 
 
-from playpen.rollouts import chat
-from playpen.rollouts.generation import eos_token_ids, generate
-from playpen.rollouts import SamplingConfig
+from playpen.inference.engine import generate
+from playpen.inference.model_facts import eos_token_ids
+from playpen.rollouts import SamplingConfig, chat
 
 MESSAGES = [[{"role": "user", "content": "Say hello"}],
             [{"role": "user", "content": "A much longer prompt with many more words in it, to force padding"}]]
@@ -88,7 +88,7 @@ def test_shared_prefixes_give_the_same_tokens_and_logprobs(tiny_pair):
 
 
 def test_prefix_plan_groups_rows_that_start_alike():
-    from playpen.rollouts.generation import plan_prefixes
+    from playpen.inference.prefixes import plan_prefixes
     a = list(range(100))
     prompts = [a + [1], a + [2], a + [1], [7] * 40, [7] * 40]
     plan = plan_prefixes(prompts)

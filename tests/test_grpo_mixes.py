@@ -333,7 +333,8 @@ def test_past_checkpoints_are_a_frozen_second_adapter(tiny_model_dir):
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from playpen.rollouts import SamplingConfig, generation
+    from playpen.inference import engine
+    from playpen.rollouts import SamplingConfig
     from playpen.rollouts.chat import prompt_ids
     from playpen.rollouts.partners import TurnRequest
     from playpen.training.grpo.past import PastPolicies
@@ -355,7 +356,7 @@ def test_past_checkpoints_are_a_frozen_second_adapter(tiny_model_dir):
     prompt = prompt_ids(tokenizer, messages)
 
     def greedy():
-        return generation.generate(model, tokenizer, [prompt], sampling)[0].text
+        return engine.generate(model, tokenizer, [prompt], sampling)[0].text
     learner_text = greedy()
     with model.disable_adapter():
         base_text = greedy()

@@ -121,8 +121,8 @@ def test_sampling_from_diverged_weights_is_one_clear_error(tiny_pair):
     import torch
 
     from playpen.errors import DivergedModelError
-    from playpen.rollouts.generation import generate
-    from playpen.rollouts.kvcache import KVCacheStore
+    from playpen.inference.engine import generate
+    from playpen.inference.kvcache import KVCacheStore
     from playpen.rollouts.types import SamplingConfig
     model, tokenizer = tiny_pair
     head = model.get_output_embeddings().weight

@@ -6,8 +6,8 @@ import torch
 from rollout_helpers import make_learner
 
 from playpen.rollouts import SamplingConfig, chat, rollout
-from playpen.rollouts.generation import generate, generate_within
-from playpen.rollouts.kvcache import KVCacheStore, PrefillCounts
+from playpen.inference.engine import generate, generate_within
+from playpen.inference.kvcache import KVCacheStore, PrefillCounts
 
 RULES = "Here are the rules of the game. Answer in one line and keep to the format. " * 3
 
@@ -238,7 +238,7 @@ def test_forked_episodes_continue_their_parents_cache(toy_workspace, tiny_pair, 
 
 def test_slab_layer_appends_in_place_and_grows_like_a_concatenation():
     import torch
-    from playpen.rollouts.kvcache import _SlabLayer
+    from playpen.inference.kvcache import _SlabLayer
     torch.manual_seed(0)
     keys, values = torch.randn(3, 2, 5, 4), torch.randn(3, 2, 5, 4)
     buffer_k, buffer_v = torch.zeros(3, 2, 7, 4), torch.zeros(3, 2, 7, 4)

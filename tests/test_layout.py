@@ -94,11 +94,15 @@ def test_modules_stay_readable_in_one_sitting():
     assert not too_long, f"modules over {MAX_LINES} lines without a reason at their top: {too_long}"
 
 
+STAGES = ["playpen.envs", "playpen.inference", "playpen.rollouts", "playpen.data", "playpen.training.common.lifecycle",
+          "playpen.cli"]
+
+
 def test_the_data_flows_one_way():
-    """Lower layers never import higher ones (registry -> envs -> rollouts -> data ->
-    training -> evaluation -> cli)."""
+    """Lower layers never import higher ones (registry -> envs -> inference -> rollouts ->
+    data -> training -> evaluation -> cli)."""
     graph = import_graph()
-    order = ["playpen.envs", "playpen.rollouts", "playpen.data", "playpen.training.common.lifecycle", "playpen.cli"]
+    order = STAGES
 
     def layer(module):
         return next((i for i, prefixes in enumerate(order)
@@ -107,6 +111,14 @@ def test_the_data_flows_one_way():
     wrong = [f"{a} -> {b}" for a, targets in graph.items() for b in targets
              if layer(a) is not None and layer(b) is not None and layer(b) > layer(a)]
     assert not wrong, f"imports against the flow: {wrong}"
+
+
+def test_every_stage_is_a_module_and_inference_comes_before_rollouts():
+    """A stage the graph does not know would silently check nothing; generation is its own
+    stage, under the rollouts that call it (issue 29)."""
+    known = set(import_graph())
+    assert [stage for stage in STAGES if stage not in known] == []
+    assert STAGES.index("playpen.inference") < STAGES.index("playpen.rollouts")
 
 
 def test_every_playpen_name_that_scripts_import_exists():

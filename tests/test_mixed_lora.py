@@ -1,11 +1,11 @@
-"""The stacked mixed-adapter LoRA forward (playpen.rollouts.mixed_lora) against peft's."""
+"""The stacked mixed-adapter LoRA forward (playpen.inference.mixed_lora) against peft's."""
 import pytest
 import torch
 
 from playpen.rollouts import SamplingConfig, chat
-from playpen.rollouts import mixed_lora as ml
-from playpen.rollouts.generation import generate
-from playpen.rollouts.kvcache import KVCacheStore
+from playpen.inference import mixed_lora as ml
+from playpen.inference.engine import generate
+from playpen.inference.kvcache import KVCacheStore
 
 BASE = "__base__"
 NAMES = ["alice", "bob", BASE, "carol", "alice", "bob"]

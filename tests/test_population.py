@@ -7,7 +7,7 @@ import torch
 from playpen.errors import AdapterError
 from playpen.population import BASE, Population, PopulationError, play_seating
 from playpen.rollouts import SamplingConfig, chat
-from playpen.rollouts.generation import generate
+from playpen.inference.engine import generate
 
 MESSAGES = [[{"role": "user", "content": "Say hello"}],
             [{"role": "user", "content": "Say hello there, friend"}],
@@ -86,14 +86,15 @@ def test_bad_players_are_one_clear_line(population, tmp_path, foreign_adapter):
 
 
 def test_adapter_players_of_one_model_share_one_generate_per_step(population, toy_workspace, monkeypatch):
-    from playpen.rollouts import Learner, generation, rollout
+    from playpen.inference import engine
+    from playpen.rollouts import Learner, rollout
     calls = []
-    original = generation.generate_within
+    original = engine.generate_within
 
     def spy(model, tokenizer, prompts, sampling, adapter_names=None, **kwargs):
         calls.append(sorted(set(adapter_names or [])))
         return original(model, tokenizer, prompts, sampling, adapter_names=adapter_names, **kwargs)
-    monkeypatch.setattr(generation, "generate_within", spy)
+    monkeypatch.setattr(engine, "generate_within", spy)
     sampling = SamplingConfig(temperature=0.0, max_new_tokens=6)
     host = Learner(population.model, population.tokenizer, "host", sampling)  # plays no role
     result = rollout(["relay", "sayword"], host, records_dir=None, num_repeats=2, max_concurrent_episodes=64,

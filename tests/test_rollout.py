@@ -205,7 +205,7 @@ def test_instances_file(toy_workspace, tiny_pair):
 
 def test_context_window_overflow_fails_the_episode_and_short_room_cuts_the_turn(toy_workspace, tiny_pair,
                                                                                  monkeypatch):
-    from playpen.rollouts.generation import context_limit
+    from playpen.inference.model_facts import context_limit
     model, tokenizer = tiny_pair
     assert context_limit(model, tokenizer) == 2048  # the tiny model's config; the tokenizer sets none
     learner = make_learner(tiny_pair, temperature=0.0, max_new_tokens=6)

@@ -147,7 +147,7 @@ def test_the_shipped_regex_file_is_the_default():
 
 
 def test_best_vs_worst_takes_the_extremes_and_skips_ties_and_unscored():
-    from playpen.rollouts.generation import Generation
+    from playpen.inference.types import Generation
     from playpen.training.preference.self_rewarding import BranchPoint, best_vs_worst
 
     class Episode:

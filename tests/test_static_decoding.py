@@ -9,11 +9,11 @@ import torch
 from rollout_helpers import make_learner
 from test_kvcache import RULES, _assert_same, _assert_same_rollout, _continue
 
+from playpen.inference.engine import generate, use_static_engine
+from playpen.inference.kvcache import KVCacheStore, PrefillCounts
 from playpen.inference.static import (ROW_BUCKETS, StaticDecoder, _bucket_columns, _bucket_rows, static_decoder,
                                       supports_static_decoding)
 from playpen.rollouts import SamplingConfig, chat, rollout
-from playpen.rollouts.generation import generate
-from playpen.rollouts.kvcache import KVCacheStore, PrefillCounts, use_static_engine
 
 STATIC = SamplingConfig(temperature=0.0, max_new_tokens=6, engine="static")
 DYNAMIC = replace(STATIC, engine="dynamic")
@@ -129,15 +129,15 @@ def test_buffers_grow_for_longer_calls_and_release(tiny_pair):
     model, tokenizer = tiny_pair
     decoder = StaticDecoder(model, graphs=False)
     prompts = _prompts(tokenizer, ("a",))
-    from playpen.rollouts.kvcache import _prefill
+    from playpen.inference.prefill import prefill
     was_training = model.training  # the shared model may come from a test that trained it
     model.eval()
-    logits, full = _prefill(model, [[]], prompts, [None], PrefillCounts())
+    logits, full = prefill(model, [[]], prompts, [None], PrefillCounts())
     decoder.decode(model, tokenizer, prompts, logits, full, DYNAMIC, [3], [None], KVCacheStore(10**9), [0],
                    [(id(model), None)])
     assert decoder.capacity == (1, 256)
     long_prompt = [prompts[0] + [prompts[0][-1]] * 300]
-    logits, full = _prefill(model, [[]], long_prompt, [None], PrefillCounts())
+    logits, full = prefill(model, [[]], long_prompt, [None], PrefillCounts())
     decoder.decode(model, tokenizer, long_prompt, logits, full, DYNAMIC, [3], [None], KVCacheStore(10**9), [0],
                    [(id(model), None)])
     assert decoder.capacity == (1, 512) and decoder.keys[0].shape[2] == 512

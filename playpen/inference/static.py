@@ -19,8 +19,8 @@ memory bandwidth, then bounds decoding (benchmarks/scale.py measures both). Here
 
 The same loop runs without graphs (on a CPU, or with ``graphs=False``): that is what the
 fast tests compare token for token with the dynamic-cache loop of
-:mod:`playpen.rollouts.kvcache`. Sampling, logprobs and stopping are that loop's own
-(:func:`playpen.rollouts.decoding.choose_tokens`), applied to the replayed step's logits.
+:mod:`playpen.inference.dynamic`. Sampling, logprobs and stopping are that loop's own
+(:func:`playpen.inference.sampling.choose_tokens`), applied to the replayed step's logits.
 
 A peft model's LoRA adapter is merged into a copy of the weights it adapts for decoding
 (on a GPU by default): unmerged, every adapted linear layer adds five small kernels (casts,
@@ -38,6 +38,11 @@ from __future__ import annotations
 
 import weakref
 from typing import Any, Optional
+
+from playpen.inference.model_facts import device_of, eos_token_ids
+from playpen.inference.sampling import check_finite_scores, choose_tokens
+from playpen.inference.transformers_compat import cache_kwarg, supports_kv_reuse
+from playpen.inference.types import Generation
 
 # Row buckets: a captured step serves any live row count up to its bucket.
 ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -58,9 +63,8 @@ def _bucket_columns(n: int) -> int:
 
 def supports_static_decoding(model: Any, adapters: Optional[list] = None) -> bool:
     """Whether :class:`StaticDecoder` can decode for ``model``: a plain per-layer KV cache
-    (see :func:`playpen.rollouts.decoding.supports_kv_reuse`), an attention implementation
-    that takes a 4-D mask, and rows of one adapter."""
-    from playpen.rollouts.decoding import supports_kv_reuse
+    (see :func:`playpen.inference.transformers_compat.supports_kv_reuse`), an attention
+    implementation that takes a 4-D mask, and rows of one adapter."""
     if adapters is not None and len(set(adapters)) > 1:
         return False
     config = getattr(model, "config", None)
@@ -122,7 +126,6 @@ class _Step:
 
     def _forward(self):
         import torch
-        from playpen.rollouts.decoding import cache_kwarg
         decoder = self.decoder
         visible = (self.column_index[None, :] <= self.positions[:, None])[:, None, None, :]
         if decoder.additive_mask:  # eager attention adds its mask to the scores
@@ -177,7 +180,6 @@ class StaticDecoder:
     :meth:`release` frees them (e.g. before a memory-hungry training pass)."""
 
     def __init__(self, model: Any, graphs: Optional[bool] = None, merge_lora: Optional[bool] = None):
-        from playpen.rollouts.decoding import device_of
         self.model = model
         self.device = device_of(model)
         self.graphs = self.device.type == "cuda" if graphs is None else bool(graphs)
@@ -303,12 +305,11 @@ class StaticDecoder:
 
     def decode(self, model, tokenizer, prompts: list, logits, full: list, sampling, budgets: list,
                adapters: list, store, conversations, owners: list) -> list:
-        """:func:`playpen.rollouts.kvcache._decode`'s contract: ``logits`` are the prompts'
+        """:func:`playpen.inference.dynamic.decode`'s contract: ``logits`` are the prompts'
         last logits, ``full[r]`` row r's per-layer (keys, values) over its whole prompt;
         finished rows' caches go to ``store``; ``adapters``: the rows' peft adapter (one name
         for all); returns one Generation per prompt."""
         import torch
-        from playpen.rollouts.decoding import Generation, check_finite_scores, choose_tokens, eos_token_ids
         eos = set(eos_token_ids(model, tokenizer))
         temperature = sampling.temperature if sampling.temperature and sampling.temperature > 0 else 1.0
         n = len(prompts)

@@ -23,10 +23,12 @@ from typing import Any, Optional
 
 from playpen.envs.game import GameEnv
 from playpen.errors import ContextOverflowError
-from playpen.rollouts import chat, generation
+from playpen.inference import engine
+from playpen.inference.kvcache import KVCacheStore, PrefillCounts
+from playpen.inference.model_facts import context_limit
+from playpen.rollouts import chat
 from playpen.rollouts.buffers import TokenBuffer
 from playpen.rollouts.episodes import Episode
-from playpen.rollouts.kvcache import KVCacheStore, PrefillCounts
 from playpen.rollouts.partners import GAME_PLAYERS, TurnRequest, generated_response
 from playpen.rollouts.plan import GamePlan
 from playpen.rollouts.sidecalls import SideCallServer
@@ -56,7 +58,7 @@ def _direct_learner_call(learner: Learner, messages: list[dict], template_kwargs
     """A game master calling the learner's player outside the loop's steps: generate once,
     unrecorded (inside steps, :class:`SideCallServer` batches and records them)."""
     prompt = chat.prompt_ids(learner.tokenizer, messages, template_kwargs)
-    gen = generation.generate(learner.model, learner.tokenizer, [prompt], learner.sampling)[0]
+    gen = engine.generate(learner.model, learner.tokenizer, [prompt], learner.sampling)[0]
     return ({"inputs": learner.tokenizer.decode(prompt)}, {"response": learner.tokenizer.decode(gen.token_ids)},
             gen.text)
 
@@ -263,7 +265,7 @@ class _Loop:
         started, call_start = time.perf_counter(), datetime.now()
         # the context window: a prompt that fills it fails its episode; one that leaves less
         # room than max_new_tokens is generated with the room left (cut, as at max_new_tokens)
-        generations, calls = generation.generate_within(
+        generations, calls = engine.generate_within(
             learner.model, learner.tokenizer, prompts, learner.sampling, adapter_names=adapters,
             cache=self.kv_cache, conversations=[(id(t.episode), t.player.name) for t in turns],
             counts=self.clock.prefill)
@@ -273,7 +275,7 @@ class _Loop:
         for turn, player, prompt, gen in zip(turns, players, prompts, generations):
             if gen is None:
                 answers[id(turn)] = None  # never applied: the episode has failed
-                limit = generation.context_limit(learner.model, learner.tokenizer)
+                limit = context_limit(learner.model, learner.tokenizer)
                 self._fail(turn.episode, ContextOverflowError(
                     f"the prompt of {turn.player.name} ({turn.player.game_role}) has {len(prompt)} tokens; "
                     f"{player.name}'s context window holds {limit}: the episode cannot go on (use a model "

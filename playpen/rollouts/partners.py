@@ -4,7 +4,7 @@ A :class:`Partner` answers a batch of turns in one call:
 
 - :class:`ProgrammaticPartner` asks the game's own player (``Player._custom_response``),
   the ``programmatic``/``mock`` model of clemcore;
-- :class:`HFTeacher` is a frozen local HF model, batched with :mod:`playpen.rollouts.generation`;
+- :class:`HFTeacher` is a frozen local HF model, batched with :mod:`playpen.inference.engine`;
 - :class:`ClemPartner` wraps any clemcore ``Model`` (API backends): its calls run
   concurrently on a thread pool with a bounded number in flight, under the timeouts and
   bounded retries of :mod:`playpen.remote`, after a pre-flight check that names an
@@ -23,7 +23,8 @@ from typing import Any, ClassVar, Optional, Sequence
 
 from playpen.envs.game import Response
 from playpen.errors import PartnerError, PlaypenError
-from playpen.rollouts import chat, generation
+from playpen.inference import engine
+from playpen.rollouts import chat
 from playpen.rollouts.chat import template_kwargs_of
 from playpen.rollouts.steps import side_call
 from playpen.rollouts.types import LEARNER, Learner, SamplingConfig
@@ -165,7 +166,7 @@ class HFTeacher(Partner):
         prompts = [chat.prompt_ids(self.tokenizer, r.messages, self.template_kwargs) for r in requests]
         started = datetime.now()
         names = None if self.adapter is None else [self.adapter] * len(prompts)
-        generations = generation.generate(self.model, self.tokenizer, prompts, self.sampling, adapter_names=names)
+        generations = engine.generate(self.model, self.tokenizer, prompts, self.sampling, adapter_names=names)
         duration = str(datetime.now() - started)
         self.num_generated_tokens += sum(len(gen.token_ids) for gen in generations)
         return [generated_response(self.tokenizer, prompt, gen, self.sampling, self.name, started, duration)

@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from playpen.errors import ContextOverflowError, PartnerError
-from playpen.rollouts import generation
+from playpen.inference import engine
 from playpen.rollouts.buffers import TokenBuffer
 from playpen.rollouts.partners import TurnRequest, generated_response
 from playpen.rollouts.steps import StepJob
@@ -68,7 +68,7 @@ class SideCallServer:
         prompts = [b.prepare(learner.tokenizer, jobs[i].request.messages, self.template_kwargs)
                    for b, i in zip(buffers, rows)]
         started, call_start = time.perf_counter(), datetime.now()
-        generations, calls = generation.generate_within(learner.model, learner.tokenizer, prompts, learner.sampling)
+        generations, calls = engine.generate_within(learner.model, learner.tokenizer, prompts, learner.sampling)
         self.clock.generate += time.perf_counter() - started
         self.clock.calls += calls
         duration = str(datetime.now() - call_start)

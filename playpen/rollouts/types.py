@@ -1,7 +1,8 @@
 """The rollout engine's typed values: how to sample, what to play, what came back.
 
 Frozen dataclasses passed between the stages (planning, the lock-step loop, records,
-trainers); see :mod:`playpen.rollouts` for the engine itself.
+trainers); see :mod:`playpen.rollouts` for the engine itself. :class:`SamplingConfig` is
+the inference engine's (:mod:`playpen.inference.types`), re-exported here.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from playpen.callbacks import EpisodeSummary
+from playpen.inference.types import SamplingConfig
 
 # The learner plays a role when a partner entry maps it to this value (or omits it).
 LEARNER = "learner"
@@ -19,40 +21,6 @@ RESPONDER_KINDS = ("learner", "teacher", "programmatic")
 
 
 # ----------------------------------------------------------------------------- configuration
-
-@dataclass(frozen=True)
-class SamplingConfig:
-    """How the learner (or an HF teacher) generates a turn.
-
-    ``temperature`` 0 means greedy decoding. Logprobs are always those of
-    ``log_softmax(logits / T)`` with ``T = temperature`` (1.0 when greedy), i.e. the
-    sampling distribution before top-p/top-k truncation, as TRL recomputes them.
-    """
-
-    temperature: float = 0.0
-    max_new_tokens: int = 300
-    top_p: Optional[float] = None
-    top_k: Optional[int] = None
-    max_batch_size: int = 64
-    """Most rows in one ``generate`` call; larger groups are split."""
-    engine: str = "auto"
-    """How turns over kept KV caches are decoded: ``static`` (pre-allocated buffers, each
-    step a captured CUDA graph on a GPU: :mod:`playpen.inference.static`), ``dynamic``
-    (a growing per-call cache, :func:`playpen.rollouts.kvcache.generate_cached`), or
-    ``auto``: static on CUDA where the model allows it, dynamic elsewhere (on a CPU the
-    launches it saves cost nothing)."""
-
-    @classmethod
-    def from_gen_args(cls, gen_args: Optional[Mapping[str, Any]], **overrides) -> "SamplingConfig":
-        """From clemcore generation arguments (``temperature``, ``max_tokens``), the settings
-        every model carries and ``-T``/``-L`` set; ``overrides`` win (e.g. a GRPO run's
-        temperature)."""
-        gen = dict(gen_args or {})
-        values = dict(temperature=float(gen.get("temperature", cls.temperature)),
-                      max_new_tokens=int(gen.get("max_tokens", cls.max_new_tokens)))
-        values.update(overrides)
-        return cls(**values)
-
 
 @dataclass(frozen=True)
 class Learner:

@@ -6,7 +6,7 @@ one prompt of ~310 tokens and answers in ~5, eight times per group; in self-play
 followers' prompts differ only in the giver's expression at their end. TRL's training
 forward runs every row in full — the same prompt tokens eight times, with the
 activations of each kept for the backward pass. Here the rows of a micro-batch are
-grouped by the prompt prefix they share (:func:`playpen.rollouts.decoding.plan_prefixes`,
+grouped by the prompt prefix they share (:func:`playpen.inference.prefixes.plan_prefixes`,
 the grouping the rollout engine prefills with: contiguous groups in sorted order that
 minimise the tokens computed), each group's prefix runs once and gives a KV cache with
 its autograd graph attached, the cache is indexed out to one entry per row
@@ -30,6 +30,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
+
+from playpen.inference.prefixes import plan_prefixes
+from playpen.inference.transformers_compat import cache_kwarg
 
 # sharing must save at least this share of the positions a plain pass computes
 MIN_SAVED_SHARE = 0.2
@@ -67,7 +70,6 @@ class TrainingPrefixPlan:
 def plan(input_ids, attention_mask, logits_to_keep: int) -> Optional[TrainingPrefixPlan]:
     """The grouping of a micro-batch's rows by shared prompt prefix, or None where it
     saves less than MIN_SAVED_SHARE of the positions (or prompts are not left-padded)."""
-    from playpen.rollouts.decoding import plan_prefixes
     if input_ids.size(0) < 2:
         return None
     width = input_ids.size(1) - logits_to_keep  # prompt columns
@@ -103,7 +105,6 @@ def shared_prefix_logps(model, input_ids, attention_mask, logits_to_keep: int,
     ``add_fused_lm_head``), with every shared prompt prefix run once; None where sharing
     does not pay (the caller runs its usual forward)."""
     import torch
-    from playpen.rollouts.decoding import cache_kwarg
     found = plan(input_ids, attention_mask, logits_to_keep)
     if found is None:
         return None
@@ -177,7 +178,6 @@ def shared_fused_forward(forward, input_ids, attention_mask, labels, **extra):
     chosen and rejected rows — with each shared prefix run once; the per-token fields in
     the rows' own layout, so the caller cannot tell. None where sharing does not pay."""
     import torch
-    from playpen.rollouts.decoding import cache_kwarg, plan_prefixes
     if extra or input_ids.size(0) < 2:
         return None
     spans = _row_spans(attention_mask, labels)

@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from playpen.errors import DatasetError, JudgeError, TrainingSetupError
+from playpen.inference import engine
+from playpen.inference.types import SamplingConfig
 from playpen.pairs import PreferencePair, turn_span
 from playpen.training.common.config import option, split_list
 from playpen.training.preference.dpo import BranchCollector
@@ -157,8 +159,7 @@ class JudgeCollector(BranchCollector):
     def __call__(self, round_: int, policy: Any) -> list[PreferencePair]:
         import torch
 
-        from playpen.rollouts import Learner, generation
-        from playpen.rollouts.types import SamplingConfig
+        from playpen.rollouts import Learner
         cfg = self.cfg
         learner = Learner(policy, self.tokenizer, self.learner_name, self.sampling, self.template_kwargs)
         played, stats = self._play(round_, learner)
@@ -172,7 +173,7 @@ class JudgeCollector(BranchCollector):
         torch.manual_seed(self.seed * 7919 + round_)
         policy.eval()
         with torch.no_grad():
-            flat, _ = generation.generate_within(policy, self.tokenizer,
+            flat, _ = engine.generate_within(policy, self.tokenizer,
                                                  [p.prompt_ids for p in points for _ in range(cfg.candidates)],
                                                  sampling)
         candidates = [[g for g in flat[i * cfg.candidates:(i + 1) * cfg.candidates] if g is not None]

@@ -8,7 +8,7 @@ answer in the same context: the demonstration is chosen, the learner's own gener
 rejected. Contexts are the demonstrations' conversations up to that turn; the learner's
 prompt is rendered as the rollout engine renders a first prompt
 (:func:`playpen.rollouts.chat.prompt_ids`) and its generation keeps the generated ids
-(:func:`playpen.rollouts.generation.generate`), so the rejected turn is exactly what the
+(:func:`playpen.inference.engine.generate`), so the rejected turn is exactly what the
 model produced. A generation equal to the demonstration gives no pair. The DPO loss of
 each round (:mod:`playpen.training.preference`) has the round's starting policy as its
 reference, which is SPIN's opponent.
@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from playpen.errors import DatasetError
+from playpen.inference import engine
+from playpen.inference.types import SamplingConfig
 from playpen.pairs import PreferencePair
 from playpen.training.common.config import option
 
@@ -66,7 +68,6 @@ class SpinCollector:
 
     def __init__(self, playpen):
         from playpen.rollouts.chat import template_kwargs_of
-        from playpen.rollouts.types import SamplingConfig
         from playpen.training.common import lifecycle
         from playpen.training.sft.demonstrations import supervised_records
         cfg = playpen.config
@@ -83,7 +84,7 @@ class SpinCollector:
         self.last_metrics: dict[str, float] = {}
 
     def __call__(self, round_: int, policy: Any) -> list[PreferencePair]:
-        from playpen.rollouts import chat, generation
+        from playpen.rollouts import chat
         from playpen.training.preference.rounds import turn_ids
         cfg = self.cfg
         rng = random.Random(self.seed * 1009 + round_)
@@ -101,7 +102,7 @@ class SpinCollector:
             raise DatasetError(f"every demonstration prompt has --max-length {cfg.max_length} tokens or more")
         import torch
         with torch.no_grad():
-            answers = generation.generate(policy, self.tokenizer, prompts, self.sampling)
+            answers = engine.generate(policy, self.tokenizer, prompts, self.sampling)
         pairs, same = [], 0
         for context, ids, answer in zip(chosen, prompts, answers):
             if answer.text.strip() == context.answer.strip():

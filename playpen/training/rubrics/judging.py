@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from playpen.errors import JudgeError
+from playpen.inference import engine
+from playpen.inference.types import SamplingConfig
 from playpen.training.common.config import option
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "judge_prompts"
@@ -252,8 +254,7 @@ class Judge:
     def _local(self, model: Any, prompts: list[str]) -> list[str]:
         import torch
 
-        from playpen.rollouts import chat, generation
-        from playpen.rollouts.types import SamplingConfig
+        from playpen.rollouts import chat
         ids = [chat.prompt_ids(self.tokenizer, [{"role": "user", "content": p}], self.template_kwargs)
                for p in prompts]
         sampling = SamplingConfig(temperature=0.0, max_new_tokens=self.max_tokens, max_batch_size=self.batch_size)
@@ -261,7 +262,7 @@ class Judge:
         model.eval()
         try:
             with torch.no_grad():
-                generations, _ = generation.generate_within(model, self.tokenizer, ids, sampling)
+                generations, _ = engine.generate_within(model, self.tokenizer, ids, sampling)
         finally:
             model.train(training)
         return [g.text if g is not None else "" for g in generations]  # a prompt too long: no reply

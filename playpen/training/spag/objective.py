@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from playpen.errors import TrainingSetupError
+from playpen.inference.model_facts import device_of
 from playpen.outcomes import EpisodeOutcome, flag
 from playpen.training.common.config import option, split_list
 
@@ -152,7 +153,6 @@ def token_logps(model, ids: Sequence[int], mask: Sequence[int], full: bool = Fal
     """Log-probabilities of the tokens of `ids` where `mask` is 1 (the first token never
     counts); with ``full`` also the log-softmax rows at those positions (for a KL)."""
     import torch
-    from playpen.rollouts.decoding import device_of
     device = device_of(model)  # a GPU: the ids go where the model is
     input_ids = torch.tensor([list(ids)], device=device)
     where = torch.tensor(list(mask)[1:], dtype=torch.bool, device=device)

@@ -1,0 +1,42 @@
+"""What generating with a model needs to know about it: the ids that end a turn, the device
+its inputs go to, and how many tokens it attends over."""
+from __future__ import annotations
+
+from typing import Any
+
+
+def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """Every id that ends a turn: the generation config's EOS ids and the tokenizer's."""
+    ids: list[int] = []
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if isinstance(configured, int):
+        ids.append(configured)
+    elif configured:
+        ids.extend(int(i) for i in configured)
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.append(tokenizer.eos_token_id)
+    if not ids:
+        raise ValueError("neither the model's generation_config nor the tokenizer defines an EOS token")
+    return ids
+
+
+def device_of(model):
+    """The device of the model's (first) parameters: where its inputs go."""
+    return next(model.parameters()).device
+
+
+def context_limit(model: Any, tokenizer: Any = None) -> int | None:
+    """The most tokens (prompt + generated) the model attends over: the config's
+    ``max_position_embeddings`` (or ``n_positions``), and the tokenizer's
+    ``model_max_length`` when that is a real limit; None when neither says."""
+    limits = []
+    config = getattr(model, "config", None)
+    for key in ("max_position_embeddings", "n_positions"):
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            limits.append(value)
+            break
+    value = getattr(tokenizer, "model_max_length", None)
+    if isinstance(value, int) and 0 < value < 10**7:  # HF's "no limit" is a huge sentinel
+        limits.append(value)
+    return min(limits) if limits else None

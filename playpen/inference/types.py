@@ -1,0 +1,53 @@
+"""The inference engine's typed values: how to sample a turn, and the turn that came back.
+
+:class:`SamplingConfig` is re-exported by :mod:`playpen.rollouts.types` (a rollout's learner
+carries one), so ``from playpen.rollouts import SamplingConfig`` keeps working.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How the learner (or an HF teacher) generates a turn.
+
+    ``temperature`` 0 means greedy decoding. Logprobs are always those of
+    ``log_softmax(logits / T)`` with ``T = temperature`` (1.0 when greedy), i.e. the
+    sampling distribution before top-p/top-k truncation, as TRL recomputes them.
+    """
+
+    temperature: float = 0.0
+    max_new_tokens: int = 300
+    top_p: Optional[float] = None
+    top_k: Optional[int] = None
+    max_batch_size: int = 64
+    """Most rows in one ``generate`` call; larger groups are split."""
+    engine: str = "auto"
+    """How turns over kept KV caches are decoded: ``static`` (pre-allocated buffers, each
+    step a captured CUDA graph on a GPU: :mod:`playpen.inference.static`), ``dynamic``
+    (a growing per-call cache, :mod:`playpen.inference.dynamic`), or
+    ``auto``: static on CUDA where the model allows it, dynamic elsewhere (on a CPU the
+    launches it saves cost nothing)."""
+
+    @classmethod
+    def from_gen_args(cls, gen_args: Optional[Mapping[str, Any]], **overrides) -> "SamplingConfig":
+        """From clemcore generation arguments (``temperature``, ``max_tokens``), the settings
+        every model carries and ``-T``/``-L`` set; ``overrides`` win (e.g. a GRPO run's
+        temperature)."""
+        gen = dict(gen_args or {})
+        values = dict(temperature=float(gen.get("temperature", cls.temperature)),
+                      max_new_tokens=int(gen.get("max_tokens", cls.max_new_tokens)))
+        values.update(overrides)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generated turn."""
+
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    text: str
+    finished: bool  # ended with an EOS (False: cut at max_new_tokens)
