@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -122,14 +123,18 @@ class FinalEvaluation:
         Returns what ``playpen-run.json`` gets: ``eval`` (the trained games' table, after),
         ``eval_sets`` and ``static`` (after), ``before_after`` (the comparison), the notes."""
         cfg = self.cfg
+        started = time.time()
         after = self._evaluate(players, learner, self.after_name, overwrite=cfg.resume or cfg.overwrite)
+        seconds = {"after": round(time.time() - started, 1)}
         print(after["trained"].to_text(), flush=True)
         out: dict = {"eval": after["trained"].to_dict(),
                      "eval_sets": {n: s.to_dict() for n, s in after["sets"].items()}}
         if after["static"] is not None:
             out["static"] = after["static"].to_dict()
         if cfg.eval_before:
+            started = time.time()
             before_dir, cached = self._before(players, learner)
+            seconds["before"] = round(time.time() - started, 1)
             comparison = compare_runs(before_dir, after["run_dir"], out=after["run_dir"])
             print("\nbefore -> after" + " (the base model's numbers: cached by an earlier run)" * cached + "\n"
                   + comparison.to_text(), flush=True)
@@ -140,6 +145,9 @@ class FinalEvaluation:
                 print("\n" + after["static"].to_text(), flush=True)
         if self.notes:
             out["eval_notes"] = list(self.notes)
+        out["eval_seconds"] = seconds
+        print(f"[playpen] end-of-run evaluation: {', '.join(f'{k} {v:.0f} s' for k, v in seconds.items())}",
+              flush=True)
         return out
 
     def settings(self, players: Sequence) -> dict:
