@@ -334,7 +334,7 @@ def test_both_grpo_examples_run_on_two_processes_and_rank_0_evaluates(toy_worksp
     mp = playpen(toy_workspace, "run", "grpo-teacher", "-l", "tiny-random",
                  "-t", "programmatic", "-T", "1.0", "-L", "3", "--games", "relay", "--train-instances", "instances",
                  "--roles", "Listener", "--max-steps", "1", "--num-generations", "2", "--groups-per-step", "2",
-                 "--eval-max-instances", "1", "--num-processes", "2")
+                 "--eval-max-instances", "1", "--eval-sets", "none", "--no-eval-static", "--num-processes", "2")
     assert mp.returncode == 0, mp.stderr[-4000:]
     run_dir = toy_workspace / "models" / "grpo+lora" / "tiny-random" / "programmatic"
     assert (run_dir / "checkpoint-1" / "adapter_model.safetensors").exists()

@@ -25,7 +25,8 @@ def test_the_chapters_trainer_trains_saves_logs_and_evaluates(toy_workspace, tra
     from safetensors.torch import load_file
     result = CliRunner().invoke(cli, ["run", str(trainer_file), "-l", "tiny-random", "-T", "1.0", "-L", "4",
                                       "--games", "sayword", "--max-steps", "2", "--save-steps", "1",
-                                      "--num-samples", "2", "--eval-max-instances", "1"])
+                                      "--num-samples", "2", "--eval-max-instances", "1", "--eval-sets", "none",
+                                      "--no-eval-static"])
     assert result.exit_code == 0, result.output
     run_dir = toy_workspace / "models" / "best-of-n" / "tiny-random"
     assert sorted(p.name for p in run_dir.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]

@@ -126,7 +126,7 @@ def test_rounds_imitate_the_won_episodes_and_the_win_gets_likelier(toy_workspace
     trainer, learner = load_trainer("tiny-yesno", games="sayword", train_instances="instances", rounds=2,
                                     max_steps=6, instances_per_round=0, samples_per_instance=8, batch_size=4,
                                     learning_rate=3e-3, lora_r=8, lora_dropout=0.0, save_steps=100,
-                                    eval_max_instances=1)
+                                    eval_max_instances=1, eval_sets="none", eval_static=False)
     before = p_yes(learner.model, learner.tokenizer)
     trainer.learn(None)
     after = p_yes(learner.model, learner.tokenizer)  # the learner carries the trained adapter

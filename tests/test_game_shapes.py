@@ -95,7 +95,7 @@ def test_trainer_trains_on_each_specs_split_and_evaluates_on_its_own_file(toy_wo
     cls = trainer_class("sft")
     learner = load_model_by_name("tiny-random", gen_args=dict(temperature=0.0, max_tokens=6), role="learner")
     config = cls.config_class(games="hints,hints_withclue", max_steps=1, batch_size=2, max_length=300,
-                              save_steps=1, lora_r=4)
+                              save_steps=1, lora_r=4, eval_sets="none", eval_static=False)
     cls(learner, config=config, progress=False).learn(None)
     demos_dir = toy_workspace / "playpen-records" / "demonstrations"
     demos = {p.parent.parent.name: p.parent.name for p in demos_dir.rglob("experiment.json")}

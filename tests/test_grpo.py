@@ -51,7 +51,8 @@ def test_grpo_selfplay_raises_the_toy_reward(toy_workspace):
     from safetensors.torch import load_file
     trainer, learner = load_trainer(SP_TRAINER, "tiny-yesno", games="sayword", train_instances="instances",
                                     max_steps=5, num_generations=16, groups_per_step=1, learning_rate=3e-3,
-                                    lora_r=8, beta=0.0, reward="binary", save_steps=100, eval_max_instances=1)
+                                    lora_r=8, beta=0.0, reward="binary", save_steps=100, eval_max_instances=1,
+                                    eval_sets="none", eval_static=False)
     before = p_yes(learner.model, learner.tokenizer)
     trainer.learn(None)
     after = p_yes(learner.model, learner.tokenizer)  # the learner now carries the trained adapter

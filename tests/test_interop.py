@@ -383,3 +383,52 @@ def test_a_registered_model_plays_a_seat(tiny_workspace):
     describer = env.env.unwrapped.player_by_agent_id["player_0"]
     assert describer.model.name == "tiny-random"
     env.close()
+
+
+# ----------------------------------------------------------------------------- the turn limit
+
+@pytest.fixture
+def stubborn_workspace(tmp_path, monkeypatch):
+    """stubborn (a round ends only on a valid move) registered one by one."""
+    (tmp_path / "game_registry.json").write_text(json.dumps([full_entry("stubborn")]), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    from playpen.envs import turns
+    monkeypatch.setattr(turns, "_said", set())  # the note is said once per game and process
+    return tmp_path
+
+
+def test_an_openenv_server_ends_an_endless_episode_at_the_turn_limit(stubborn_workspace, serve_app, capsys):
+    """A client that never finds the format would play stubborn forever: as `playpen eval
+    --max-turns`, the episode ends as aborted after the limit, with a note naming the game."""
+    records = stubborn_workspace / "served"
+    base = serve_app(openenv_app("stubborn", max_turns=3, results_dir=str(records)))
+    result, steps = call(base, "/reset", {}), 0
+    while not result["done"] and steps < 10:
+        result = call(base, "/step", {"action": {"response": "I will not say"}})
+        steps += 1
+    assert steps == 3 and result["done"] and result["reward"] == -1.0
+    assert "[playpen] stubborn: episode" in capsys.readouterr().err
+    (episode,) = records.rglob("interactions.json")
+    interactions = json.loads(episode.read_text())
+    notes = [e["action"]["content"] for turn in interactions["turns"] for e in turn
+             if e["action"]["type"] == "turn limit"]
+    assert notes == ["playpen: the episode did not end within 3 turns (the turn limit, --max-turns): "
+                     "ended as aborted"]
+    assert interactions["Aborted"] == 1
+
+
+def test_playpen_serve_passes_its_turn_limit_and_refuses_a_bad_one(stubborn_workspace, monkeypatch):
+    from click.testing import CliRunner
+    import uvicorn
+    from playpen.cli import cli
+    from playpen.envs import interop
+    from playpen.envs.turns import DEFAULT_MAX_TURNS
+    seen = []
+    monkeypatch.setattr(interop, "openenv_app", lambda game, **options: seen.append(options["max_turns"]))
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: None)
+    for args, limit in (([], DEFAULT_MAX_TURNS), (["--max-turns", "5"], 5), (["--max-turns", "0"], 0)):
+        result = CliRunner().invoke(cli, ["serve", "-g", "stubborn", "--port", str(free_port()), *args])
+        assert result.exit_code == 0, result.output
+    assert seen == [DEFAULT_MAX_TURNS, 5, 0]
+    result = CliRunner().invoke(cli, ["serve", "-g", "stubborn", "--max-turns", "-1"])
+    assert result.exit_code == 2 and "option --max-turns: -1 is not valid; expected an integer >= 0" in result.output

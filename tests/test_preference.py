@@ -226,6 +226,7 @@ def test_dpo_from_branches_via_playpen_run_trains_the_adapter(relay_workspace):
         "run", str(DPO_TRAINER), "-l", "tiny-relay", "-t", "programmatic", "-T", "1.0", "-L", "6",
         "--games", "relay", "--roles", "Speaker", "--branches", "6", "--pair-instances", "2",
         "--max-steps", "2", "--batch-size", "2", "--learning-rate", "1e-3", "--eval-max-instances", "1",
+        "--eval-sets", "none", "--no-eval-static",
         "--train-instances", "instances_train"])
     assert result.exit_code == 0, result.output
     run_dir = relay_workspace / "models" / "dpo+lora" / "tiny-relay" / "branching-programmatic"

@@ -21,7 +21,7 @@ LORA_TRAINER = "sft"
 SIMPLE_TRAINER = "sft-full"
 # small and fast: 2 steps of 2 conversations, 1 held-out instance per experiment, short replies
 FAST = ["--max-steps", "2", "--batch-size", "2", "--max-length", "400", "--save-steps", "1",
-        "--eval-max-instances", "1"]
+        "--eval-max-instances", "1", "--eval-sets", "none", "--no-eval-static"]
 
 
 @pytest.fixture(scope="session")
@@ -108,7 +108,8 @@ def lora_state(model):
 
 def test_sft_lora_in_process_trains_saves_evaluates(tiny_workspace, demonstrations):
     trainer, learner = load_trainer(LORA_TRAINER, records=str(demonstrations), max_steps=2, batch_size=2,
-                                    max_length=400, save_steps=1, eval_max_instances=1, lora_r=4)
+                                    max_length=400, save_steps=1, eval_max_instances=1, lora_r=4,
+                                    eval_sets="none", eval_static=False)
     trainer.learn(None)
     run_dir = tiny_workspace / "models" / "sft+lora" / "tiny-random"
     assert [p.name for p in training.checkpoints(run_dir)] == ["checkpoint-1", "checkpoint-2"]

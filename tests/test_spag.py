@@ -153,7 +153,8 @@ def test_spag_imitation_and_epochs_change_the_adapter_and_resume_where_they_stop
 
     # --resume goes on inside SPAG-1 with its saved samples: no new self-play
     run = ["run", str(SPAG_TRAINER), "-l", "tiny-random", *ARGS]
-    result = CliRunner().invoke(cli, [*run, "--epochs", "1", "--resume", "--eval-max-instances", "1"])
+    result = CliRunner().invoke(cli, [*run, "--epochs", "1", "--resume", "--eval-max-instances", "1",
+                                      "--eval-sets", "none", "--no-eval-static"])
     assert result.exit_code == 0, result.output
     assert "SPAG-1: resumed after step 1" in result.output and "imitation data" not in result.output
     assert sorted((tiny_workspace / "playpen-records" / "spag+lora").rglob("interactions.json")) == rollouts

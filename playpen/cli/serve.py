@@ -7,6 +7,7 @@ import socket
 import click
 
 from playpen.cli import split_values
+from playpen.envs.turns import DEFAULT_MAX_TURNS, check_max_turns
 
 
 def parse_env_agents(values) -> dict[str, str]:
@@ -49,8 +50,11 @@ def check_port_free(host: str, port: int):
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
 @click.option("-r", "--results-dir", default="playpen-records/openenv", show_default=True,
               help="Every episode is written here in clemcore's results layout.")
+@click.option("--max-turns", type=int, default=DEFAULT_MAX_TURNS, show_default=True,
+              help="An episode still running after this many turns ends as aborted, with a note naming the "
+                   "game (a game that never ends with the client's answers); 0: no limit.")
 def serve_command(game, learner_agent, env_agents, instances, single_pass, temperature, max_tokens, host, port,
-                  results_dir):
+                  results_dir, max_turns):
     """Serve GAME as an OpenEnv environment: the client plays one seat, env agents the others.
 
     Same endpoints and messages as `clem serve` (POST /reset, POST /step with
@@ -65,12 +69,13 @@ def serve_command(game, learner_agent, env_agents, instances, single_pass, tempe
       playpen serve -g wordle -i instances_train --port 8001
     """
     agents = parse_env_agents(env_agents)
+    check_max_turns(max_turns)
     check_port_free(host, port)
     import uvicorn
 
     from playpen.envs.interop import openenv_app  # seats and names are checked before a model loads
     app = openenv_app(game, learner_agent=learner_agent, env_agents=agents, instances=instances,
                       single_pass=single_pass, gen_args=dict(temperature=temperature, max_tokens=max_tokens),
-                      results_dir=results_dir)
+                      results_dir=results_dir, max_turns=max_turns)
     click.echo(f"serving {game} on http://{host}:{port} (the client plays {learner_agent}); episodes in {results_dir}")
     uvicorn.run(app, host=host, port=port, log_level="warning")

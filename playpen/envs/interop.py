@@ -36,6 +36,7 @@ from typing import Any, Callable, Optional
 from playpen.clem import clemgame, preserved_logging
 from playpen.envs.game import score_episode
 from playpen.envs.loading import cause
+from playpen.envs.turns import TurnLimitedBenchmark
 from playpen.errors import RolloutError
 from playpen.models import load_model_by_name
 from playpen.outcomes import EpisodeOutcome, as_float, flag, outcome_of
@@ -105,10 +106,12 @@ class OutcomeRewardEnv(GameMasterEnv):
     playpen reward function asked once per seat (see the module docstring for why)."""
 
     def __init__(self, game_benchmark, *, callbacks=None, reward: Optional[RewardFunction] = outcome_reward,
-                 reward_func=None, feedback_func=None):
+                 reward_func=None, feedback_func=None, max_turns: Optional[int] = None):
         self._episode = _EpisodeRecorder(self)
         callbacks = GameBenchmarkCallbackList([self._episode, *getattr(callbacks, "callbacks", callbacks or [])])
-        super().__init__(game_benchmark, callbacks=callbacks, reward_func=reward_func, feedback_func=feedback_func)
+        # an episode still running after max_turns steps ends as aborted (playpen.envs.turns)
+        super().__init__(TurnLimitedBenchmark(game_benchmark, max_turns), callbacks=callbacks,
+                         reward_func=reward_func, feedback_func=feedback_func)
         # contexts grow with the episode (wordle's feedback, privateshared's probes): no cap
         # short of what a model could read, and any character a game writes
         self._observation_space = spaces.Dict({"role": AnyText(max_length=128),
@@ -165,15 +168,16 @@ class OutcomeRewardEnv(GameMasterEnv):
 
 def pettingzoo_env(game: str, *, instances: Optional[str] = None, single_pass: bool = False,
                    reward: Optional[RewardFunction] = outcome_reward, callbacks=None,
-                   reward_func=None, feedback_func=None):
+                   reward_func=None, feedback_func=None, max_turns: Optional[int] = None):
     """A PettingZoo AEC env over ``game`` (a name, ``source:game`` or a folder), cycling through
     its instances file (``instances``: a stem in the game's ``in/``; None = its own file,
     ``"instances_train"`` = its training split), or going through it once (``single_pass``).
     Agents are ``player_0..n`` in the master's order; ``reset(options={"game_id": N})``
-    picks an instance."""
+    picks an instance. An episode still running after ``max_turns`` steps ends as aborted
+    with a note naming the game (None: the process's limit, ``--max-turns``; 0: none)."""
     spec = game_spec(game, instances)
     env = GameBenchmarkWrapper(OutcomeRewardEnv, game_spec=spec, callbacks=callbacks, reward=reward,
-                               reward_func=reward_func, feedback_func=feedback_func)
+                               reward_func=reward_func, feedback_func=feedback_func, max_turns=max_turns)
     env = OrderEnforcingWrapper(env)
     return GameInstanceIteratorWrapper(env, GameInstances.from_game_spec(spec), single_pass=single_pass)
 

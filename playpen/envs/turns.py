@@ -5,7 +5,8 @@ A game whose round ends only on a valid move never ends with a model that never 
 format: ``playpen eval`` once ran 9.5 minutes on one such episode, each turn slower as the
 prompt grew. The limit is generous by default (:data:`DEFAULT_MAX_TURNS`, far above the
 longest clembench episodes) and set per process (``playpen eval --max-turns``, ``playpen run
---max-turns``) or per call (``rollout(max_turns=...)``); 0 turns it off.
+--max-turns``) or per call (``rollout(max_turns=...)``, ``pettingzoo_env(max_turns=...)``,
+``playpen serve --max-turns``); 0 turns it off.
 
 The limit lives in the game master itself (:func:`limit_turns`), so that clemcore's runners
 (``playpen eval`` plays through them) and playpen's rollout loop end such episodes alike.

@@ -51,6 +51,10 @@ _RULES = {
     "save_total_limit": (lambda v: v >= 1, "an integer >= 1"),
     "eval_max_instances": (lambda v: v >= 0, "an integer >= 0 (0 = all)"),
     "eval_batch_size": (lambda v: v >= 1, "an integer >= 1"),
+    "eval_set_instances": (lambda v: v >= 0, "an integer >= 0 (0 = all)"),
+    "eval_static_limit": (lambda v: v >= 0, "an integer >= 0 (0 = all)"),
+    "eval_sets": (lambda v: v.strip().lower() == "none" or bool(split_list(v)),
+                  "set names of the sets file, comma-separated, or none"),
     "batch_size": (lambda v: v >= 1, "an integer >= 1"),
     "gradient_accumulation_steps": (lambda v: v >= 1, "an integer >= 1"),
     "max_length": (lambda v: v >= 16, "an integer >= 16"),
@@ -116,9 +120,19 @@ class RunConfig:
     report_to: str = option("none", "tracker: none, trackio, tensorboard, wandb")
     resume: bool = option(False, "continue from the last checkpoint")
     overwrite: bool = option(False, "start over although checkpoints (and their evaluation results) exist")
-    evaluate: bool = option(True, "evaluate on the held-out instances at the end")
-    eval_max_instances: int = option(0, "held-out instances per experiment (0 = all)")
+    evaluate: bool = option(True, "evaluate at the end: the trained games on their held-out instances, "
+                                  "--eval-sets and the static suite, before and after (docs/trainers.md)")
+    eval_max_instances: int = option(0, "held-out instances per experiment of the trained games (0 = all)")
     eval_batch_size: int = option(16, "episodes generated together in evaluation")
+    eval_before: bool = option(True, "evaluate the base model (adapters off) too and print before -> after; "
+                                     "cached per model and settings in --results-dir")
+    eval_sets: str = option("out_of_domain", "game sets of the sets file evaluated at the end too "
+                                             "(comma-separated; none: only the trained games)")
+    eval_sets_file: str = option("", "the game sets file [default: ./game_sets.json, else playpen's]")
+    eval_set_instances: int = option(1, "instances per experiment of the --eval-sets games (0 = all)")
+    eval_static: bool = option(True, "statscore at the end: the sets file's static tasks (lm-evaluation-harness; "
+                                     "a note and no statscore when it is not installed)")
+    eval_static_limit: int = option(50, "questions per static task at the end (0 = all)")
 
     def __post_init__(self):
         self.validate()

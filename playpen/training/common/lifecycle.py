@@ -21,6 +21,7 @@ from playpen.errors import Interrupted, PlaypenError, ResumeError, RunLockedErro
 from playpen.files import FolderLock, write_json
 from playpen.training.common.checkpoints import (checkpoint_step, checkpoints, latest_checkpoint,  # noqa: F401
                                                  remove_partial, resume_checkpoint, rotate_checkpoints)
+from playpen.training.common.final_evaluation import FinalEvaluation
 from playpen.training.common.memory import memory_metrics, prepare_for_training, release_memory, reset_peak
 from playpen.training.common.plotting import CURVE_FILE, LOG_FILE, plot_run
 
@@ -275,14 +276,13 @@ class TrainingRun:
     complete checkpoint, to train into a folder that holds checkpoints without
     ``--resume`` or ``--overwrite``, and to let the final evaluation replace another
     run's results. Then hand :meth:`trainer_callback` to the TRL trainer, :meth:`train`
-    it and :meth:`finish`: evaluation of the last checkpoint on the held-out instances,
-    ``playpen-run.json`` and the learning curve in `run_dir`; the lock is released then
-    (or when training raises, or when the process ends).
+    it and :meth:`finish`: the end-of-run evaluation before -> after
+    (:mod:`~playpen.training.common.final_evaluation`), ``playpen-run.json`` and the
+    learning curve in `run_dir`; the lock is released then (or when training raises, or
+    when the process ends).
 
-    `playpen` is the trainer (a ``BasePlayPen``); its config has the fields ``max_steps``,
-    ``resume``, ``overwrite``, ``evaluate``, ``results_dir``, ``eval_max_instances`` and
-    ``eval_batch_size``. Evaluation results go to
-    ``<results_dir>/<eval_prefix>checkpoint-N/``.
+    `playpen` is the trainer (a ``BasePlayPen``); its config is a RunConfig. Evaluation
+    results go to ``<results_dir>/<eval_prefix>checkpoint-N/``.
     """
 
     def __init__(self, playpen: Any, run_dir: str | Path, games: list[str], eval_prefix: str):
@@ -299,11 +299,10 @@ class TrainingRun:
                 raise ResumeError(f"{self.run_dir} already holds checkpoints: pass --resume to continue, "
                                   f"--overwrite to start over, or --models-dir DIR for a run of its own")
             # the final evaluation replaces results only of this run's own checkpoints (resumed or
-            # restarted); refuse now, not after training, to replace another run's
-            if cfg.evaluate and not (cfg.resume or cfg.overwrite):
-                from playpen.evaluation import check_no_earlier_results
-                check_no_earlier_results(cfg.results_dir, f"{eval_prefix}checkpoint-{cfg.max_steps}", games,
-                                         hint="pass --overwrite to replace them or --results-dir DIR to keep them")
+            # restarted); refuse now, not after training, to replace another run's (or a bad set name)
+            self.final = FinalEvaluation(cfg, games, f"{eval_prefix}checkpoint-{cfg.max_steps}")
+            if cfg.evaluate:
+                self.final.check()
         except BaseException:
             self._unlock()
             raise
@@ -382,14 +381,8 @@ class TrainingRun:
             playpen.interrupted_by = self.interrupt.signum
             summary["signal"] = signal.Signals(self.interrupt.signum).name
         if cfg.evaluate and not self.interrupt.requested and self.checkpoint is not None:
-            from playpen.evaluation import evaluate
-            model_of(playpen.learner).eval()
-            table = evaluate(players or [playpen.learner], self.games, results_dir=cfg.results_dir,
-                             max_instances=cfg.eval_max_instances or None, batch_size=cfg.eval_batch_size,
-                             run_name=f"{self.eval_prefix}{self.checkpoint.name}",
-                             overwrite=cfg.resume or cfg.overwrite)
-            print(table.to_text(), flush=True)
-            summary["eval"] = table.to_dict()
+            self.final.after_name = f"{self.eval_prefix}{self.checkpoint.name}"
+            summary.update(self.final.run(players or [playpen.learner], playpen.learner))
         write_json(self.run_dir / "playpen-run.json", summary, indent=1)
         plot_run(self.run_dir)
         print(f"[playpen] {saved}: {self.checkpoint}  curve: {self.run_dir / CURVE_FILE}", flush=True)

@@ -27,6 +27,7 @@ from playpen.registry import close_matches
 from playpen.training import catalog
 from playpen.training.common.base import parse_config
 from playpen.training.common.config import option, split_list
+from playpen.training.common.final_evaluation import FinalEvaluation
 from playpen.training.common.lifecycle import lock_run_folder
 
 STATE_FILE = "pipeline-state.json"
@@ -220,10 +221,9 @@ class PipelineRun:
         self.lock = lock_run_folder(self.run_dir)
         try:
             self.done = starting_state(self.run_dir, self.cfg)
-            if self.cfg.evaluate and not (self.cfg.resume or self.cfg.overwrite):
-                from playpen.evaluation import check_no_earlier_results
-                check_no_earlier_results(self.cfg.results_dir, self.eval_name, self.cfg.game_list,
-                                         hint="pass --overwrite to replace them or --results-dir DIR to keep them")
+            self.final = FinalEvaluation(self.cfg, self.cfg.game_list, self.eval_name)
+            if self.cfg.evaluate:  # refused now, not after the stages: another run's results, a bad set name
+                self.final.check()
         except BaseException:
             self.lock.release()
             raise
@@ -281,18 +281,13 @@ class PipelineRun:
                    "stages": self.done, "checkpoint": self.done[-1]["adapter"],
                    "train_seconds": round(time.time() - started, 1)}
         if cfg.evaluate:
-            from playpen.evaluation import evaluate
             if learner is None:  # every stage was done before: the last adapter onto the learner
                 from peft import PeftModel
                 learner = playpen.learner
                 PeftModel.from_pretrained(learner.model, self.done[-1]["adapter"])
             learner.model.eval()
             players = [learner, playpen.teacher] if playpen.teacher is not None else [learner]
-            table = evaluate(players, cfg.game_list, results_dir=cfg.results_dir,
-                             max_instances=cfg.eval_max_instances or None, batch_size=cfg.eval_batch_size,
-                             run_name=self.eval_name, overwrite=cfg.resume or cfg.overwrite)
-            print(table.to_text(), flush=True)
-            summary["eval"] = table.to_dict()
+            summary.update(self.final.run(players, learner))
         write_json(self.run_dir / "playpen-run.json", summary, indent=1)
         print(f"[playpen] pipeline done: {summary['checkpoint']}", flush=True)
         return summary

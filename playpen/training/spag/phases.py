@@ -23,6 +23,7 @@ from playpen.callbacks import JsonlLogCallback
 from playpen.errors import ResumeError
 from playpen.files import write_json
 from playpen.training.common.checkpoints import STATE_FILE, is_complete, remove_checkpoint
+from playpen.training.common.final_evaluation import FinalEvaluation
 from playpen.training.common.finite import NonFiniteGuard
 from playpen.training.common.lifecycle import (GracefulInterrupt, lock_run_folder, model_of, safe_name, set_lora_dropout,
                                               tokenizer_of)
@@ -87,10 +88,9 @@ class SpagRun:
         if existing and not cfg.resume and not cfg.overwrite:
             raise ResumeError(f"{self.run_dir} already holds checkpoints: pass --resume to continue, "
                               f"--overwrite to start over, or --models-dir DIR for a run of its own")
-        if cfg.evaluate and not (cfg.resume or cfg.overwrite):
-            from playpen.evaluation import check_no_earlier_results
-            check_no_earlier_results(cfg.results_dir, self.eval_name, cfg.game_list,
-                                     hint="pass --overwrite to replace them or --results-dir DIR to keep them")
+        self.final = FinalEvaluation(cfg, cfg.game_list, self.eval_name)
+        if cfg.evaluate:  # refused now, not after training: another run's results, a bad set name
+            self.final.check()
         if cfg.overwrite:
             for folder in existing:
                 remove_checkpoint(folder)
@@ -280,8 +280,8 @@ class SpagRun:
     # ------------------------------------------------------------------ the end
 
     def finish(self, model, players: Optional[list] = None) -> dict:
-        """Evaluate the last phase's adapter on the held-out instances (unless --no-evaluate or
-        stopped early), write ``playpen-run.json`` and the curve; release the lock."""
+        """Evaluate the last phase's adapter before -> after (unless --no-evaluate or stopped
+        early; :mod:`~playpen.training.common.final_evaluation`), write ``playpen-run.json`` and the curve; release the lock."""
         try:
             playpen, cfg = self.playpen, self.cfg
             last = [name for name in self.phases if is_complete(self.run_dir / name)]
@@ -296,13 +296,8 @@ class SpagRun:
             if self.interrupt.requested:
                 playpen.interrupted_by = self.interrupt.signum
             if cfg.evaluate and complete and not self.interrupt.requested:
-                from playpen.evaluation import evaluate
                 model.eval()
-                table = evaluate(players or [playpen.learner], cfg.game_list, results_dir=cfg.results_dir,
-                                 max_instances=cfg.eval_max_instances or None, batch_size=cfg.eval_batch_size,
-                                 run_name=self.eval_name, overwrite=cfg.resume or cfg.overwrite)
-                print(table.to_text(), flush=True)
-                summary["eval"] = table.to_dict()
+                summary.update(self.final.run(players or [playpen.learner], playpen.learner))
             write_json(self.run_dir / "playpen-run.json", summary, indent=1)
             if (self.run_dir / LOG_FILE).exists():
                 plot_run(self.run_dir)
