@@ -27,8 +27,9 @@ setup: install
 demo: setup
 	$(PY) -m playpen.demo
 
+# one worker per core (pytest-xdist), each test file whole on one worker: its module fixtures built once
 test: setup
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -n auto --dist loadfile
 
 test-slow: setup
 	$(VENV)/bin/python -m pytest -q -m slow

@@ -26,37 +26,22 @@ Wall times on a shared 2-core CPU are comparable only within a quiet run.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import importlib
 import json
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from playpen.training import catalog
 
-from learning_report import (  # beside this script (a script's folder is on sys.path)
+# the benchmarks' shared module and this script's report, beside it (a script's folder is on sys.path)
+from harness import Setting, answer_distribution, cached_result, final_adapter, run_dir_of, stop_after
+from harness import fingerprint as fingerprint_of
+from learning_report import (
     WIN_SETTING, attacker_win_rate, build_report, episode_scores, method_label, setting_run_name)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GAMES = ("referencegame", "taboo", "adversarial_taboo")
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One held-out evaluation: a game, the learner's role and the partner (None: self-play)."""
-
-    name: str
-    game: str
-    learner_slot: int = 0
-    partner: str | None = None
-
-    def players(self, learner, partner_model):
-        if partner_model is None:
-            return [learner]
-        return [learner, partner_model] if self.learner_slot == 0 else [partner_model, learner]
 
 
 SETTINGS = (
@@ -240,7 +225,6 @@ def settings_of(args) -> dict:
 
 def fingerprint(name: str, method: Method, args) -> str:
     """What decides a method's result: its options, the shared protocol and its code."""
-    digest = hashlib.sha256()
     # the warm-up trains its own steps whatever --minutes says: its fingerprint keeps the default's
     # budget, so that one warm-up serves runs of any --minutes (and the caches made before stay valid)
     minutes = 15.0 if name == "sft" and not args.quick else args.minutes
@@ -253,62 +237,8 @@ def fingerprint(name: str, method: Method, args) -> str:
     overrides = settings_of(args)
     if overrides and name != "sft":  # --set (not the shared warm-up); without it the fingerprints stay as they were
         protocol["set"] = dict(sorted(overrides.items()))
-    digest.update(json.dumps([name, method.options, method.teacher, protocol], sort_keys=True).encode())
     modules = (catalog.TRAINERS[method.trainer].target.partition(":")[0],) if method.trainer else ()
-    for name in (*modules, *method.code, *SHARED_CODE):
-        file = Path(importlib.import_module(name).__file__)  # a moved module's old name: its new file
-        digest.update(name.encode() + file.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def stop_after(seconds: float):
-    """A playpen callback that stops training after `seconds` (the trainer saves a checkpoint)."""
-    from playpen.callbacks import BaseCallback
-
-    class StopAfter(BaseCallback):
-        def _on_learn_start(self, trainer_name, total_steps):
-            self.started = time.time()
-
-        def _on_train_step(self, step, metrics):
-            return time.time() - self.started < seconds
-    return StopAfter()
-
-
-def run_dir_of(models_dir: Path) -> Path | None:
-    """The trainer's run folder below ``models_dir``: the one holding its JSON log."""
-    from playpen.training.common.plotting import LOG_FILE
-    logs = sorted(models_dir.rglob(LOG_FILE), key=lambda p: p.stat().st_mtime)
-    return logs[-1].parent if logs else None
-
-
-def final_adapter(run_dir: Path | None) -> Path | None:
-    """The adapter a run ended with: its ``playpen-run.json``'s checkpoint (every trainer
-    writes one, SPAG's ``SPAG-N`` folders included), else its newest ``checkpoint-N``."""
-    from playpen.training.common.checkpoints import latest_checkpoint
-    if run_dir is None:
-        return None
-    summary = run_dir / "playpen-run.json"
-    if summary.exists():
-        checkpoint = json.loads(summary.read_text()).get("checkpoint")
-        if checkpoint and (Path(checkpoint) / "adapter_config.json").exists():
-            return Path(checkpoint)
-    found = [latest_checkpoint(d) for d in [run_dir, *run_dir.rglob("*")] if d.is_dir()]
-    found = [f for f in found if f is not None]
-    return max(found, key=lambda p: p.stat().st_mtime) if found else None
-
-
-def answer_distribution(run_dir: Path) -> dict:
-    """How often the referencegame follower gave each answer (from the episodes' records)."""
-    counts = Counter()
-    for path in Path(run_dir).rglob("interactions.json"):
-        if "referencegame" not in path.parts:
-            continue
-        try:
-            answer = json.loads(path.read_text()).get("answer")
-        except (OSError, json.JSONDecodeError):
-            continue
-        counts[str(answer) if answer not in (None, "") else "(none)"] += 1
-    return dict(counts.most_common())
+    return fingerprint_of([name, method.options, method.teacher, protocol], (*modules, *method.code, *SHARED_CODE))
 
 
 def evaluate_settings(base: str, adapter: Path | None, label: str, args, work: Path) -> dict:
@@ -486,11 +416,9 @@ def run_methods(wanted: list[str], args, out: Path) -> None:
 
     def cached(name, method):
         # --force re-runs the methods named in --methods; the shared warm-up only when named too
-        path = cache_path(out, name)
-        if (args.force and name in wanted) or not path.exists():
+        if args.force and name in wanted:
             return None
-        data = json.loads(path.read_text())
-        return data if data.get("fingerprint") == fingerprint(name, method, args) else None
+        return cached_result(cache_path(out, name), fingerprint(name, method, args))
 
     def warm_up() -> Path | None:
         nonlocal sft_adapter

@@ -29,86 +29,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from harness import COMPARE_FILE, RUNS, machine, run_trainer, workspace  # the benchmarks' shared module
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
-COMPARE_FILE = "compare.jsonl"
-
-# trainer -> (packaged trainer, options of the run; {L} = turn budget, {steps}, {pairs} = SPIN's pairs)
-RUNS = {
-    "sft": ("sft", "--demo-max-instances 4"),
-    "spin": ("spin", "-L {L} --rounds 1 --pairs-per-round 16 --demo-max-instances 4"),
-    "dpo": ("dpo", "--source pairs --pairs-file {pairs}"),
-    "grpo": ("grpo-teacher", "-t programmatic --roles 'Instruction Follower' -T 1.0 -L {L} "
-                             "--num-generations 8 --groups-per-step 2 --beta 0 --learning-rate 2e-4"),
-}
-RUN_FOLDERS = {"sft": "sft+lora/smol-135m", "spin": "spin+lora/smol-135m", "dpo": "dpo+lora/smol-135m/pairs",
-               "grpo": "grpo+lora/smol-135m/programmatic"}
-
-
-def workspace(root: Path, learner: str) -> Path:
-    """A working directory whose registries name playpen's games and the learner (its
-    folder made absolute)."""
-    entries = json.loads((REPO_ROOT / "model_registry.json").read_text())
-    for entry in entries:
-        hf_id = entry.get("huggingface_id", "")
-        if hf_id and not Path(hf_id).is_absolute() and (REPO_ROOT / hf_id).exists():
-            entry["huggingface_id"] = str(REPO_ROOT / hf_id)
-    if not any(e["model_name"] == learner for e in entries):
-        raise SystemExit(f"memory.py: no model '{learner}' in {REPO_ROOT / 'model_registry.json'}")
-    (root / "model_registry.json").write_text(json.dumps(entries))
-    (root / "game_registry.json").write_text(json.dumps([{"benchmark_path": str(REPO_ROOT / "playpen" / "games")}]))
-    return root
-
-
-def run_trainer(name: str, args, root: Path) -> dict:
-    """One trainer's run in a child process; its per-step numbers from the run's log."""
-    trainer, options = RUNS[name]
-    options = options.format(L=args.turn_tokens, pairs=root / "models" / RUN_FOLDERS["spin"] / "pairs-round-1.jsonl")
-    steps = args.steps if name == "grpo" else args.other_steps
-    playpen = Path(sys.executable).parent / "playpen"  # the CLI of this interpreter's environment
-    command = (f"{playpen if playpen.exists() else 'playpen'} run {trainer} -l {args.learner} --games referencegame --max-steps {steps} "
-               f"--save-steps {steps} --no-evaluate --overwrite {options} {args.extra.get(name, '')}")
-    if name == "grpo" and args.compare:
-        command = f"{sys.executable} {Path(__file__).resolve()} --child-compare -- " + command.split(" ", 1)[1]
-    print(f"[memory] {name}: {command}", flush=True)
-    started = time.time()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    done = subprocess.run(command, shell=True, cwd=root, env=env, capture_output=True, text=True)
-    seconds = time.time() - started
-    run_dir = root / "models" / RUN_FOLDERS[name]
-    if done.returncode != 0:
-        print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
-        return {"trainer": name, "command": command, "error": done.returncode, "seconds": round(seconds, 1)}
-    from playpen.training.common.plotting import read_log
-    steps_log = read_log(run_dir)
-    result = {"trainer": name, "command": command, "seconds": round(seconds, 1), "steps": [
-        {k: v for k, v in s.items() if k in ("step", "time") or k.startswith(("memory/", "time/", "train/num_tokens",
-                                                                             "train/shared_prompt_rows"))}
-        for s in steps_log]}
-    compare = run_dir / COMPARE_FILE
-    if compare.exists():
-        result["compare"] = [json.loads(line) for line in compare.read_text().splitlines() if line.strip()]
-    return summarise(result)
-
-
-def summarise(result: dict) -> dict:
-    peaks = [s["memory/peak_rss_mb"] for s in result["steps"] if "memory/peak_rss_mb" in s]
-    if peaks:
-        half = max(1, len(peaks) // 2)
-        first, second = max(peaks[:half]), max(peaks[half:] or peaks[:half])
-        result.update(num_steps=len(peaks), peak_rss_mb=max(peaks), first_step_peak_mb=peaks[0],
-                      last_step_peak_mb=peaks[-1], growth_percent=round(100 * (second / first - 1), 1))
-    if result.get("compare"):
-        ratios = [c["ratio"] for c in result["compare"]]
-        result["step_over_rollout_plus_fwd_bwd"] = round(sorted(ratios)[len(ratios) // 2], 2)
-    return result
 
 
 def table(results: list[dict]) -> str:
@@ -231,13 +160,6 @@ def main(argv=None) -> int:
     print(table(results))
     print(f"[memory] results: {out}")
     return 1 if any("error" in r for r in results) else 0
-
-
-def machine() -> dict:
-    import platform
-    import torch
-    return {"cpus": os.cpu_count(), "torch": torch.__version__, "python": platform.python_version(),
-            "threads": torch.get_num_threads(), "load_average": os.getloadavg()}
 
 
 if __name__ == "__main__":

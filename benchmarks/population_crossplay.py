@@ -22,10 +22,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from learning import answer_distribution  # beside this script
-from population_learning import RESULTS, SFT_ADAPTER, TRAINER, playpen, snapshots
+from harness import RESULTS, SFT_ADAPTER, answer_distribution, run_playpen, snapshots  # the benchmarks' shared module
 
 GAME = "referencegame"
+TRAINER = "fsp"  # the packaged trainer (playpen run --list)
 
 
 def evaluate(base: str, adapter: Path, label: str, args, work: Path) -> dict:
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
                str(args.learning_rate), "--opponents", "uniform", "--lora-dropout", "0.0",
                "--models-dir", str(work / "models"), "--overwrite"]
     print(f"training: {' '.join(options)}", flush=True)
-    train_seconds = playpen(options, work / "train.log")
+    train_seconds = run_playpen(options, work / "train.log")
     run = work / "models" / "fsp+lora" / args.learner
     names = snapshots(run)
     metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]

@@ -29,36 +29,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-RESULTS = REPO_ROOT / "benchmarks" / "results"
-SFT_ADAPTER = RESULTS / "learning" / "models" / "sft" / "sft+lora" / "smol-135m" / "checkpoint-8"
+from harness import RESULTS, SFT_ADAPTER, run_playpen, snapshots  # the benchmarks' shared module
+
 TRAINER = "fsp"  # the packaged trainer (playpen run --list)
 GAME = "adversarial_taboo"
-
-
-def playpen(args: list[str], log: Path) -> float:
-    """``python -m playpen ARGS`` (its output teed to ``log``); the wall seconds. Fails loudly."""
-    started = time.time()
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w", encoding="utf-8") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "playpen", *args], cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-        for line in proc.stdout:
-            out.write(line)
-            out.flush()
-            if not line.startswith(("\r", " ")) and "it/s" not in line and "s/it" not in line:
-                print("   ", line.rstrip()[:200], flush=True)
-        code = proc.wait()
-    if code != 0:
-        raise SystemExit(f"population_learning.py: playpen {' '.join(args[:2])} failed ({code}); see {log}")
-    return time.time() - started
 
 
 def train(args, work: Path) -> tuple[Path, float]:
@@ -74,13 +54,8 @@ def train(args, work: Path) -> tuple[Path, float]:
                "--self-share", str(args.self_share), "--lora-dropout", "0.0",
                "--models-dir", str(work / "models"), "--overwrite"]
     print(f"training: {' '.join(options)}", flush=True)
-    seconds = playpen(options, work / "train.log")
+    seconds = run_playpen(options, work / "train.log")
     return run, seconds
-
-
-def snapshots(run: Path) -> list[str]:
-    players = json.loads((run / "population" / "population.json").read_text())["players"]
-    return [p["name"] for p in players]
 
 
 def tournament(args, work: Path, run: Path, picked: list[str]) -> tuple[Path, float, dict]:
@@ -92,7 +67,7 @@ def tournament(args, work: Path, run: Path, picked: list[str]) -> tuple[Path, fl
     for folder in players.values():
         options += ["-m", f"{args.learner}+{folder}"]
     print(f"tournament: {' '.join(options)}", flush=True)
-    seconds = playpen(options, work / "tournament.log")
+    seconds = run_playpen(options, work / "tournament.log")
     rated = json.loads((out / "ratings.json").read_text())
     names = dict(zip(rated["players"], players))  # tournament name -> short name
     return out, seconds, names

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from learning import Setting, run_dir_of  # beside this script (its folder is on sys.path)
+from harness import Setting, run_dir_of  # the benchmarks' shared module, beside this script (its folder is on sys.path)
 from protocol_report import build_report, result_name, scores_of_run
 from protocol_splits import SPLITS_FILE, check_splits, load_splits
 

@@ -14,7 +14,7 @@ Same model (smol-135m, greedy), same instances, same max new tokens, one process
       no prefix sharing (the ceiling of naive batching)
 
 ``--game recall`` is the multi-turn variant: a scripted one-player game this script writes
-into a temporary folder (see RECALL_MASTER): each round the model names a word related to
+into a temporary folder (harness.py's RECALL_MASTER): each round the model names a word related to
 a topic, and every reply, whatever it says, continues the episode, so every episode lasts
 exactly ``--rounds`` learner turns and its history grows turn by turn.
 
@@ -43,101 +43,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-MULTI_TURN_GAME = "recall"
-RECALL_SPEC = {"game_name": "recall", "description": "Benchmark: name words related to a topic, one per round.",
-               "main_game": "recall", "players": 1, "image": "none", "languages": ["en"], "benchmark": [],
-               "roles": ["Namer"]}
-RECALL_TOPICS = ["the sea", "winter", "music", "a kitchen", "trees", "a city", "sports", "the sky", "school",
-                 "a farm", "travel", "books", "the body", "weather", "tools", "colours", "animals", "a garden",
-                 "money", "a hospital", "the night", "clothes", "a river", "games", "fire", "a house", "food",
-                 "birds", "work", "the desert", "light", "time"]
-RECALL_MASTER = '''"""recall (written by playpen's benchmarks/rollouts.py): each round the Namer names one word
-related to a topic. Every reply continues the episode, so it lasts exactly `rounds` turns."""
-import math
-
-from clemcore.clemgame import DialogueGameMaster, GameBenchmark, GameScorer, Player
-from clemcore.clemgame.metrics import BENCH_SCORE, METRIC_ABORTED, METRIC_LOSE, METRIC_SUCCESS
-
-PROMPT = ("We play {rounds} rounds of a word game about {topic}. In each round, name one word related "
-          "to {topic} that you have not named before. Reply with exactly one line: WORD: <word>")
-NEXT = "Round {round} of {rounds}: name another word related to {topic}. Reply with: WORD: <word>"
-
-
-class Namer(Player):
-    def __init__(self, model):
-        super().__init__(model, game_role="Namer")
-
-    def _custom_response(self, context):
-        return "WORD: something"
-
-
-class RecallMaster(DialogueGameMaster):
-    def _on_setup(self, **instance):
-        self.topic, self.rounds = instance["topic"], int(self.experiment["rounds"])
-        self.namer = Namer(self.player_models[0])
-        self.add_player(self.namer, initial_context=PROMPT.format(rounds=self.rounds, topic=self.topic))
-        self.answers, self.words = 0, []
-
-    def _parse_response(self, player, response):
-        return response.strip()
-
-    def _advance_game(self, player, parsed_response):
-        self.answers += 1
-        head, _, word = parsed_response.partition(":")
-        word = word.strip().lower()
-        if head.strip().upper() == "WORD" and word and word not in self.words:
-            self.words.append(word)
-        if self.answers >= self.rounds:
-            if len(self.words) == self.rounds:
-                self.state.succeed()
-            else:
-                self.state.failed()
-        else:
-            self.set_context_for(self.namer, NEXT.format(round=self.answers + 1, rounds=self.rounds,
-                                                         topic=self.topic))
-
-    def _on_after_game(self):
-        outcome = self.state.outcome.value
-        self.log_key(METRIC_ABORTED, int(outcome == "aborted"))
-        self.log_key(METRIC_SUCCESS, int(outcome == "success"))
-        self.log_key(METRIC_LOSE, int(outcome == "failure"))
-        self.log_key("words", len(self.words))
-        self.log_key("rounds", self.rounds)
-
-
-class RecallScorer(GameScorer):
-    def compute_round_score(self, round_idx, round_events):
-        pass
-
-    def compute_episode_scores(self, interactions):
-        if interactions[METRIC_ABORTED]:
-            self.log_episode_score(BENCH_SCORE, math.nan)
-        else:
-            self.log_episode_score(BENCH_SCORE, 100 * interactions["words"] / interactions["rounds"])
-
-
-class RecallBenchmark(GameBenchmark):
-    def create_game_master(self, experiment, player_models):
-        return RecallMaster(self.game_spec, experiment, player_models)
-
-    def create_game_scorer(self, experiment, game_instance):
-        return RecallScorer(self.game_name, experiment, game_instance)
-'''
-
-
-def write_recall_game(folder: Path, num_instances: int, rounds: int) -> Path:
-    """The multi-turn benchmark game (clemcore's new API) in ``folder/recall``: one instance
-    per topic, every episode ``rounds`` learner turns."""
-    game = folder / MULTI_TURN_GAME
-    (game / "in").mkdir(parents=True)
-    (game / "clemgame.json").write_text(json.dumps(RECALL_SPEC, indent=2))
-    (game / "master.py").write_text(RECALL_MASTER)
-    topics = [RECALL_TOPICS[i % len(RECALL_TOPICS)] + ("" if i < len(RECALL_TOPICS) else f" ({i})")
-              for i in range(num_instances)]
-    instances = {"experiments": [{"name": f"{rounds}_rounds", "rounds": rounds, "game_instances": [
-        {"game_id": i, "topic": topic} for i, topic in enumerate(topics)]}]}
-    (game / "in" / "instances.json").write_text(json.dumps(instances, indent=2))
-    return game
+from harness import MULTI_TURN_GAME, write_recall_game  # the benchmarks' shared module, beside this script
 
 
 class GenerateMeter:

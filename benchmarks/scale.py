@@ -48,6 +48,8 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
+from harness import write_recall_game  # the benchmarks' shared module, beside this script: the multi-turn game
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
@@ -401,7 +403,6 @@ def main(argv=None) -> int:
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     facts = device_facts(device)
     print(f"[scale] {json.dumps(facts)}", flush=True)
-    from rollouts import write_recall_game  # beside this script: the multi-turn benchmark game
     games_dir = Path(tempfile.mkdtemp(prefix="playpen-scale-"))
     write_recall_game(games_dir, args.rows, args.rounds)
     results = {"date": datetime.now().isoformat(timespec="seconds"), "args": vars(args), "facts": facts,
@@ -418,5 +419,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     sys.exit(main())

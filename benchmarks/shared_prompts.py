@@ -6,7 +6,7 @@
 The same GRPO run (smol-135m, Instruction Follower with the programmatic giver on
 referencegame, 8 episodes x 2 groups per step, each group's episodes on 3 grid orders:
 ``--augment-variants 3``, temperature 1.0, seed 42) in three variants, one after the
-other, each a ``playpen run`` child process of its own (benchmarks/memory.py runs them):
+other, each a ``playpen run`` child process of its own (harness.py's run_trainer runs them, as for memory.py):
 
 - ``rows``: micro-batches of 1 row, no sharing (the memory-safe default before prompts
   were shared);
@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from memory import REPO_ROOT, machine, run_trainer, workspace  # beside this script
+from harness import REPO_ROOT, SFT_ADAPTER, machine, run_trainer, workspace  # the benchmarks' shared module
 
 COMMON = "--augment-variants 3 --max-concurrent-episodes 16"
 VARIANTS = {
@@ -37,8 +37,6 @@ VARIANTS = {
     "batch": "--micro-batch-size 8 --share-prompts false",
     "shared": "--micro-batch-size 8 --share-prompts true",
 }
-SFT_ADAPTER = REPO_ROOT / "benchmarks" / "results" / "learning" / "models" / "sft" / "sft+lora" / "smol-135m" / \
-    "checkpoint-8"
 PHASES = ("time/step_s", "time/rollout_s", "time/forward_s", "time/backward_s", "memory/peak_rss_mb")
 
 

@@ -8,9 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from rollout_helpers import PROMPT, TOYGAMES_DIR
+# Under pytest-xdist (`make test` runs `-n auto`): one torch thread per worker, and per process
+# that a test starts (the variables are inherited and read when torch loads). Two workers with
+# a thread per core each fought over this 2-core machine's cores; set before anything imports torch.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_variable] = "1"
 
-from playpen.clem import clemcore
+from rollout_helpers import PROMPT, TOYGAMES_DIR  # noqa: E402
+
+from playpen.clem import clemcore  # noqa: E402
 
 # Test modules import game masters, and with them clemcore, while pytest collects them:
 # import clemcore through playpen's gateway first, so that its logging config writes

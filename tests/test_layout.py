@@ -143,3 +143,25 @@ def test_every_playpen_name_that_scripts_import_exists():
                 except ImportError:
                     missing.append(f"{path.relative_to(root)}: from {node.module} import {alias.name}")
     assert not missing, missing
+
+
+def test_benchmark_scripts_import_the_harness_not_each_other():
+    """What the benchmark scripts share lives in benchmarks/harness.py; a script imports it and
+    its own companions (``<script>_*.py``: learning_report, protocol_splits), never another
+    script (protocol.py once took its Setting from learning.py through sys.path)."""
+    folder = PACKAGE.parent / "benchmarks"
+    sources = {p.stem: p.read_text(encoding="utf-8") for p in folder.glob("*.py")}
+    scripts = {name for name, text in sources.items() if 'if __name__ == "__main__":' in text}
+    wrong = []
+    for name, text in sources.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                targets = [node.module or ""]
+            else:
+                continue
+            wrong += [f"{name}.py imports {t}" for t in targets
+                      if t in scripts and t != name and not t.startswith(f"{name}_")]
+    assert "harness" in sources and "harness" not in scripts
+    assert not wrong, wrong
