@@ -18,9 +18,11 @@ from typing import Any, Optional
 from playpen import distributed
 from playpen.callbacks import BaseCallback, JsonlLogCallback
 from playpen.errors import Interrupted, PlaypenError, ResumeError, RunLockedError
+from playpen.evaluation import check_no_earlier_results, evaluate
 from playpen.files import FolderLock, write_json
-from playpen.training.common.checkpoints import (checkpoint_step, checkpoints, latest_checkpoint,  # noqa: F401
-                                                 remove_partial, resume_checkpoint, rotate_checkpoints)
+from playpen.training.common.checkpoints import (checkpoint_step, checkpoints, latest_checkpoint, remove_partial,
+                                                 resume_checkpoint, rotate_checkpoints)
+from playpen.training.common.finite import NonFiniteGuard
 from playpen.training.common.memory import memory_metrics, prepare_for_training, release_memory, reset_peak
 from playpen.training.common.plotting import CURVE_FILE, LOG_FILE, plot_run
 
@@ -190,7 +192,6 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
     save and stop)."""
     from transformers import TrainerCallback
 
-    from playpen.training.common.finite import NonFiniteGuard
     log = JsonlLogCallback(Path(run_dir) / LOG_FILE)
 
     class PlaypenTrainerCallback(TrainerCallback):
@@ -301,7 +302,6 @@ class TrainingRun:
             # the final evaluation replaces results only of this run's own checkpoints (resumed or
             # restarted); refuse now, not after training, to replace another run's
             if cfg.evaluate and not (cfg.resume or cfg.overwrite):
-                from playpen.evaluation import check_no_earlier_results
                 check_no_earlier_results(cfg.results_dir, f"{eval_prefix}checkpoint-{cfg.max_steps}", games,
                                          hint="pass --overwrite to replace them or --results-dir DIR to keep them")
         except BaseException:
@@ -382,7 +382,6 @@ class TrainingRun:
             playpen.interrupted_by = self.interrupt.signum
             summary["signal"] = signal.Signals(self.interrupt.signum).name
         if cfg.evaluate and not self.interrupt.requested and self.checkpoint is not None:
-            from playpen.evaluation import evaluate
             model_of(playpen.learner).eval()
             table = evaluate(players or [playpen.learner], self.games, results_dir=cfg.results_dir,
                              max_instances=cfg.eval_max_instances or None, batch_size=cfg.eval_batch_size,

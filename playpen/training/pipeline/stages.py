@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from playpen.errors import ResumeError, TrainingSetupError
+from playpen.evaluation import check_no_earlier_results, evaluate
 from playpen.files import write_json
 from playpen.registry import close_matches
 from playpen.training import catalog
 from playpen.training.common.base import parse_config
+from playpen.training.common.checkpoints import STATE_FILE as TRAINER_STATE, is_complete
 from playpen.training.common.config import option, split_list
 from playpen.training.common.lifecycle import lock_run_folder
 
@@ -203,7 +205,6 @@ def stage_adapter(stage_dir: Path) -> Optional[str]:
 
 def has_checkpoint(stage_dir: Path) -> bool:
     """The stage saved a complete checkpoint (a TRL ``checkpoint-N`` or a SPAG phase)."""
-    from playpen.training.common.checkpoints import STATE_FILE as TRAINER_STATE, is_complete
     return any(is_complete(p.parent) for p in stage_dir.rglob(TRAINER_STATE))
 
 
@@ -221,7 +222,6 @@ class PipelineRun:
         try:
             self.done = starting_state(self.run_dir, self.cfg)
             if self.cfg.evaluate and not (self.cfg.resume or self.cfg.overwrite):
-                from playpen.evaluation import check_no_earlier_results
                 check_no_earlier_results(self.cfg.results_dir, self.eval_name, self.cfg.game_list,
                                          hint="pass --overwrite to replace them or --results-dir DIR to keep them")
         except BaseException:
@@ -281,7 +281,6 @@ class PipelineRun:
                    "stages": self.done, "checkpoint": self.done[-1]["adapter"],
                    "train_seconds": round(time.time() - started, 1)}
         if cfg.evaluate:
-            from playpen.evaluation import evaluate
             if learner is None:  # every stage was done before: the last adapter onto the learner
                 from peft import PeftModel
                 learner = playpen.learner
