@@ -25,8 +25,9 @@ completions) and DPO batch (right-padded) do. The result is the same computation
 floating-point summation order (tests: log-probs, entropies and LoRA gradients equal to
 1e-5).
 
-Used by :class:`playpen.training.trl_trainers.GRPOTrainer`'s training forward and reference
-pass (:func:`shared_prefix_logps`) and by the DPO trainers' passes (:class:`share_prompt_passes`);
+Used by :class:`playpen.training.trl_trainers.PlaypenGRPOTrainer`'s training forward and
+reference pass (:func:`shared_prefix_logps`) and by :class:`~playpen.training.trl_trainers.TokenDPOTrainer`'s
+passes (DPO, SPIN, self-rewarding: :class:`share_prompt_passes`);
 single-process runs only (a data-parallel wrapper expects one forward per backward),
 without activation checkpointing (which drops caches), for text-only models.
 """
