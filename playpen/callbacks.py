@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
+from playpen.distributed import rank_file
+
 
 @dataclass(frozen=True)
 class EpisodeSummary:
@@ -159,7 +161,6 @@ class JsonlLogCallback(BaseCallback):
 
     def __init__(self, path: Path):
         super().__init__()
-        from playpen.distributed import rank_file
         self.path = rank_file(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
 

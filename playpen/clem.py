@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from playpen.remote import bound_remote_calls
+
 _LOG_DIR_ENV = "PLAYPEN_LOG_DIR"
 
 
@@ -156,7 +158,6 @@ def load_model(spec, gen_args: dict | None = None, device_map: dict | None = Non
         model = backend.get_model_for(spec)
     model.set_gen_args(**gen_args)
     if isinstance(backend, backends.RemoteBackend):  # timeouts, bounded retries (playpen.remote)
-        from playpen.remote import bound_remote_calls
         bound_remote_calls(model)
     return model
 

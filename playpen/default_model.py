@@ -22,6 +22,7 @@ from pathlib import Path
 
 from typing import Optional
 
+from playpen.clem import preserved_torch_threads
 from playpen.errors import ModelPreparationError
 from playpen.files import FolderLock, write_json
 
@@ -163,7 +164,6 @@ def _convert_gguf(gguf: Path, out_dir: Path) -> None:
     """GGUF -> fp32 safetensors folder (transformers refuses to save a GGUF-loaded model)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from playpen.clem import preserved_torch_threads
 
     with preserved_torch_threads():
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)

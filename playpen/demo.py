@@ -24,7 +24,9 @@ import sys
 import time
 from pathlib import Path
 
+from playpen.evaluation import evaluate, read_episode_scores
 from playpen.evaluation.statistics import sign_flip_test
+from playpen.models import load_model_by_name
 
 GAME, ROLE, PARTNER = "taboo", "Guesser", "programmatic"
 
@@ -37,8 +39,6 @@ def _playpen(*args: str) -> None:
 def play_guesser(learner_name: str, adapter: Path | None, results: Path, name: str, per_experiment: int) -> dict:
     """Play the held-out instances with the learner (+ `adapter`) guessing: the table and
     each episode's score (aborted = 0, as clemscore counts it)."""
-    from playpen.evaluation import evaluate, read_episode_scores
-    from playpen.models import load_model_by_name
     greedy = dict(temperature=0.0, max_tokens=60)
     learner = load_model_by_name(learner_name, gen_args=greedy, role="learner", adapter=adapter, run_name=name)
     describer = load_model_by_name(PARTNER, gen_args=greedy, role="partner")

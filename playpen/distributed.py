@@ -28,6 +28,9 @@ import os
 from pathlib import Path
 from typing import Iterator, Sequence, TypeVar
 
+from playpen.errors import PlaypenError
+from playpen.files import write_json
+
 T = TypeVar("T")
 
 RUN_INFO_ENV = "PLAYPEN_RUN_INFO"
@@ -180,7 +183,6 @@ def check_groups(groups_per_step: int, processes: int | None = None) -> None:
     (PlaypenError otherwise; `processes` default: this run's)."""
     processes = processes or world_size()
     if groups_per_step % processes:
-        from playpen.errors import PlaypenError
         raise PlaypenError(f"option --groups-per-step: {groups_per_step} groups cannot be shared by "
                            f"{processes} processes; use a multiple of {processes} (each process plays "
                            f"and trains whole groups)")
@@ -209,7 +211,6 @@ def record_run_dir(run_dir: str | Path) -> None:
     target = os.environ.get(RUN_INFO_ENV)
     if not target or not is_main():
         return
-    from playpen.files import write_json
     try:
         write_json(Path(target), {"run_dir": str(Path(run_dir).resolve())})
     except OSError:  # the launcher's note is a courtesy; the run does not depend on it

@@ -20,7 +20,9 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
+from playpen.distributed import RUN_INFO_ENV, is_distributed, read_run_dir
 from playpen.errors import PlaypenError
+from playpen.training.common.checkpoints import latest_checkpoint
 
 LAUNCHED_ENV = "PLAYPEN_LAUNCHED"
 """Set in the ranks' environment: a rank never launches again."""
@@ -41,7 +43,6 @@ def check_num_processes(num_processes: Optional[int], accelerate_config: Optiona
         _machines(accelerate_config)  # parses it: a broken file is refused before anything starts
     if num_processes is None or (num_processes == 1 and accelerate_config is None):
         return
-    from playpen.distributed import is_distributed
     if is_distributed() or os.environ.get(LAUNCHED_ENV):
         raise PlaypenError("option --num-processes: this process is already one of a launched run's ranks "
                            "(accelerate launch); leave --num-processes out")
@@ -89,7 +90,6 @@ def launch(playpen_args: Sequence[str], num_processes: Optional[int], accelerate
 
     info = tempfile.NamedTemporaryFile(prefix="playpen-run-", suffix=".json", delete=False)
     info.close()
-    from playpen.distributed import RUN_INFO_ENV
     env = {LAUNCHED_ENV: "1", RUN_INFO_ENV: info.name}
     if not torch.cuda.is_available():
         env["ACCELERATE_USE_CPU"] = "1"  # gloo over CPU processes
@@ -162,14 +162,12 @@ def _machines(accelerate_config: str) -> int:
 
 
 def _run_dir(info_file: str) -> Optional[Path]:
-    from playpen.distributed import read_run_dir
     return read_run_dir(info_file)
 
 
 def _resume_hint(run_dir: Optional[Path]) -> str:
     if run_dir is None:
         return ""
-    from playpen.training.common.checkpoints import latest_checkpoint
     last = latest_checkpoint(run_dir)
     if last is None:
         return f"; no complete checkpoint in {run_dir} yet"

@@ -14,10 +14,14 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from playpen.default_model import (DEFAULT_MODEL, MARKER_FILE, MODELS_DIR_ENV, check_model_dir,
-                                   default_model_dir, default_model_registry_entry, ensure_local_model,
-                                   managed_folder, models_dir, prepare_default_model)
-from playpen.errors import AdapterError, PlaypenError
+from playpen import registry
+from playpen.clem import clemcore, load_model
+from playpen.default_model import (DEFAULT_MODEL, MARKER_FILE, MODELS_DIR_ENV, check_model_dir, default_model_dir,
+                                   default_model_registry_entry, ensure_local_model, managed_folder, models_dir,
+                                   prepare_default_model)
+from playpen.distributed import device_map
+from playpen.errors import AdapterError, MissingKeyError, PlaypenError, RegistryError
+from playpen.registry import KEY_FILE, close_matches, read_json
 
 __all__ = ["load_model_by_name", "check_model_name", "check_adapter", "check_key_for", "check_backend_for",
            "backend_names", "adapter_tag", "ROLES",
@@ -84,7 +88,6 @@ def check_model_name(name: str, role: str = "model"):
     """Resolve `name` and check what it needs without loading anything: a known backend, a
     local folder that exists (and a registered adapter that is one), credentials; a learner
     must be a local HF model. Returns the registry entry."""
-    from playpen import registry
     entry = registry.resolve_model(name)
     check_backend_for(entry)
     if role == "learner" and entry.backend != "huggingface_local":
@@ -98,7 +101,6 @@ def check_model_name(name: str, role: str = "model"):
 def _check_local_files(entry) -> None:
     """A huggingface_id that is a path must be a folder (the embedded model's is prepared on
     use); a registered ``peft_model`` must be an adapter folder."""
-    from playpen.errors import RegistryError
     if entry.backend != "huggingface_local":
         return
     model_id = str(entry.spec.get("huggingface_id", ""))
@@ -125,7 +127,6 @@ def check_model_folder(path: Path, what: str) -> None:
     tokenizer: else one RegistryError naming the file (transformers' own error on a
     malformed config.json is a ~100-line traceback)."""
     import json
-    from playpen.errors import RegistryError
     config = path / "config.json"
     try:
         data = json.loads(config.read_text(encoding="utf-8"))
@@ -160,8 +161,6 @@ def check_model_folder(path: Path, what: str) -> None:
 def check_key_for(entry, cwd: Path | None = None) -> None:
     """A remote backend needs a key.json entry (cwd, else ~/.clemcore/); name the missing or
     malformed field, never its value."""
-    from playpen.errors import RegistryError
-    from playpen.registry import KEY_FILE, read_json
     if not entry.is_remote:
         return
     cwd = Path(cwd or Path.cwd())
@@ -205,8 +204,6 @@ def backend_names(cwd: Path | None = None) -> list[str]:
 
 def check_backend_for(entry, cwd: Path | None = None) -> None:
     """RegistryError when the entry names a backend that does not exist (close matches)."""
-    from playpen.errors import RegistryError
-    from playpen.registry import close_matches
     names = backend_names(cwd)
     if entry.backend not in names:
         raise RegistryError(f"model '{entry.name}' ({entry.source or 'registry'}): unknown backend "
@@ -215,7 +212,6 @@ def check_backend_for(entry, cwd: Path | None = None) -> None:
 
 
 def _missing_key(entry, detail: str):
-    from playpen.errors import MissingKeyError
     return MissingKeyError(f"model '{entry.name}' (backend {entry.backend}) needs credentials: {detail}. "
                            f"See key.json.template.")
 
@@ -233,7 +229,6 @@ def load_model_by_name(name: str, *, gen_args: Optional[dict] = None, role: str 
             model is then named ``<name>+<adapter tag>`` unless ``run_name`` is given.
         run_name: the model name written to records (default: `name`).
     """
-    from playpen.clem import clemcore, load_model
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
     entry = check_model_name(name, role)
@@ -250,6 +245,5 @@ def load_model_by_name(name: str, *, gen_args: Optional[dict] = None, role: str 
     ensure_local_model(entry)
     model_spec = clemcore().backends.ModelSpec.from_dict(spec)
     # a data-parallel rank loads its own copy onto its own device (GPU LOCAL_RANK, or the CPU)
-    from playpen.distributed import device_map
     return load_model(model_spec, dict(gen_args or dict(temperature=0.0, max_tokens=300)),
                       device_map=device_map() if entry.backend == "huggingface_local" else None)

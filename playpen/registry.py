@@ -19,7 +19,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from playpen.clem import clemgame
+from playpen.default_model import default_model_registry_entry
 from playpen.errors import RegistryError, UnknownGameError, UnknownModelError
+from playpen.games import GAMES_DIR
 
 MODEL_REGISTRY_FILE = "model_registry.json"
 GAME_REGISTRY_FILE = "game_registry.json"
@@ -110,7 +113,6 @@ def _validate_model_entries(data: Any, source: str) -> list[ModelEntry]:
 
 def builtin_model_entries() -> list[ModelEntry]:
     """playpen's own entries (the embedded default model), valid without a workspace file."""
-    from playpen.default_model import default_model_registry_entry
     return _validate_model_entries([default_model_registry_entry()], "playpen (built-in)")
 
 
@@ -186,7 +188,6 @@ class GameEntry:
 
 
 def packaged_games_dir() -> Path:
-    from playpen.games import GAMES_DIR
     return GAMES_DIR
 
 
@@ -363,7 +364,6 @@ def instances_stem(spec: dict, instances: str | None) -> str:
 def game_spec(name: str, instances: str | None = None, cwd: Path | None = None):
     """The clemcore ``GameSpec`` of a game name, with its instances file (a stem in the game's
     ``in/`` folder, see :func:`instances_stem`) checked and set in ``spec.instances``."""
-    from playpen.clem import clemgame
     entry = resolve_game(name, cwd)
     players = entry.spec.get("players")
     if type(players) is not int or players < 1:
@@ -407,5 +407,4 @@ def game_specs(names: list[str] | None, instances: str | None = None) -> list:
 
 def clem_game_registry(cwd: Path | None = None):
     """A clemcore ``GameRegistry`` with playpen's view of the games (first of a name wins)."""
-    from playpen.clem import clemgame
     return clemgame().GameRegistry([clemgame().GameSpec.from_dict(dict(e.spec)) for e in game_entries(cwd)])

@@ -1,10 +1,10 @@
-"""Rows of a GRPO micro-batch that share their prompt run it once
+"""Rows of a GRPO micro-batch or of DPO pairs that share their prompt run it once
 (playpen/training/shared_prefix.py): the same log-probs, entropies and LoRA gradients as
 TRL's one-pass forward, on a real (tiny, random) Llama with LoRA and TRL's fused LM head."""
 import pytest
 import torch
 
-from playpen.training.shared_prefix import plan, shared_prefix_logps
+from playpen.training.shared_prefix import completion_labels, plan, shared_prefix_logps
 from test_grpo import toy_workspace  # noqa: F401  (the fixture: the toy games with tiny-yesno)
 
 
@@ -85,30 +85,34 @@ def _batch_with_placeholders(keep=6):
     return ids, mask, keep
 
 
+def _plan(ids, mask, keep):
+    return plan(ids, mask, completion_labels(ids, mask, keep))
+
+
 def test_plan_groups_the_rows_by_shared_prompt_prefix():
     ids, mask, keep = _batch()
-    found = plan(ids, mask, keep)
+    found = _plan(ids, mask, keep)
     groups = {rows: prefix for prefix, rows in found.groups}
     assert groups == {(0, 2, 3): 39, (1, 5): 36, (4,): 39}  # every row keeps its prompt's last token
     assert found.head == 39 and found.rest == 1
     ragged, ragged_mask, keep = _ragged_batch()
-    found = plan(ragged, ragged_mask, keep)
+    found = _plan(ragged, ragged_mask, keep)
     groups = {rows: prefix for prefix, rows in found.groups}
     assert groups[(0, 1, 2, 3)] == 30 and groups[(4,)] == 24
     assert found.rest == 12  # the longest ending after the shared 30 tokens
     placeholders, placeholder_mask, keep = _batch_with_placeholders()
-    found = plan(placeholders, placeholder_mask, keep)
+    found = _plan(placeholders, placeholder_mask, keep)
     assert {rows: prefix for prefix, rows in found.groups} == {(0, 1, 2, 3): 39, (4,): 0, (5,): 0}
     assert found.group_of() == [0, 0, 0, 0, 0, 0] and found.prefixed() == [(39, (0, 1, 2, 3))]
 
 
 def test_no_sharing_means_none():
     ids, mask, keep = _batch()
-    assert plan(ids[[0, 1, 4]], mask[[0, 1, 4]], keep) is None  # three different prompts: nothing to save
-    assert plan(ids[:1], mask[:1], keep) is None
+    assert _plan(ids[[0, 1, 4]], mask[[0, 1, 4]], keep) is None  # three different prompts: nothing to save
+    assert _plan(ids[:1], mask[:1], keep) is None
     right_padded = mask.clone()
     right_padded[0, :3], right_padded[0, ids.size(1) - keep - 3:ids.size(1) - keep] = 1, 0
-    assert plan(ids, right_padded, keep) is None  # prompts must be left-padded (TRL's layout)
+    assert _plan(ids, right_padded, keep) is None  # real tokens must be contiguous (TRL's layout)
 
 
 @pytest.mark.parametrize("make", [_batch, _ragged_batch, _batch_with_placeholders],

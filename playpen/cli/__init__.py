@@ -16,6 +16,7 @@ import click
 
 from playpen import __version__
 from playpen.errors import WRITE_ERRNOS, Interrupted, PlaypenError, write_error
+from playpen.remote import RemoteLimits, set_remote_limits as set_limits
 
 
 def split_values(values) -> list[str]:
@@ -131,7 +132,6 @@ def main(argv=None):
 def remote_options(command):
     """``--connect-timeout``, ``--read-timeout``, ``--retries``, ``--retry-budget`` for the
     calls to remote (API) models (see :class:`playpen.remote.RemoteLimits`)."""
-    from playpen.remote import RemoteLimits
     default = RemoteLimits()
     options = [
         click.option("--connect-timeout", type=float, default=default.connect_timeout, show_default=True,
@@ -150,7 +150,6 @@ def remote_options(command):
 
 def set_remote_limits(connect_timeout: float, read_timeout: float, retries: int, retry_budget: float) -> None:
     """Check the remote options and make them the limits of remote models loaded from now on."""
-    from playpen.remote import RemoteLimits, set_remote_limits as set_limits
     set_limits(RemoteLimits(connect_timeout=connect_timeout, read_timeout=read_timeout, retries=retries,
                             retry_budget=retry_budget))
 

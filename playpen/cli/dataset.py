@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from playpen.cli import split_values
+from playpen.errors import DatasetError
 
 
 @click.command("dataset")
@@ -36,7 +37,6 @@ def dataset(results_dir, output, games, roles, models, outcomes, include_program
     (examples/trl/dpo_trainer_lora.py --source pairs, or TRL's DPOTrainer directly).
     """
     from playpen.data import DatasetFilter, build_dataset
-    from playpen.errors import DatasetError
     if Path(output).exists() and not overwrite:
         raise DatasetError(f"'{output}' exists: pass --overwrite to replace it, or -o another file")
     if pairs and outcomes:

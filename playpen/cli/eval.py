@@ -8,8 +8,13 @@ from pathlib import Path
 import click
 
 from playpen.cli import remote_options, set_remote_limits, split_values
+from playpen.cli.run import check_generation_options, check_output_folder
 from playpen.envs.turns import DEFAULT_MAX_TURNS, check_max_turns, turn_limit
-from playpen.evaluation.suite import SUITES
+from playpen.errors import EvaluationError, GameLoadError
+from playpen.evaluation.game_sets import load_game_sets
+from playpen.evaluation.static_suite import load_tasks
+from playpen.evaluation.suite import SUITES, check_no_earlier_static, evaluate_suite, suite_games
+from playpen.registry import all_game_entries, game_specs, resolve_game
 
 
 @click.command("eval")
@@ -82,7 +87,6 @@ def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_
       playpen eval -m smol-135m --adapter models/sft+lora/smol-135m/checkpoint-8 --suite all
       playpen eval --compare results/smol-135m results/smol-135m+sft+lora-checkpoint-8
     """
-    from playpen.errors import EvaluationError, GameLoadError
     if compare:
         from playpen.evaluation.compare import compare_runs
         comparison = compare_runs(*compare)
@@ -90,16 +94,11 @@ def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_
         return
     if not model_name:
         raise click.UsageError("Missing option '-m' / '--model' (or --compare BEFORE AFTER).")
-    from playpen.evaluation.game_sets import load_game_sets
-    from playpen.evaluation.static_suite import load_tasks
-    from playpen.evaluation.suite import check_no_earlier_static, evaluate_suite, suite_games
     from playpen.models import adapter_tag, check_adapter, check_model_name, load_model_by_name
-    from playpen.registry import game_specs
     if max_instances is not None and max_instances < 1:
         raise EvaluationError("--max-instances must be at least 1")
     if batch_size < 1:
         raise EvaluationError("--batch-size must be at least 1")
-    from playpen.cli.run import check_generation_options, check_output_folder
     check_generation_options(temperature, max_tokens)
     check_output_folder(results_dir, "-r/--results-dir")
     if run_name is not None and (not run_name.strip() or Path(run_name).name != run_name or run_name in (".", "..")):
@@ -166,7 +165,6 @@ def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_
 
 def shadow_note(name: str):
     """For a plain game name with several copies: which copy it picks, and the others."""
-    from playpen.registry import all_game_entries, resolve_game
     if ":" in name or "/" in name:
         return None
     entry = resolve_game(name)

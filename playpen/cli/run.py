@@ -14,11 +14,12 @@ import click
 
 from playpen import registry
 from playpen.cli import remote_options, set_remote_limits
+from playpen.distributed import check_groups
 from playpen.envs.turns import DEFAULT_MAX_TURNS, check_max_turns, turn_limit
 from playpen.errors import Interrupted, PlaypenError, TrainerFileError
 from playpen.training import catalog
 # parse_config lived here before the pipeline (a trainer) needed it: kept importable from here
-from playpen.training.common.base import config_fields, field_help, option_name, parse_config  # noqa: F401
+from playpen.training.common.base import BasePlayPen, config_fields, field_help, option_name, parse_config  # noqa: F401
 
 
 # ----------------------------------------------------------------------------- trainer file
@@ -37,7 +38,6 @@ def trainer_class(trainer: str | Path):
 def load_trainer_class(file: str | Path):
     """Import `file` and return its single concrete BasePlayPen subclass (the one it defines,
     or else the one it imports)."""
-    from playpen.training.common.base import BasePlayPen
     path = Path(file)
     if not path.exists():
         raise TrainerFileError(f"trainer file '{file}' does not exist")
@@ -186,7 +186,6 @@ def prepare(trainer, *, learner: str, teacher: str | None, extra_args: list[str]
         check_model_name(teacher, "teacher")
     cls.check(config, learner, teacher)
     if num_processes > 1 and hasattr(config, "groups_per_step"):  # GRPO: whole groups on every rank
-        from playpen.distributed import check_groups
         check_groups(config.groups_per_step, num_processes)
     return cls, config
 

@@ -13,6 +13,13 @@ from pathlib import Path
 
 import click
 
+from playpen.default_model import (DEFAULT_MODEL, check_model_dir, default_model_dir, default_model_registry_entry,
+                                   managed_folder, prepare_default_model)
+from playpen.errors import ModelPreparationError
+from playpen.files import write_json
+from playpen.registry import (GAME_REGISTRY_FILE, MODEL_REGISTRY_FILE, all_game_entries, model_entries,
+                              packaged_games_dir, resolve_model)
+
 
 @click.command("setup")
 @click.option("--force", is_flag=True, help="Rebuild the default model even if it looks complete.")
@@ -26,12 +33,6 @@ def setup_command(force, verify):
 
 def setup(force: bool = False, verify: bool = True, cwd: Path | None = None):
     """Yield one line per thing done or kept."""
-    from playpen.default_model import (DEFAULT_MODEL, check_model_dir, default_model_dir,
-                                       default_model_registry_entry, managed_folder, prepare_default_model)
-    from playpen.errors import ModelPreparationError
-    from playpen.files import write_json
-    from playpen.registry import (GAME_REGISTRY_FILE, MODEL_REGISTRY_FILE, all_game_entries, model_entries,
-                                  packaged_games_dir, resolve_model)
     cwd = Path(cwd or Path.cwd())
     games = cwd / GAME_REGISTRY_FILE
     if games.exists():

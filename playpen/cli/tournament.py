@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from playpen.cli import remote_options, set_remote_limits, split_values
+from playpen.cli.run import check_generation_options, check_output_folder
+from playpen.errors import PlaypenError
 
 
 @click.command("tournament")
@@ -46,8 +48,6 @@ def tournament_command(players, game, num_instances, instances, out_dir, tempera
       playpen tournament -m smol-135m -m smol-135m+models/fsp+lora/smol-135m/population/adapters/learner-3 \\
           -m programmatic -g adversarial_taboo -n 10
     """
-    from playpen.cli.run import check_generation_options, check_output_folder
-    from playpen.errors import PlaypenError
     from playpen.population.tournament import run_tournament
     from playpen.rollouts.types import SamplingConfig
     check_generation_options(temperature, max_tokens)

@@ -21,6 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from playpen.clem import clemcore, clemgame
+from playpen.envs.game import GameEnv
+from playpen.envs.loading import game_instance_rows, load_benchmark, probe_roles
+from playpen.errors import PlaypenError
+from playpen.outcomes import OUTCOMES, flag
+from playpen.registry import read_json, resolve_game
+
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 CHECKS = ("clemgame_json", "instances_file", "master_import", "player_slots", "programmatic_players",
           "episode_contexts", "episode_ends", "episode_scores", "episode_outcome", "fork", "interactions_log",
@@ -93,8 +100,6 @@ def describe_error(error: BaseException, game_dir: Path) -> str:
 
 
 def _read_json(path: Path) -> Any:
-    from playpen.errors import PlaypenError
-    from playpen.registry import read_json
     try:
         return read_json(Path(_show(path)))  # malformed JSON: "file:line:col: malformed JSON: ..."
     except PlaypenError as e:
@@ -145,7 +150,6 @@ class _GameChecker:
         self.results.append(CheckResult(name + self.suffix, status, message))
 
     def _game_spec(self):
-        from playpen.clem import clemgame
         return clemgame().GameSpec.from_dict(dict(self.spec, game_path=str(self.folder)))
 
     def check_instances_file(self) -> tuple[str, str]:
@@ -160,12 +164,10 @@ class _GameChecker:
             raise _Failed(f"{_show(path)}: expected an object with a non-empty list 'experiments'")
         if problems := [p for i, e in enumerate(experiments) for p in _experiment_problems(i, e)]:
             raise _Failed(f"{_show(path)}: {'; '.join(problems)}")
-        from playpen.envs.loading import game_instance_rows
         self.rows = game_instance_rows(self._game_spec())
         return PASS, f"{_show(path)}: {len(experiments)} experiment(s), {len(self.rows)} instance(s)"
 
     def check_master_import(self) -> tuple[str, str]:
-        from playpen.envs.loading import load_benchmark
         master = self.folder / "master.py"
         if not master.is_file():
             raise _Failed(f"{_show(master)}: missing; expected a master.py with one GameBenchmark subclass")
@@ -184,7 +186,6 @@ class _GameChecker:
         return PASS, f"{_show(master)}: {type(self.benchmark).__name__} loaded"
 
     def check_player_slots(self) -> tuple[str, str]:
-        from playpen.envs.loading import probe_roles
         declared, master = int(self.spec["players"]), _show(self.folder / "master.py")
         slots, own = probe_roles(self.benchmark, self.rows[0])
         used = {s.index for s in slots}
@@ -236,8 +237,6 @@ class _GameChecker:
                 episode.steps += episode.in_scorer  # the last step ended the game
 
     def _new_env(self, player_models: list | None = None):
-        from playpen.clem import clemcore
-        from playpen.envs.game import GameEnv
         backends = clemcore().backends
         models = player_models or [backends.CustomResponseModel(backends.ModelSpec(model_name="programmatic"))
                                    for _ in range(int(self.spec["players"]))]
@@ -324,7 +323,6 @@ class _GameChecker:
         return PASS, f"{len(scored)} episode(s) scored with {', '.join(REQUIRED_SCORES)}"
 
     def check_episode_outcome(self) -> tuple[str, str]:
-        from playpen.outcomes import OUTCOMES, flag
         finished = [e for e in self.episodes if e.result is not None]
         if not finished:
             return SKIP, "not run: no episode was scored"
@@ -376,7 +374,6 @@ class _GameChecker:
     def check_model_players(self) -> tuple[str, str]:
         """One episode whose model-backed players answer in no format (their side calls too);
         the players the game builds itself answer programmatically."""
-        from playpen.clem import clemcore
         backends = clemcore().backends
 
         class StandIn(backends.Model):
@@ -453,8 +450,6 @@ def _uncopyable_attribute(env: Any) -> str:
 
 def _check_spec_file(name_or_path: Any) -> tuple[CheckResult, Path, list[dict]]:
     """Check clemgame_json; the game folder and the specs to check further."""
-    from playpen.errors import PlaypenError
-    from playpen.registry import resolve_game
     folder, wanted = Path(name_or_path).resolve(), None
     try:
         if not folder.is_dir() and len(Path(name_or_path).parts) == 1:  # a game name

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Mapping, NamedTuple, Optional
 
+from playpen.clem import clemcore, clemgame
+from playpen.envs.loading import game_instance_rows, load_benchmark
 from playpen.envs.turns import ended_by_limit, limit_turns
 from playpen.outcomes import EpisodeOutcome, as_float, outcome_of
 from playpen.rewards import OutcomeReward
@@ -151,7 +153,6 @@ class GameEnv:
 
         Also accepts one clemcore instance row ``{"experiment", "game_instance"}``.
         """
-        from playpen.clem import clemgame
         if game_instance is None:
             experiment, game_instance = experiment["experiment"], experiment["game_instance"]
         recorder_module = clemgame().recorder
@@ -271,8 +272,6 @@ def make_env(game: str, player_models: Optional[list] = None, *,
     """A GameEnv for a game name and the game's instance rows; players default to the
     game's programmatic players (``player._custom_response``). Close ``env.benchmark``
     when done."""
-    from playpen.clem import clemcore
-    from playpen.envs.loading import game_instance_rows, load_benchmark
     benchmark = load_benchmark(game)
     if player_models is None:
         backends = clemcore().backends

@@ -4,15 +4,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from playpen.errors import GameLoadError
-from playpen.registry import TRAIN_INSTANCES
+from playpen.clem import clemcore, clemgame, preserved_logging
+from playpen.errors import GRPOSetupError, GameLoadError
+from playpen.registry import TRAIN_INSTANCES, game_spec
 
 
 def load_benchmark(name_or_spec: Any):
     """Load a game's ``GameBenchmark`` (call ``.close()`` when done). A game whose code fails
     to load (a missing dependency, an incompatible clemcore) raises :class:`GameLoadError`."""
-    from playpen.clem import clemgame, preserved_logging
-    from playpen.registry import game_spec
     spec = game_spec(name_or_spec) if isinstance(name_or_spec, str) else name_or_spec
     cg = clemgame()
     with preserved_logging():
@@ -31,7 +30,6 @@ def cause(error: BaseException) -> str:
 
 def game_instance_rows(spec: Any) -> list[dict]:
     """All rows ``{"game_name", "experiment", "game_instance"}`` of the game's instances file."""
-    from playpen.clem import clemgame
     cg = clemgame()
     try:
         return list(cg.GameInstances.from_game_spec(spec))
@@ -56,7 +54,6 @@ def probe_roles(benchmark: Any, row: dict) -> tuple[list[PlayerSlot], list[tuple
     Returns the slots and the (player_name, role) of players the game creates itself
     (e.g. a programmatic evaluator not counted in ``players``).
     """
-    from playpen.clem import clemcore
     backends = clemcore().backends
     num_slots = int(benchmark.game_spec.players)
     probes = [backends.CustomResponseModel(backends.ModelSpec(model_name=f"playpen-slot-{i}"))
@@ -82,8 +79,6 @@ def probe_roles(benchmark: Any, row: dict) -> tuple[list[PlayerSlot], list[tuple
 def game_roles(game: str, instances: Optional[str] = TRAIN_INSTANCES) -> tuple[list[str], list[dict]]:
     """The roles of a game's player slots (player names where roles repeat) and the rows of
     its ``instances`` file (None: the game's own, held-out set)."""
-    from playpen.errors import GRPOSetupError
-    from playpen.registry import game_spec
     spec = game_spec(game, instances)  # names a missing instances file clearly
     benchmark = load_benchmark(spec)
     try:

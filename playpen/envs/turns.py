@@ -17,6 +17,8 @@ import contextlib
 import sys
 from typing import Any, Optional
 
+from playpen.errors import PlaypenError
+
 DEFAULT_MAX_TURNS = 200
 """Steps (player turns) an episode may take; clembench's longest episodes take well under 100."""
 
@@ -27,7 +29,6 @@ _said: set[str] = set()
 def check_max_turns(limit: int) -> None:
     """A PlaypenError for a limit that is no integer >= 0 (before any model loads)."""
     if type(limit) is not int or limit < 0:
-        from playpen.errors import PlaypenError
         raise PlaypenError(f"option --max-turns: {limit!r} is not valid; expected an integer >= 0 (0: no limit)")
 
 

@@ -31,9 +31,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
 
+from playpen.clem import RunnerErrors, clemcore, clemgame, log_dir, playing_threads, preserved_logging, torch_threads
+from playpen.envs.loading import load_benchmark
+from playpen.envs.turns import TurnLimitedBenchmark
 from playpen.errors import EvaluationError, GameLoadError
 from playpen.files import write_json
 from playpen.registry import game_specs
+from playpen.remote import check_reachable
 
 EVAL_FILE = "playpen-eval.json"
 
@@ -224,7 +228,6 @@ def play_games(specs: Sequence, player_models: Sequence, *, results_dir: str | P
     does not load, or none of whose episodes could be played (e.g. every setup failed),
     leaves nothing in the run folder (a re-run is not blocked) and becomes a
     :class:`GameLoadError` with the cause and the file holding the traceback."""
-    from playpen.clem import clemcore, clemgame
     cg = clemgame()
     Model = clemcore().backends.Model
     results_dir = Path(results_dir)
@@ -237,7 +240,6 @@ def play_games(specs: Sequence, player_models: Sequence, *, results_dir: str | P
     if not overwrite:  # refuse before playing anything
         for spec, _, name in plans:
             check_no_earlier_results(results_dir, name, [spec.game_name])
-    from playpen.remote import check_reachable
     for model in {id(m): m for m in player_models}.values():  # a server down: fail now, write nothing
         check_reachable(model, f"model '{getattr(model, 'name', model)}'")
     failures: list[GameLoadError] = []
@@ -258,9 +260,6 @@ def play_games(specs: Sequence, player_models: Sequence, *, results_dir: str | P
 
 def _play_game(spec, models: list, folder, batch_size: int, max_instances: int | None,
                items: Iterable[str] | None = None) -> Optional[GameLoadError]:
-    from playpen.clem import RunnerErrors, clemcore, clemgame, log_dir, preserved_logging
-    from playpen.envs.loading import load_benchmark
-    from playpen.envs.turns import TurnLimitedBenchmark
     cg = clemgame()
     from clemcore.clemgame.callbacks.files import PlayerFileSaver
     from clemcore.clemgame.runners import dispatch
@@ -316,7 +315,6 @@ def _joined(failures: Sequence[GameLoadError]) -> GameLoadError:
 def score(specs: Sequence, run_dir: str | Path) -> None:
     """``clem score`` for one run folder; fails loudly when an episode could not be scored
     (clemcore itself only logs that)."""
-    from playpen.clem import clemgame, log_dir, preserved_logging
     cg = clemgame()
     run_dir = Path(run_dir)
     for spec in specs:
@@ -338,7 +336,6 @@ def write_table(table: EvalTable, run_dir: Path, extra: dict | None = None) -> E
     table code; games of earlier calls included, as ``clem eval`` would count them) and
     ``playpen-eval.json``: this call's `table`, `extra`, and under ``"run_folder"`` the table
     of the whole folder, which is returned."""
-    from playpen.clem import clemcore
     clemcore()
     import pandas as pd
     from clemcore import clemeval
@@ -383,7 +380,6 @@ def evaluate(player_models: Sequence, games: Iterable[str] | None = None, *,
     specs = game_specs(list(games) if games else None, instances)
     if not specs:
         raise EvaluationError("no games to evaluate (pass -g GAME; see `playpen list games`)")
-    from playpen.clem import playing_threads, torch_threads
     with torch_threads(playing_threads(player_models) if threads is None else (threads or None)):
         run_dir, failures = play_games(specs, player_models, results_dir=results_dir, batch_size=batch_size,
                                        max_instances=max_instances, run_name=run_name, overwrite=overwrite,

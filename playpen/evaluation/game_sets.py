@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
+from playpen.clem import clemgame
 from playpen.errors import EvaluationError, PlaypenError
 from playpen.evaluation import EvalTable, average_row
 from playpen.registry import game_entries, read_json, resolve_game
@@ -107,7 +108,6 @@ def _resolve_entry(entry, file: Path, set_name: str, cwd: Optional[Path]) -> lis
         except PlaypenError as e:
             raise EvaluationError(f"{file}: set '{set_name}': {e}") from e
         return [entry]
-    from playpen.clem import clemgame
     selector = json.dumps(entry)
     try:
         registry = clemgame().GameRegistry([clemgame().GameSpec.from_dict(dict(e.spec))

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from playpen.errors import EvaluationError
+from playpen.evaluation import _quiet_stdout
 from playpen.files import write_json
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
@@ -85,7 +86,6 @@ def _quiet_lm_eval():
     """lm-eval logs every request batch at INFO and warns about a pre-loaded model, and the hub
     client logs each retry of a download that cannot succeed offline: keep their errors (a
     task that cannot load is then said in one line) and playpen's stdout for the table."""
-    from playpen.evaluation import _quiet_stdout
     loggers = [logging.getLogger(name) for name in ("lm_eval", "huggingface_hub", "datasets")]
     levels = [logger.level for logger in loggers]
     for logger in loggers:

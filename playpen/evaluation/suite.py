@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
+from playpen.clem import clemcore
 from playpen.errors import EvaluationError, GameLoadError
 from playpen.evaluation import EVAL_FILE, EvalTable, evaluate
 from playpen.evaluation.game_sets import GameSets, SetScore, load_game_sets, set_scores, sets_text, table_names
@@ -92,7 +93,6 @@ def evaluate_suite(player_models: Sequence, *, suite: str = "all", game_sets: Op
     ``static_tasks``. `limit`: at most that many questions per static task."""
     if suite not in SUITES:
         raise EvaluationError(f"unknown suite '{suite}' (valid: {', '.join(SUITES)})")
-    from playpen.clem import clemcore
     name = run_name or clemcore().backends.Model.to_identifier(list(player_models))
     run_dir = Path(results_dir) / name
     if game_sets is None and ((suite != "static" and not games) or (suite != "clem" and not tasks)):

@@ -13,6 +13,7 @@ from typing import Sequence
 from playpen.errors import PlaypenError
 from playpen.population.trainer import Entry, PopulationOptions, PopulationPlayPen
 from playpen.training.common.config import option
+from playpen.training.grpo.mixes import Schedule, parse_weights
 
 WEIGHTINGS = ("uniform", "hard", "even")
 
@@ -36,7 +37,6 @@ def opponent_weights(win_rates: dict[str, float], weighting: str = "uniform", po
 
 def deal(weights: dict[str, float], n: int, seed: int = 0) -> list[str]:
     """``n`` names drawn by ``weights`` (a seeded :class:`~playpen.training.grpo.mixes.Schedule`)."""
-    from playpen.training.grpo.mixes import Schedule
     positive = {k: v for k, v in weights.items() if v > 0}
     if not positive or n <= 0:
         return []
@@ -106,7 +106,6 @@ class LeagueOptions(PopulationOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        from playpen.training.grpo.mixes import parse_weights
         weights = parse_weights(self.main_weights, "main-weights")
         unknown = sorted(set(weights) - {"self", "past", "exploiters"})
         if unknown:
@@ -136,7 +135,6 @@ class League(PopulationPlayPen):
         return out
 
     def match(self, epoch: int, entrants: Sequence[str]) -> list[tuple[str, ...]]:
-        from playpen.training.grpo.mixes import parse_weights
         cfg = self.config
         n, seed = cfg.matches_per_epoch, self.seed * 31 + epoch
         frozen = [p for p in self.population.names("adapter") if p not in entrants] + \

@@ -14,7 +14,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from playpen.errors import AdapterError, PlaypenError
+from playpen.errors import PlaypenError
+from playpen.files import write_json
+from playpen.models import check_adapter
+from playpen.registry import close_matches
+from playpen.rollouts.types import Learner, SamplingConfig
 
 BASE = "__base__"
 """peft's name for the rows of a mixed batch that run without any adapter."""
@@ -93,7 +97,6 @@ class Population:
 
     def spec(self, name: str) -> PlayerSpec:
         if name not in self.players:
-            from playpen.registry import close_matches
             raise PopulationError(f"no player '{name}' in the population.{close_matches(name, list(self.players))} "
                                   f"Players: {', '.join(self.players) or 'none'}")
         return self.players[name]
@@ -122,7 +125,6 @@ class Population:
         if name in self.players:
             raise PopulationError(f"player '{name}' is already in the population")
         if path is not None:
-            from playpen.models import check_adapter
             folder = check_adapter(path, self.base_name or None)
             peft = self._peft(load_from=folder, name=name)
             if peft is not None:
@@ -215,7 +217,6 @@ class Population:
     def learner(self, name: str, sampling: Any = None):
         """Player ``name`` as a rollout :class:`~playpen.rollouts.Learner` (adapter or base
         rows of the shared model) — or, for a partner player, its partner name."""
-        from playpen.rollouts.types import Learner, SamplingConfig
         spec = self.spec(name)
         if spec.kind == "partner":
             return spec.partner
@@ -241,7 +242,6 @@ class Population:
             if self.players[name].kind == "adapter" and not (folder / "adapters" / name).is_dir():
                 self.model.save_pretrained(str(folder / "adapters"), selected_adapters=[name])
         data = {"base_model": self.base_name, "players": [self.players[n].to_json() for n in names]}
-        from playpen.files import write_json
         write_json(folder / POPULATION_FILE, data)
         return folder
 

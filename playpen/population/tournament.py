@@ -20,7 +20,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from playpen.population.players import BASE, PopulationError
+from playpen.errors import UnknownModelError
+from playpen.files import write_json, write_text
+from playpen.models import adapter_tag, check_adapter, check_model_name, load_model_by_name
+from playpen.population.players import BASE, Population, PopulationError
+from playpen.population.trainer import game_seats, play_seating
+from playpen.ratings import Match, OpenSkill, bootstrap_bradley_terry, bootstrap_elo, ratings_table
+from playpen.registry import resolve_model
+from playpen.rollouts.partners import as_partner
+from playpen.rollouts.types import Learner, SamplingConfig
+from playpen.training.common.lifecycle import tokenizer_of
 
 
 @dataclass(frozen=True)
@@ -45,8 +54,6 @@ def parse_player(spec: str) -> PlayerRef:
     """``MODEL`` or ``MODEL+ADAPTER``: the longest registered model name before a ``+``
     (model names may hold ``+``); the adapter must be a peft folder trained on that model's
     base (one line otherwise). Nothing is loaded."""
-    from playpen.errors import UnknownModelError
-    from playpen.models import adapter_tag, check_adapter, check_model_name
     spec = spec.strip()
     if not spec:
         raise PopulationError("an empty player spec: give MODEL or MODEL+ADAPTER_FOLDER")
@@ -80,7 +87,6 @@ def check_tournament(specs: Sequence[str], game: str, instances: Optional[str]) 
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise PopulationError(f"player '{twice[0]}' is named twice: every player plays every other once per seating")
-    from playpen.population.trainer import game_seats
     seats, rows = game_seats(game, instances)
     return players, seats, rows
 
@@ -97,11 +103,6 @@ def load_players(players: Sequence[PlayerRef], sampling: Any) -> tuple[dict[str,
     """Partner objects by player name: the players of one local model share ONE loaded copy
     (adapters by per-row names; its bare base as ``"__base__"`` when it carries adapters);
     other backends as the rollout engine loads them. Also returns the populations made."""
-    from playpen.models import load_model_by_name
-    from playpen.population.players import Population
-    from playpen.registry import resolve_model
-    from playpen.rollouts.partners import as_partner
-    from playpen.rollouts.types import Learner
     gen_args = dict(temperature=sampling.temperature, max_tokens=sampling.max_new_tokens)
     partners: dict[str, Any] = {}
     populations = []
@@ -121,7 +122,6 @@ def load_players(players: Sequence[PlayerRef], sampling: Any) -> tuple[dict[str,
             for p in group:
                 partners[p.name] = Learner(clem_model.model, clem_model.tokenizer, p.name, sampling, kwargs)
             continue
-        from playpen.training.common.lifecycle import tokenizer_of
         population = Population(clem_model.model, tokenizer_of(clem_model), str(entry.spec.get("huggingface_id", "")))
         for i, p in enumerate(group):
             if p.adapter:
@@ -140,9 +140,6 @@ def run_tournament(specs: Sequence[str], game: str, *, out_dir: Path, num_instan
                    echo=print) -> TournamentResult:
     """Check everything, load the players, play the round robin into ``out_dir`` (new),
     rate the players and write the table, the plot and the files."""
-    from playpen.population.trainer import play_seating
-    from playpen.ratings import Match, OpenSkill, bootstrap_bradley_terry, bootstrap_elo, ratings_table
-    from playpen.rollouts.types import SamplingConfig
     sampling = sampling or SamplingConfig()
     players, seats, rows = check_tournament(specs, game, instances)
     out_dir = Path(out_dir)
@@ -179,7 +176,6 @@ def run_tournament(specs: Sequence[str], game: str, *, out_dir: Path, num_instan
     elo = bootstrap_elo(matches, num_samples=num_samples, seed=seed)
     table = ratings_table(matches, bootstrap=ratings, openskill=skill, rating_name="Bradley–Terry")
     (out_dir / "matches.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    from playpen.files import write_json, write_text
     write_text(out_dir / "ratings.md", table + "\n")
     write_json(out_dir / "ratings.json", {
         "game": game, "players": [p.name for p in players], "instances": len(picked), "seatings": len(seatings),

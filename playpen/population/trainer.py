@@ -27,10 +27,20 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from playpen.errors import PlaypenError
+from playpen.models import check_adapter, check_model_name
 from playpen.population.players import POPULATION_FILE, Population, PopulationError
 from playpen.population.update import Experience, train_player
+from playpen.ratings import Elo, Match, OpenSkill, RatingHistory, plot_ratings
+from playpen.rewards import OutcomeReward
+from playpen.rollouts import InstanceRef, Learner, rollout
+from playpen.rollouts.partners import as_partner
+from playpen.rollouts.types import SamplingConfig
+from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import LoraOptions, option, split_list
+from playpen.training.common.lifecycle import safe_name
+from playpen.training.grpo.parts import game_roles
+from playpen.training.spag.objective import RoleOutcomeReward
 
 
 @dataclass(frozen=True)
@@ -77,9 +87,7 @@ class MatchReward:
     def __call__(self, outcome: Any, player_name: str = "", role: str = "") -> float:
         scores = getattr(outcome, "episode_scores", None) or {}
         if any(str(k).endswith(" Win") for k in scores):
-            from playpen.training.spag.objective import RoleOutcomeReward
             return RoleOutcomeReward()(outcome, player_name, role)
-        from playpen.rewards import OutcomeReward
         return OutcomeReward()(outcome, player_name, role)
 
 
@@ -145,7 +153,6 @@ class PopulationPlayPen(BasePlayPen):
     @classmethod
     def run_root(cls, config, learner_name: str) -> Path:
         """The run folder: ``<models_dir>/<kind>+lora/<learner>``."""
-        from playpen.training.common.lifecycle import safe_name
         return Path(config.models_dir) / f"{cls.kind}+lora" / safe_name(learner_name)
 
     @classmethod
@@ -156,7 +163,6 @@ class PopulationPlayPen(BasePlayPen):
         if cls.play is PopulationPlayPen.play:  # the default play(): a two-player clemcore game
             game_seats(split_list(config.games)[0], config.train_instances)
         if getattr(config, "init_adapter", ""):
-            from playpen.models import check_adapter, check_model_name
             entry = check_model_name(learner, "learner")
             check_adapter(config.init_adapter, str(entry.spec.get("huggingface_id", "")) or None)
 
@@ -178,13 +184,11 @@ class PopulationPlayPen(BasePlayPen):
     # ------------------------------------------------------------------ the run
     def make_population(self) -> Population:
         """The population on the learner's model: empty, new adapters of the LoRA options."""
-        from playpen.training.common import lifecycle
         model, tokenizer = lifecycle.model_of(self.learner), lifecycle.tokenizer_of(self.learner)
         base = getattr(getattr(model, "config", None), "_name_or_path", "") or ""
         return Population(model, tokenizer, base, self.config.lora_config())
 
     def learn(self, game_registry=None) -> None:
-        from playpen.ratings import Elo, OpenSkill, RatingHistory
         cfg = self.config
         self.run_dir = self._new_run_dir()
         self.population = self.make_population()
@@ -228,7 +232,6 @@ class PopulationPlayPen(BasePlayPen):
 
     def sampling(self):
         """The players' sampling settings: ``-T`` (0 means 1.0: greedy groups carry no signal), ``-L``."""
-        from playpen.rollouts.types import SamplingConfig
         gen = dict(getattr(self.learner, "gen_args", None) or {})
         return SamplingConfig(temperature=self.temperature, max_new_tokens=int(gen.get("max_tokens", 300)))
 
@@ -259,7 +262,6 @@ class PopulationPlayPen(BasePlayPen):
         return names
 
     def _rate(self, results: Sequence[MatchResult], epoch: int) -> None:
-        from playpen.ratings import Match
         lines = []
         for r in results:
             if len(r.players) == 2 and r.players[0] != r.players[1]:
@@ -274,7 +276,6 @@ class PopulationPlayPen(BasePlayPen):
             f.write("".join(line + "\n" for line in lines))
 
     def _save_epoch(self, epoch: int, metrics: dict) -> None:
-        from playpen.ratings import plot_ratings
         self.history.record(epoch, self.elo, self.openskill)
         folder = self.run_dir / "population"
         self.population.save(folder, update=True)
@@ -306,7 +307,6 @@ class PopulationPlayPen(BasePlayPen):
 def game_seats(game: str, instances: str) -> tuple[list[str], list[dict]]:
     """The seats (roles, or player names where roles repeat) of a two-player game, and its rows;
     PopulationError (one line) for a game with another number of players."""
-    from playpen.training.grpo.parts import game_roles
     seats, rows = game_roles(game, instances)
     if len(seats) != 2:
         raise PopulationError(f"game '{game}' has {len(seats)} player slot(s) ({', '.join(seats)}): matches need "
@@ -345,8 +345,6 @@ def play_seating(population: Population, game: str, seats: Sequence[str], seatin
     experiences (grouped per instance and seat). ``partners``: ready partner objects by
     player name (a tournament's loaded models). ``reward_fn``: each seat's reward (default
     :class:`MatchReward`: per role where the game says who won)."""
-    from playpen.rollouts import InstanceRef, Learner, SamplingConfig, rollout
-    from playpen.rollouts.partners import as_partner
     partners = dict(partners or {})
     seat_partners = {}
     for seat, name in zip(seats, seating):

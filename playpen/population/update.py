@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+from playpen.training.grpo.advantages import Advantages
+
 
 @dataclass(frozen=True)
 class Experience:
@@ -42,7 +44,6 @@ class Experience:
 
 def advantages(experiences: Sequence[Experience]) -> list[float]:
     """One advantage per experience (see the module docstring); NaN rewards get 0."""
-    from playpen.training.grpo.advantages import Advantages
     out = [0.0] * len(experiences)
     groups: dict[str, list[int]] = {}
     for i, e in enumerate(experiences):

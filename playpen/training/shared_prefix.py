@@ -1,35 +1,42 @@
-"""One pass over the prompt tokens that several rows of a GRPO micro-batch share.
+"""One pass over the prompt tokens that several rows of a training batch share.
 
 The rows of a GRPO group are episodes of one instance, and the learner's prompts in them
 share most of their tokens: a referencegame follower with the programmatic giver reads
 one prompt of ~310 tokens and answers in ~5, eight times per group; in self-play the
-followers' prompts differ only in the giver's expression at their end. TRL's training
-forward runs every row in full — the same prompt tokens eight times, with the
-activations of each kept for the backward pass. Here the rows of a micro-batch are
-grouped by the prompt prefix they share (:func:`playpen.inference.prefixes.plan_prefixes`,
+followers' prompts differ only in the giver's expression at their end. A DPO pair's
+chosen and rejected rows share their whole prompt. TRL's training forward runs every row
+in full — the same prompt tokens several times, with the activations of each kept for the
+backward pass.
+
+One mechanism, for both: a row's prompt is its tokens before its first scored label. The
+rows are grouped by the prompt prefix they share (:func:`playpen.inference.prefixes.plan_prefixes`,
 the grouping the rollout engine prefills with: contiguous groups in sorted order that
 minimise the tokens computed), each group's prefix runs once and gives a KV cache with
 its autograd graph attached, the cache is indexed out to one entry per row
 (``batch_select_indices``: differentiable, so the backward pass sums the rows' gradients
-into the one prefix pass), and one call over each row's remaining prompt tokens and its
-completion scores the completion.
+into the one prefix pass), and one call over each row's remaining tokens scores them. The
+per-token outputs are put back in the rows' own layout, so the caller cannot tell.
 
-Layout (as the rollout engine's): prefix rows ``[padding][group prefix]``; rest rows
-``[padding][rest of the prompt][completion]``, the completion block exactly TRL's (right
-padded), so the last ``logits_to_keep`` log-probs line up with TRL's. Position ids follow
-the attention mask, so the distances between a row's tokens are those of TRL's pass
-(rotary embeddings see only distances). The result is the same computation up to
+Layout: prefix rows ``[padding][group prefix]``; rest rows ``[rest of the row][padding]``,
+at positions that continue their prefix's, so the distances between a row's tokens are
+those of TRL's pass (rotary embeddings see only distances). Rows must hold their real
+tokens in one contiguous run: TRL's GRPO batch (left-padded prompts, right-padded
+completions) and DPO batch (right-padded) do. The result is the same computation up to
 floating-point summation order (tests: log-probs, entropies and LoRA gradients equal to
 1e-5).
 
-Used by :mod:`playpen.training.grpo.steps` for the training forward and the reference
-pass; single-process runs only (a data-parallel wrapper expects one forward per
-backward), without activation checkpointing (which drops caches), for text-only models.
+Used by :class:`playpen.training.trl_trainers.PlaypenGRPOTrainer`'s training forward and
+reference pass (:func:`shared_prefix_logps`) and by :class:`~playpen.training.trl_trainers.TokenDPOTrainer`'s
+passes (DPO, SPIN, self-rewarding: :class:`share_prompt_passes`);
+single-process runs only (a data-parallel wrapper expects one forward per backward),
+without activation checkpointing (which drops caches), for text-only models.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
+
+import torch
 
 from playpen.inference.prefixes import plan_prefixes
 from playpen.inference.transformers_compat import cache_kwarg
@@ -37,17 +44,20 @@ from playpen.inference.transformers_compat import cache_kwarg
 # sharing must save at least this share of the positions a plain pass computes
 MIN_SAVED_SHARE = 0.2
 
+# the per-token fields of TRL's fused-LM-head output
+PER_TOKEN_FIELDS = ("log_probs", "entropy", "log_sum_sq_probs", "mean_logits", "is_top1")
+
 
 @dataclass(frozen=True)
 class TrainingPrefixPlan:
-    """How a micro-batch runs: ``groups[g] = (prefix_length, rows)``; ``lengths[r]``: row
-    r's prompt tokens (its prompt is left-padded in TRL's batch); ``head``: the longest
-    group prefix; ``rest``: the longest remainder of a prompt after its group's prefix."""
+    """How a batch runs: ``groups[g] = (prefix_length, rows)``; ``spans[r] = (first real
+    column, real tokens, first scored column)`` of row r; ``head``: the longest group prefix;
+    ``tail``: the most real tokens a row has after its group's prefix."""
 
     groups: tuple
-    lengths: tuple
+    spans: tuple
     head: int
-    rest: int
+    tail: int
 
     def prefixed(self) -> list[tuple]:
         """The groups with a prefix to run (a group of prefix 0 has none)."""
@@ -56,7 +66,7 @@ class TrainingPrefixPlan:
     def group_of(self) -> list[int]:
         """Each row's index into :meth:`prefixed` (rows without a prefix: 0, their prefix
         columns masked out)."""
-        out = [0] * len(self.lengths)
+        out = [0] * len(self.spans)
         for g, (_, rows) in enumerate(self.prefixed()):
             for r in rows:
                 out[r] = g
@@ -64,97 +74,21 @@ class TrainingPrefixPlan:
 
     def prefix_of(self) -> list[int]:
         prefix = {r: p for p, rows in self.groups for r in rows}
-        return [prefix[r] for r in range(len(self.lengths))]
+        return [prefix[r] for r in range(len(self.spans))]
+
+    @property
+    def rest(self) -> int:
+        """The longest remainder of a prompt after its group's prefix."""
+        return max(scored - start - prefix
+                   for (start, _, scored), prefix in zip(self.spans, self.prefix_of()))
 
 
-def plan(input_ids, attention_mask, logits_to_keep: int) -> Optional[TrainingPrefixPlan]:
-    """The grouping of a micro-batch's rows by shared prompt prefix, or None where it
-    saves less than MIN_SAVED_SHARE of the positions (or prompts are not left-padded)."""
-    if input_ids.size(0) < 2:
-        return None
-    width = input_ids.size(1) - logits_to_keep  # prompt columns
-    prompt_mask = attention_mask[:, :width]
-    lengths = prompt_mask.sum(dim=1).tolist()
-    # TRL left-pads prompts: a row's prompt is its last `length` prompt columns, all attended
-    if any(n < 1 or int(prompt_mask[r, width - n:].sum()) != n for r, n in enumerate(lengths)):
-        return None
-    prompts = [input_ids[r, width - n:width].tolist() for r, n in enumerate(lengths)]
-    found = plan_prefixes(prompts)  # a row of one token (a role that never got a turn) shares nothing
-    shared = [prefix for prefix, _ in found.groups if prefix > 0]
-    if not shared:
-        return None
-    head = max(shared)
-    prefix_of = {r: p for p, rows in found.groups for r in rows}
-    rest = max(n - prefix_of[r] for r, n in enumerate(lengths))
-    computed = len(shared) * head + len(lengths) * (rest + logits_to_keep)
-    plain = len(lengths) * input_ids.size(1)
-    if computed > (1 - MIN_SAVED_SHARE) * plain:
-        return None
-    return TrainingPrefixPlan(found.groups, tuple(lengths), head, rest)
-
-
-def _cache_of(outputs):
-    cache = getattr(outputs, "cache", None)  # transformers >= 5.24
-    return cache if cache is not None else getattr(outputs, "past_key_values", None)
-
-
-def shared_prefix_logps(model, input_ids, attention_mask, logits_to_keep: int,
-                        compute_entropy: bool = False) -> Optional[tuple]:
-    """``(log_probs, entropies)`` of the last ``logits_to_keep`` tokens of every row, as
-    TRL's fused-LM-head forward gives them (``model`` patched by TRL's
-    ``add_fused_lm_head``), with every shared prompt prefix run once; None where sharing
-    does not pay (the caller runs its usual forward)."""
-    import torch
-    found = plan(input_ids, attention_mask, logits_to_keep)
-    if found is None:
-        return None
-    rows, width = input_ids.size(0), input_ids.size(1) - logits_to_keep
-    device = input_ids.device
-    pad = 0
-    group_of, prefix_of = found.group_of(), found.prefix_of()
-    head, rest = found.head, found.rest
-    # the prefixes, one row per group that has one: [padding][prefix]
-    groups = found.prefixed()
-    head_ids = torch.full((len(groups), head), pad, dtype=input_ids.dtype, device=device)
-    head_mask = torch.zeros((len(groups), head), dtype=attention_mask.dtype, device=device)
-    for g, (prefix, members) in enumerate(groups):
-        start = width - found.lengths[members[0]]
-        head_ids[g, head - prefix:] = input_ids[members[0], start:start + prefix]
-        head_mask[g, head - prefix:] = 1
-    # every row: [padding][rest of its prompt][its completion, as in TRL's batch]
-    tail_ids = torch.full((rows, rest + logits_to_keep), pad, dtype=input_ids.dtype, device=device)
-    tail_mask = torch.zeros((rows, rest + logits_to_keep), dtype=attention_mask.dtype, device=device)
-    for r in range(rows):
-        start = width - found.lengths[r] + prefix_of[r]
-        n = width - start
-        tail_ids[r, rest - n:rest] = input_ids[r, start:width]
-        tail_mask[r, rest - n:rest] = 1
-    tail_ids[:, rest:] = input_ids[:, width:]
-    tail_mask[:, rest:] = attention_mask[:, width:]
-    positions = (head_mask.long().cumsum(-1) - 1).clamp(min=0)
-    prefix_out = model(input_ids=head_ids, attention_mask=head_mask, position_ids=positions, use_cache=True,
-                       logits_to_keep=1)  # only the cache is wanted
-    cache = _cache_of(prefix_out)
-    if cache is None or not hasattr(cache, "batch_select_indices"):
-        return None
-    cache.batch_select_indices(torch.tensor(group_of, device=device))  # one entry per row; gradients flow back
-    row_head_mask = head_mask[group_of] * torch.tensor([p > 0 for p in prefix_of], dtype=head_mask.dtype,
-                                                        device=device).unsqueeze(1)  # no prefix: none seen
-    full_mask = torch.cat([row_head_mask, tail_mask], dim=1)
-    tail_positions = (torch.tensor(prefix_of, device=device).unsqueeze(1)
-                      + tail_mask.long().cumsum(-1) - 1).clamp(min=0)
-    labels = tail_ids.masked_fill(tail_mask == 0, -100)
-    labels[:, :rest] = -100  # only the completion is scored
-    outputs = model(input_ids=tail_ids, attention_mask=full_mask, position_ids=tail_positions, labels=labels,
-                    fused_lm_head=True, **{cache_kwarg(model): cache})
-    logps = outputs.log_probs[:, -logits_to_keep:]
-    entropies = outputs.entropy[:, -logits_to_keep:] if compute_entropy else None
-    return logps, entropies
-
-
-# ----------------------------------------------------------------------------- whole sequences (DPO, SPIN)
-
-PER_TOKEN_FIELDS = ("log_probs", "entropy", "log_sum_sq_probs", "mean_logits", "is_top1")
+def completion_labels(input_ids, attention_mask, logits_to_keep: int):
+    """TRL's GRPO batch as labels: the last ``logits_to_keep`` columns (the completions,
+    right-padded) are scored where attended, the prompts (left-padded) not."""
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    labels[:, :-logits_to_keep] = -100
+    return labels
 
 
 def _row_spans(attention_mask, labels):
@@ -172,60 +106,75 @@ def _row_spans(attention_mask, labels):
     return spans
 
 
-def shared_fused_forward(forward, input_ids, attention_mask, labels, **extra):
-    """TRL's fused-LM-head output (``forward`` is the model's patched forward) for rows whose
-    prompts (the tokens before each row's first scored label) begin alike — a DPO pair's
-    chosen and rejected rows — with each shared prefix run once; the per-token fields in
-    the rows' own layout, so the caller cannot tell. None where sharing does not pay."""
-    import torch
-    if extra or input_ids.size(0) < 2:
+def plan(input_ids, attention_mask, labels) -> Optional[TrainingPrefixPlan]:
+    """The grouping of a batch's rows by shared prompt prefix, or None where it saves less
+    than MIN_SAVED_SHARE of the positions (or a row's real tokens are not contiguous)."""
+    if input_ids.size(0) < 2:
         return None
     spans = _row_spans(attention_mask, labels)
     if spans is None:
         return None
     prompts = [input_ids[r, start:scored].tolist() for r, (start, _, scored) in enumerate(spans)]
-    found = plan_prefixes(prompts)
-    groups = [(prefix, rows) for prefix, rows in found.groups if prefix > 0]
-    if not groups:
+    found = plan_prefixes(prompts)  # a row of one token (a role that never got a turn) shares nothing
+    shared = [prefix for prefix, _ in found.groups if prefix > 0]
+    if not shared:
         return None
     prefix_of = {r: p for p, rows in found.groups for r in rows}
-    rows, width = input_ids.size(0), input_ids.size(1)
-    head = max(prefix for prefix, _ in groups)
+    head = max(shared)
     tail = max(n - prefix_of[r] for r, (_, n, _) in enumerate(spans))
-    if len(groups) * head + rows * tail > (1 - MIN_SAVED_SHARE) * rows * width:
+    rows, width = input_ids.shape
+    if len(shared) * head + rows * tail > (1 - MIN_SAVED_SHARE) * rows * width:
         return None
+    return TrainingPrefixPlan(found.groups, tuple(spans), head, tail)
+
+
+def _cache_of(outputs):
+    cache = getattr(outputs, "cache", None)  # transformers >= 5.24
+    return cache if cache is not None else getattr(outputs, "past_key_values", None)
+
+
+def shared_forward(model, input_ids, attention_mask, labels, forward=None):
+    """TRL's fused-LM-head output (``model`` patched by TRL's ``add_fused_lm_head``, or a PEFT
+    model around one) with every shared prompt prefix run once: the per-token fields in the
+    rows' own layout (column j scores token j + 1, as TRL's). None where sharing does not
+    pay (the caller runs its usual forward). ``forward`` runs the model: ``model`` itself
+    unless given (:class:`share_prompt_passes` passes the forward it stands in for)."""
+    found = plan(input_ids, attention_mask, labels)
+    if found is None:
+        return None
+    forward = forward or model
+    rows, width = input_ids.shape
     device = input_ids.device
+    groups, group_of, prefix_of = found.prefixed(), found.group_of(), found.prefix_of()
+    head, tail = found.head, found.tail
+    # the prefixes, one row per group that has one: [padding][prefix]
     head_ids = torch.zeros((len(groups), head), dtype=input_ids.dtype, device=device)
     head_mask = torch.zeros((len(groups), head), dtype=attention_mask.dtype, device=device)
-    group_of = [0] * rows
     for g, (prefix, members) in enumerate(groups):
-        start = spans[members[0]][0]
+        start = found.spans[members[0]][0]
         head_ids[g, head - prefix:] = input_ids[members[0], start:start + prefix]
         head_mask[g, head - prefix:] = 1
-        for r in members:
-            group_of[r] = g
     # every row: [the rest of its tokens][padding], its labels alike
     tail_ids = torch.zeros((rows, tail), dtype=input_ids.dtype, device=device)
     tail_mask = torch.zeros((rows, tail), dtype=attention_mask.dtype, device=device)
     tail_labels = torch.full((rows, tail), -100, dtype=labels.dtype, device=device)
-    for r, (start, n, _) in enumerate(spans):
+    for r, (start, n, _) in enumerate(found.spans):
         begin, count = start + prefix_of[r], n - prefix_of[r]
         tail_ids[r, :count] = input_ids[r, begin:start + n]
         tail_mask[r, :count] = 1
         tail_labels[r, :count] = labels[r, begin:start + n]
     positions = (head_mask.long().cumsum(-1) - 1).clamp(min=0)
     out = forward(input_ids=head_ids, attention_mask=head_mask, position_ids=positions, use_cache=True,
-                  logits_to_keep=1)
+                  logits_to_keep=1)  # only the cache is wanted
     cache = _cache_of(out)
     if cache is None or not hasattr(cache, "batch_select_indices"):
         return None
-    cache.batch_select_indices(torch.tensor(group_of, device=device))
-    has_prefix = torch.tensor([prefix_of[r] > 0 for r in range(rows)], dtype=head_mask.dtype, device=device)
-    full_mask = torch.cat([head_mask[group_of] * has_prefix.unsqueeze(1), tail_mask], dim=1)
-    tail_positions = torch.tensor([prefix_of[r] for r in range(rows)], device=device).unsqueeze(1) + \
-        torch.arange(tail, device=device).unsqueeze(0)
+    cache.batch_select_indices(torch.tensor(group_of, device=device))  # one entry per row; gradients flow back
+    has_prefix = torch.tensor([p > 0 for p in prefix_of], dtype=head_mask.dtype, device=device)
+    full_mask = torch.cat([head_mask[group_of] * has_prefix.unsqueeze(1), tail_mask], dim=1)  # no prefix: none seen
+    tail_positions = torch.tensor(prefix_of, device=device).unsqueeze(1) + torch.arange(tail, device=device)
     shared = forward(input_ids=tail_ids, attention_mask=full_mask, position_ids=tail_positions,
-                     labels=tail_labels, fused_lm_head=True, **{cache_kwarg(forward.__self__): cache})
+                     labels=tail_labels, fused_lm_head=True, **{cache_kwarg(model): cache})
     # back to the rows' layout: the shared output's column j scores the row's token at
     # start + prefix + j + 1, i.e. column start + prefix + j of the usual (shifted) output
     fields = {}
@@ -235,7 +184,7 @@ def shared_fused_forward(forward, input_ids, attention_mask, labels, **extra):
             fields[name] = None
             continue
         placed = value.new_zeros((rows, width - 1))
-        for r, (start, n, _) in enumerate(spans):
+        for r, (start, n, _) in enumerate(found.spans):
             offset = start + prefix_of[r]
             count = min(tail - 1, width - 1 - offset)
             placed[r, offset:offset + count] = value[r, :count]
@@ -245,9 +194,27 @@ def shared_fused_forward(forward, input_ids, attention_mask, labels, **extra):
     return type(shared)(loss=loss, label_mask=label_mask, aux_loss=None, **fields)
 
 
+# ----------------------------------------------------------------------------- GRPO
+
+def shared_prefix_logps(model, input_ids, attention_mask, logits_to_keep: int,
+                        compute_entropy: bool = False) -> Optional[tuple]:
+    """``(log_probs, entropies)`` of the last ``logits_to_keep`` tokens of every row of TRL's
+    GRPO batch (left-padded prompts, right-padded completions), as TRL's fused-LM-head
+    forward gives them, with every shared prompt prefix run once; None where sharing does
+    not pay (the caller runs its usual forward)."""
+    out = shared_forward(model, input_ids, attention_mask,
+                         completion_labels(input_ids, attention_mask, logits_to_keep))
+    if out is None:
+        return None
+    entropies = out.entropy[:, -logits_to_keep:] if compute_entropy else None
+    return out.log_probs[:, -logits_to_keep:], entropies
+
+
+# ----------------------------------------------------------------------------- DPO, SPIN, self-rewarding
+
 class share_prompt_passes:
     """While active, ``model``'s fused-LM-head calls (TRL's DPO passes, the policy's and the
-    reference's) run the prompt tokens that their rows share once (:func:`shared_fused_forward`);
+    reference's) run the prompt tokens that their rows share once (:func:`shared_forward`);
     other calls pass through. ``model``: a PEFT model or a model patched by TRL's
     ``add_fused_lm_head``."""
 
@@ -258,7 +225,6 @@ class share_prompt_passes:
         self.training_rows = 0  # rows that ran shared with gradients (the training pass, not the reference's)
 
     def __enter__(self):
-        import torch
         original = self.original
         if original is None:
             return self
@@ -267,9 +233,9 @@ class share_prompt_passes:
             if fused_lm_head and labels is not None and not args:
                 ids, mask = kwargs.pop("input_ids", None), kwargs.pop("attention_mask", None)
                 kwargs.pop("use_cache", None)
-                if ids is not None and mask is not None:  # PEFT adds inputs_embeds=None and the like
-                    out = shared_fused_forward(original, ids, mask, labels,
-                                               **{k: v for k, v in kwargs.items() if v is not None})
+                # PEFT adds inputs_embeds=None and the like; any other input: the usual pass
+                if ids is not None and mask is not None and all(v is None for v in kwargs.values()):
+                    out = shared_forward(self.base, ids, mask, labels, forward=original)
                     if out is not None:
                         if torch.is_grad_enabled():
                             self.training_rows += ids.size(0)

@@ -22,6 +22,7 @@ from playpen.files import FolderLock, write_json
 from playpen.training.common.checkpoints import (checkpoint_step, checkpoints, latest_checkpoint,  # noqa: F401
                                                  remove_partial, resume_checkpoint, rotate_checkpoints)
 from playpen.training.common.final_evaluation import FinalEvaluation
+from playpen.training.common.finite import NonFiniteGuard
 from playpen.training.common.memory import memory_metrics, prepare_for_training, release_memory, reset_peak
 from playpen.training.common.plotting import CURVE_FILE, LOG_FILE, plot_run
 
@@ -191,7 +192,6 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
     save and stop)."""
     from transformers import TrainerCallback
 
-    from playpen.training.common.finite import NonFiniteGuard
     log = JsonlLogCallback(Path(run_dir) / LOG_FILE)
 
     class PlaypenTrainerCallback(TrainerCallback):

@@ -26,10 +26,16 @@ from typing import Any, Optional
 
 from playpen.errors import DatasetError, TrainingSetupError
 from playpen.files import write_jsonl
+from playpen.models import check_adapter
+from playpen.rollouts import InstanceRef, Learner, SamplingConfig, rollout
+from playpen.rollouts.chat import template_kwargs_of
+from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import report_to, split_list
 from playpen.training.expert_iteration.config import ExpertIterationConfig
 from playpen.training.expert_iteration.selection import kept_trajectories, record_of
+from playpen.training.grpo.parts import training_slots
+from playpen.training.preference.rounds import check_init_adapter, round_bounds
 
 
 class RoundPlayer:
@@ -37,10 +43,6 @@ class RoundPlayer:
     round's counts stay in :attr:`metrics` for the log lines of its steps."""
 
     def __init__(self, playpen, records_dir: Path):
-        from playpen.rollouts import SamplingConfig
-        from playpen.rollouts.chat import template_kwargs_of
-        from playpen.training.common import lifecycle
-        from playpen.training.grpo.parts import training_slots
         cfg = playpen.config
         self.playpen, self.cfg, self.records_dir = playpen, cfg, records_dir
         self.roles = split_list(cfg.roles)
@@ -56,7 +58,6 @@ class RoundPlayer:
         self.metrics: dict[str, float] = {}
 
     def __call__(self, round_: int, policy: Any) -> list[dict]:
-        from playpen.rollouts import InstanceRef, Learner, rollout
         cfg, playpen = self.cfg, self.playpen
         rng = random.Random(playpen.seed * 1009 + round_)
         chosen = list(self.instances)
@@ -96,14 +97,12 @@ class ExpertIterationTrainer(BasePlayPen):
     @classmethod
     def check(cls, config, learner, teacher=None):
         # before any model loads: an adapter of another base model; a teacher with no role to play
-        from playpen.training.preference.rounds import check_init_adapter
         check_init_adapter(config.init_adapter, learner)
         if teacher and not split_list(config.roles):
             raise TrainingSetupError(f"with a teacher (-t {teacher}) pass --roles ROLE[,ROLE]: the roles the "
                                      f"learner plays and learns (the teacher plays the others)")
 
     def learn(self, game_registry) -> None:
-        from playpen.training.common import lifecycle
         cfg, learner = self.config, self.learner
         partner = lifecycle.safe_name(self.teacher.name) if self.teacher is not None else None
         run_name = f"{self.kind}/{lifecycle.safe_name(learner.name)}" + (f"/{partner}" if partner else "")
@@ -139,8 +138,6 @@ class ExpertIterationTrainer(BasePlayPen):
 
 def train_rounds(playpen, run, play: RoundPlayer) -> list[int]:
     """Every round still to train (see the module's docstring); returns the rows kept per round."""
-    from playpen.training.common import lifecycle
-    from playpen.training.preference.rounds import round_bounds
     cfg = playpen.config
     bounds = round_bounds(cfg.max_steps, cfg.rounds)
     start = lifecycle.checkpoint_step(run.resume_from) if run.resume_from else 0
@@ -189,7 +186,6 @@ def _starting_policy(base, cfg, run_dir: Path, start: int):
     if start:
         return PeftModel.from_pretrained(base, str(run_dir / f"checkpoint-{start}"), is_trainable=True)
     if cfg.init_adapter:
-        from playpen.models import check_adapter
         return PeftModel.from_pretrained(base, str(check_adapter(cfg.init_adapter)), is_trainable=True)
     return base
 
@@ -199,7 +195,6 @@ def _sft_trainer(playpen, run, policy, records: list[dict], last: int, *, fresh:
     with the learner's generated tokens as the only targets)."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
-    from playpen.training.common import lifecycle
     cfg = playpen.config
     rows = [{"input_ids": r["input_ids"][:cfg.max_length], "assistant_masks": r["assistant_masks"][:cfg.max_length]}
             for r in records]

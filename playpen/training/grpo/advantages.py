@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from playpen import distributed
+from playpen.outcomes import EpisodeOutcome
 from playpen.training.common.config import option
 
 BASELINES = ("group", "running", "chance", "episodic", "constant")
@@ -233,7 +234,6 @@ def _advantage_metrics(out, rewards, roles, levels) -> dict[str, float]:
 def chance_rewards(game_roles: dict[str, list[str]], reward_fn, levels: dict[str, Optional[float]]) -> dict:
     """``(game, role) -> expected reward`` of a rule-following guesser that succeeds with the
     game's chance level (``levels[game]``) and loses otherwise (Main Score 100 / 0)."""
-    from playpen.outcomes import EpisodeOutcome
     out = {}
     for game, roles in game_roles.items():
         level = levels.get(game)

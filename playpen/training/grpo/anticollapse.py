@@ -13,10 +13,17 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from playpen.envs.loading import game_roles
 from playpen.errors import TrainingSetupError
+from playpen.models import load_model_by_name
+from playpen.registry import close_matches
 from playpen.training.grpo.advantages import BASELINES, Advantages, chance_rewards
-from playpen.training.grpo.mixes import (PAST, PROGRAMMATIC, SELF, TEACHER, PartnerMix, chance_level,
-                                         check_game_shares, check_partners, game_dataset_slots, parse_weights)
+from playpen.training.grpo.mixes import (PAST, PROGRAMMATIC, SELF, TEACHER, PartnerMix, chance_level, check_game_shares,
+                                         check_partners, game_dataset_slots, parse_weights)
+from playpen.training.grpo.offpolicy import PolicyLagGuard
+from playpen.training.grpo.past import PastPolicies
+from playpen.training.preference.rounds import check_init_adapter
+from playpen.training.rubrics.files import check_rubric_option
 
 NO_SIGNAL_HINT = ("Start from a supervised adapter (`playpen run sft`, then --init-adapter "
                   "models/sft+lora/<learner>/checkpoint-N) or mix in a competent partner "
@@ -49,7 +56,6 @@ def check(config, learner: str, teacher: Optional[str] = None) -> None:
     every ``--partners`` name a partner kind or a registered model, every ``--game-shares``
     game known (and ``--games`` not saying otherwise), ``--rubric`` (:func:`check_rubric`),
     every game declaring a chance level for ``--baseline chance``."""
-    from playpen.training.preference.rounds import check_init_adapter
     check_init_adapter(config.init_adapter, learner)
     if config.partners:
         check_partners(parse_weights(config.partners, "partners"), learner, teacher)
@@ -79,7 +85,6 @@ def check_rubric(config, games) -> None:
     reward's, not the rubric's)."""
     if not getattr(config, "rubric", ""):
         return
-    from playpen.training.rubrics.files import check_rubric_option
     check_rubric_option(config.rubric, list(games))
     if "chance" in (config.baseline, *role_baselines(config).values()):
         raise TrainingSetupError("option --rubric: --baseline chance is the chance level of the outcome reward, "
@@ -111,10 +116,8 @@ def partner_mix(playpen, teacher: Any, tokenizer: Any, sampling: Any) -> Partner
     past = None
     for name in weights:
         if name == PAST:
-            from playpen.training.grpo.past import PastPolicies
             past = PastPolicies(tokenizer, playpen.learner.name, sampling, cfg.past_every, playpen.seed)
         elif name not in objects:
-            from playpen.models import load_model_by_name
             objects[name] = load_model_by_name(name, role="partner", gen_args=dict(
                 temperature=sampling.temperature, max_tokens=sampling.max_new_tokens))
     return PartnerMix(weights, objects, past, playpen.seed)
@@ -146,8 +149,6 @@ def role_baselines(cfg) -> dict[str, str]:
 
 def check_roles(named, games, instances: str, option_name: str) -> None:
     """TrainingSetupError when an option names a role none of ``games`` has (close matches named)."""
-    from playpen.envs.loading import game_roles
-    from playpen.registry import close_matches
     known = sorted({role for game in games for role in game_roles(game, instances)[0]})
     for role in named:
         if role not in known:
@@ -157,5 +158,4 @@ def check_roles(named, games, instances: str, option_name: str) -> None:
 
 def guard(cfg):
     """The off-policy guard of ``--max-policy-lag`` and ``--off-policy``."""
-    from playpen.training.grpo.offpolicy import PolicyLagGuard
     return PolicyLagGuard(cfg.max_policy_lag, cfg.off_policy)

@@ -18,7 +18,9 @@ import math
 import random
 from typing import Any, Optional, Sequence
 
-from playpen.errors import TrainingSetupError
+from playpen.errors import TrainingSetupError, UnknownModelError
+from playpen.models import check_model_name
+from playpen.registry import resolve_game
 
 SELF, PAST, TEACHER, PROGRAMMATIC = "self", "past", "teacher", "programmatic"
 PARTNER_KINDS = (SELF, PAST, TEACHER, PROGRAMMATIC)
@@ -126,7 +128,6 @@ def check_game_shares(shares: dict[str, float], games: Sequence[str], games_defa
     """The games of a ``--game-shares`` run: every name a known game (one line with close
     matches otherwise; no model is loaded), and ``--games``, when changed from its default,
     naming the same games."""
-    from playpen.registry import resolve_game
     for name in shares:
         resolve_game(name)  # UnknownGameError: one line, with close matches
     if list(games) != [games_default] and set(games) != set(shares):
@@ -138,7 +139,6 @@ def check_game_shares(shares: dict[str, float], games: Sequence[str], games_defa
 def chance_level(game: str) -> Optional[float]:
     """The success rate of a player that follows the rules but guesses, as the game declares
     it (``"chance_success"`` in its clemgame.json); None when it declares none."""
-    from playpen.registry import resolve_game
     value = resolve_game(game).spec.get("chance_success")
     return None if value is None else float(value)
 
@@ -148,8 +148,6 @@ def chance_level(game: str) -> Optional[float]:
 def check_partners(weights: dict[str, float], learner: str, teacher: Optional[str]) -> None:
     """Every partner name of ``--partners`` is a partner kind or a registered model (checked
     without loading anything); ``teacher`` needs ``-t``."""
-    from playpen.errors import UnknownModelError
-    from playpen.models import check_model_name
     for name in weights:
         if name == TEACHER and not teacher:
             raise TrainingSetupError("--partners names 'teacher' but no -t/--teacher MODEL is given")

@@ -30,13 +30,24 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional, Sequence
 
-from playpen.envs.loading import game_roles  # noqa: F401  (its home before; callers import it from here)
+from playpen.callbacks import CallbackList, JsonlLogCallback
+from playpen.distributed import check_groups, generating_model
+from playpen.envs.loading import game_roles
 from playpen.errors import GRPOSetupError
-from playpen.registry import TRAIN_INSTANCES
+from playpen.models import check_adapter
+from playpen.registry import TRAIN_INSTANCES, close_matches
+from playpen.rewards import BinaryReward, OutcomeReward
+from playpen.rollouts import InstanceRef, rollout
+from playpen.rollouts.types import Learner, SamplingConfig
+from playpen.training.common import lifecycle
 from playpen.training.common.config import option, split_list
 from playpen.training.common.plotting import LOG_FILE
+from playpen.training.grpo import anticollapse
 from playpen.training.grpo.advantages import BatchAdvantages, CreditOptions
-from playpen.training.rubrics.files import RUBRIC_HELP
+from playpen.training.grpo.anticollapse import validate_options
+from playpen.training.grpo.mixes import PartnerMix, parse_weights
+from playpen.training.rubrics.files import RUBRIC_HELP, merged_metrics, read_rubric
+from playpen.training.sft.anchor import SFTAnchor, demonstration_rows
 
 
 @dataclass(frozen=True)
@@ -78,7 +89,6 @@ def training_slots(games: Sequence[str], roles: Sequence[str] = (),
     known = sorted({r for names in all_roles.values() for r in names})
     unknown = [r for r in roles if r not in known]
     if unknown:
-        from playpen.registry import close_matches
         raise GRPOSetupError(f"unknown role '{unknown[0]}'.{close_matches(unknown[0], known)} "
                              f"Roles of {', '.join(games)}: {', '.join(known)}")
     if not per_instance:
@@ -149,7 +159,6 @@ class GameRollout:
                  records_dir: Any = None, callbacks: Any = None, reward_fn: Optional[Callable] = None,
                  max_concurrent_episodes: int = 16, instances: str = TRAIN_INSTANCES, seed: int = 0,
                  mix: Any = None, augment: bool = False, rubric: Any = None, augment_variants: int = 0):
-        from playpen.training.grpo.mixes import PartnerMix
         self.learner_name = learner_name
         self.tokenizer = tokenizer
         self.num_generations = num_generations
@@ -182,10 +191,8 @@ class GameRollout:
             if any(Slot.from_prompt(p) != slot for p in prompts[i * group:(i + 1) * group]):
                 raise ValueError("rollout_func: a group's prompts differ; TRL's sampler must repeat "
                                  "each prompt num_generations times consecutively")
-        from playpen.rollouts.types import Learner
         step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
         names = self.mix.assign(step * len(slots), len(slots))
-        from playpen.distributed import generating_model
         with generating_model(trainer) as model:  # out of its DDP wrapper
             learner = Learner(model, self.tokenizer, self.learner_name, self.sampling)
             episodes = self._play(learner, slots, names, step, trainer.model)
@@ -205,7 +212,6 @@ class GameRollout:
 
     def _play(self, learner, slots: list[Slot], names: list[str], step: int, model) -> dict:
         """Episodes by (instance, role, partner name); self-play slots of an instance share them."""
-        from playpen.rollouts import InstanceRef, rollout
         calls: list[tuple[list, Optional[dict], Optional[list], str]] = []
         for name in dict.fromkeys(names):
             mine = [s for s, n in zip(slots, names) if n == name]
@@ -242,7 +248,6 @@ class GameRollout:
                     found.setdefault((key, slot_role, name), []).append(episode)
         self.last_metrics = _merge_stats(stats)
         if scores:
-            from playpen.training.rubrics.files import merged_metrics
             self.last_metrics.update(merged_metrics(scores))
         return found
 
@@ -338,12 +343,10 @@ class GRPOOptions(CreditOptions):
 
     def validate(self) -> None:
         super().validate()  # the run's and LoRA's options (the classes after this one)
-        from playpen.training.grpo.anticollapse import validate_options
         validate_options(self)
 
     @property
     def game_list(self) -> list[str]:
-        from playpen.training.grpo.mixes import parse_weights
         return list(parse_weights(self.game_shares, "game-shares") if self.game_shares else split_list(self.games))
 
 
@@ -392,7 +395,6 @@ def load_rubric(path: str, learner: Any, run_dir) -> Any:
     if not path:
         return None
     from pathlib import Path
-    from playpen.training.rubrics.files import read_rubric
     return read_rubric(path).build(learner=learner, log_file=Path(run_dir) / "rubric-judge.jsonl")
 
 
@@ -401,15 +403,9 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
     has :class:`GRPOOptions`, LoRA options and :class:`~playpen.training.common.config.RunConfig`)
     for ``run`` (a :class:`~playpen.training.common.lifecycle.TrainingRun`). ``teacher``: None for
     self-play, else the partner of every role the learner does not train."""
-    from playpen.callbacks import CallbackList, JsonlLogCallback
-    from playpen.rewards import BinaryReward, OutcomeReward
-    from playpen.rollouts.types import SamplingConfig
-    from playpen.training.common import lifecycle
-    from playpen.training.grpo import anticollapse
     cfg = playpen.config
     if cfg.reward not in ("outcome", "binary"):
         raise GRPOSetupError(f"--reward must be outcome or binary, got '{cfg.reward}'")
-    from playpen.distributed import check_groups
     check_groups(cfg.groups_per_step)  # a data-parallel run: whole groups on every rank
     per_instance, roles_of_games = training_slots(cfg.game_list, split_list(cfg.roles), cfg.train_instances)
     dataset = anticollapse.dataset(cfg, per_instance, playpen.seed) if cfg.game_shares else \
@@ -433,14 +429,12 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
     model, peft_config = lifecycle.model_of(playpen.learner), cfg.lora_config()
     if cfg.init_adapter:
         from peft import PeftModel
-        from playpen.models import check_adapter
         model = PeftModel.from_pretrained(model, str(check_adapter(cfg.init_adapter)), is_trainable=True)
         lifecycle.set_lora_dropout(model, cfg.lora_dropout)
         peft_config = None
     anchor = None
     if cfg.sft_coef > 0:  # demonstrations of the trained roles, played (and kept) beside the records
         from pathlib import Path
-        from playpen.training.sft.anchor import SFTAnchor, demonstration_rows
         rows = demonstration_rows(cfg.game_list, split_list(cfg.roles), cfg.train_instances, Path(records_dir),
                                   tokenizer, playpen.seed)
         anchor = SFTAnchor(rows, cfg.sft_coef, cfg.sft_batch)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from playpen.distributed import world_size
 from playpen.training.common.config import option
 
 
@@ -80,7 +81,6 @@ def step_args(rows: int, micro_batch_size: int, gradient_checkpointing: bool) ->
     trained in micro-batches of at most ``micro_batch_size`` rows. In a data-parallel run of
     N processes each plays and trains ``rows / N`` of them (whole groups: the step's
     groups must be a multiple of N), so a step is the same global batch on any N."""
-    from playpen.distributed import world_size
     if rows % world_size():  # grpo_parts refuses such a --groups-per-step first, in one line
         raise ValueError(f"{rows} trajectories per step cannot be shared by {world_size()} processes")
     rows //= world_size()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 
 from playpen.errors import TrainingSetupError
+from playpen.files import write_json
 
 FORMAT = "playpen-instance-store"
 VERSION = 1
@@ -91,7 +92,6 @@ class InstanceStore:
 
     def save(self, path: Union[str, Path]) -> Path:
         """Write the store to ``path`` atomically (a temporary sibling, then renamed)."""
-        from playpen.files import write_json
         return write_json(path, self.as_json(), sync=True)
 
     @classmethod

@@ -16,8 +16,12 @@ import math
 import random
 from typing import Any, Callable, Optional, Sequence
 
-from playpen.rollouts.hierarchy import HierarchicalTask, Level, ParentEpisode, SubEpisodes
+from playpen.envs.loading import game_instance_rows
+from playpen.registry import game_spec
+from playpen.rollouts import InstanceRef, Learner
+from playpen.rollouts.hierarchy import HierarchicalTask, Level, ParentEpisode, SubEpisodes, rollout_hierarchy
 from playpen.rollouts.types import EpisodeResult
+from playpen.training.grpo.parts import Slot, _pick, append_row
 
 PROPOSER_GAME = "arith_proposer"
 SOLVER_GAME = "arith_solver"
@@ -102,8 +106,6 @@ class ProposerSolverTask(HierarchicalTask):
 
 def solver_problems(instances_file: str) -> list[str]:
     """The problems of the solver game's instances file (the store's fallback)."""
-    from playpen.envs.loading import game_instance_rows
-    from playpen.registry import game_spec
     return [row["game_instance"]["problem"] for row in game_instance_rows(game_spec(SOLVER_GAME, instances_file))]
 
 
@@ -112,7 +114,6 @@ def solver_problems(instances_file: str) -> list[str]:
 def slot_rows(per_instance: list, num_steps: int, solver_slots: int, seed: int) -> list[dict]:
     """Dataset prompts: per step one proposer slot (a training instance, shuffled by seed)
     followed by ``solver_slots`` solver slots (the solver groups of its proposals)."""
-    from playpen.training.grpo.parts import Slot
     rng = random.Random(seed)
     rows: list[dict] = []
     order: list = []
@@ -151,9 +152,6 @@ class HierarchicalRollout:
         self.last_metrics: dict[str, float] = {}
 
     def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
-        from playpen.rollouts import InstanceRef, Learner
-        from playpen.rollouts.hierarchy import rollout_hierarchy
-        from playpen.training.grpo.parts import Slot
         size = self.num_generations
         if len(prompts) % size:
             raise ValueError(f"rollout_func got {len(prompts)} prompts, not a multiple of {size}")
@@ -206,7 +204,6 @@ class HierarchicalRollout:
         return out
 
     def _row(self, out: dict, episode: EpisodeResult, role: str, level: int, step: int) -> None:
-        from playpen.training.grpo.parts import _pick, append_row
         trajectory = _pick(episode, role)
         # no turn of the learner (a partner played it, or the episode failed before it) or a
         # level not trained: no tokens to learn from, no reward in any mean
@@ -242,7 +239,5 @@ class HierarchicalRollout:
 
 def proposer_instances(instances_file: str) -> list[tuple[str, str, int]]:
     """(game, experiment, game_id) of every proposer training instance."""
-    from playpen.envs.loading import game_instance_rows
-    from playpen.registry import game_spec
     return [(PROPOSER_GAME, row["experiment"]["name"], int(row["game_instance"]["game_id"]))
             for row in game_instance_rows(game_spec(PROPOSER_GAME, instances_file))]

@@ -8,16 +8,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from playpen.callbacks import CallbackList, JsonlLogCallback
 from playpen.errors import TrainingSetupError
+from playpen.models import check_adapter
+from playpen.rewards import BinaryReward, OutcomeReward
+from playpen.rollouts.types import SamplingConfig
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import LoraOptions, RunConfig, option
+from playpen.training.common.plotting import LOG_FILE
 from playpen.training.grpo import anticollapse
 from playpen.training.grpo.advantages import BatchAdvantages, CreditOptions
 from playpen.training.grpo.mixes import check_partners
+from playpen.training.grpo.parts import load_rubric, reward_functions
 from playpen.training.grpo.steps import GRPOStepOptions
 from playpen.training.grpo.trainers import grpo_args
-from playpen.training.hierarchy.proposer_solver import PROPOSER_GAME, SOLVER_GAME
+from playpen.training.hierarchy.instance_store import InstanceStore
+from playpen.training.hierarchy.proposer_solver import (PROPOSER, PROPOSER_GAME, SOLVER, SOLVER_GAME,
+                                                        HierarchicalRollout, proposer_instances, slot_rows)
 from playpen.training.preference.rounds import check_init_adapter
 from playpen.training.rubrics.files import RUBRIC_HELP
 
@@ -89,14 +97,6 @@ class HierarchicalGRPOTrainer(BasePlayPen):
     def learn(self, game_registry) -> None:
         from datasets import Dataset
 
-        from playpen.callbacks import CallbackList, JsonlLogCallback
-        from playpen.rewards import BinaryReward, OutcomeReward
-        from playpen.rollouts.types import SamplingConfig
-        from playpen.training.common.plotting import LOG_FILE
-        from playpen.training.grpo.parts import load_rubric, reward_functions
-        from playpen.training.hierarchy.instance_store import InstanceStore
-        from playpen.training.hierarchy.proposer_solver import (PROPOSER, SOLVER, HierarchicalRollout,
-                                                                proposer_instances, slot_rows)
         from playpen.training.trl_trainers import PlaypenGRPOTrainer
 
         cfg = self.config
@@ -133,7 +133,6 @@ class HierarchicalGRPOTrainer(BasePlayPen):
         model, peft_config = lifecycle.model_of(self.learner), cfg.lora_config()
         if cfg.init_adapter:
             from peft import PeftModel
-            from playpen.models import check_adapter
             model = PeftModel.from_pretrained(model, str(check_adapter(cfg.init_adapter)), is_trainable=True)
             lifecycle.set_lora_dropout(model, cfg.lora_dropout)
             peft_config = None

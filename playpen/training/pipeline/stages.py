@@ -26,6 +26,7 @@ from playpen.files import write_json
 from playpen.registry import close_matches
 from playpen.training import catalog
 from playpen.training.common.base import parse_config
+from playpen.training.common.checkpoints import STATE_FILE as TRAINER_STATE, is_complete
 from playpen.training.common.config import option, split_list
 from playpen.training.common.final_evaluation import FinalEvaluation
 from playpen.training.common.lifecycle import lock_run_folder
@@ -204,7 +205,6 @@ def stage_adapter(stage_dir: Path) -> Optional[str]:
 
 def has_checkpoint(stage_dir: Path) -> bool:
     """The stage saved a complete checkpoint (a TRL ``checkpoint-N`` or a SPAG phase)."""
-    from playpen.training.common.checkpoints import STATE_FILE as TRAINER_STATE, is_complete
     return any(is_complete(p.parent) for p in stage_dir.rglob(TRAINER_STATE))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from playpen.models import load_model_by_name
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import RunConfig
@@ -37,7 +38,6 @@ class PipelineTrainer(BasePlayPen):
         stages.check_stages(planned, cls.run_dir(config, learner), config, learner, teacher)
 
     def learn(self, game_registry) -> None:
-        from playpen.models import load_model_by_name
 
         cfg, learner = self.config, self.learner
         planned = stages.plan_stages(cfg, self.teacher and self.teacher.name)

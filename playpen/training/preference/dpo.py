@@ -18,9 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from playpen import distributed
+from playpen.callbacks import CallbackList, JsonlLogCallback
+from playpen.data import DatasetFilter, conversational_records, role_key
 from playpen.errors import DatasetError, TrainingSetupError
 from playpen.pairs import PreferencePair, branch_pairs, read_pairs, recorded_pairs
+from playpen.registry import close_matches
+from playpen.rollouts import Branching, InstanceRef, Learner, rollout
+from playpen.rollouts.chat import template_kwargs_of
+from playpen.rollouts.types import SamplingConfig
+from playpen.training.common import lifecycle
 from playpen.training.common.config import option, split_list
+from playpen.training.common.plotting import LOG_FILE
+from playpen.training.grpo.parts import training_slots
 
 SOURCES = ("branching", "records", "pairs")
 
@@ -44,7 +54,6 @@ class PairSourceOptions:
     def validate(self) -> None:
         super().validate()
         if self.source not in SOURCES:
-            from playpen.registry import close_matches
             raise TrainingSetupError(f"unknown pair source '{self.source}'.{close_matches(self.source, list(SOURCES))}"
                                      f" Choose from: {', '.join(SOURCES)}")
         if self.source == "records" and not (self.records and Path(self.records).is_dir()):
@@ -69,7 +78,6 @@ def check_pairs_file(config) -> None:
 
 def records_pairs(config) -> list[PreferencePair]:
     """--source records: pairs of the folder's episodes of the configured games and roles."""
-    from playpen.data import DatasetFilter, conversational_records, role_key
     records, _ = conversational_records(config.records, DatasetFilter(games=tuple(config.game_list)),
                                         include_programmatic=True)
     roles = {role_key(r) for r in split_list(config.roles)}
@@ -95,10 +103,6 @@ class BranchCollector:
     """
 
     def __init__(self, playpen, records_dir: Path, teacher: Any = None):
-        from playpen.rollouts.chat import template_kwargs_of
-        from playpen.rollouts.types import SamplingConfig
-        from playpen.training.common import lifecycle
-        from playpen.training.grpo.parts import training_slots
         cfg = playpen.config
         self.cfg, self.teacher, self.records_dir = cfg, teacher, Path(records_dir)
         self.learner_name = playpen.learner.name
@@ -117,15 +121,11 @@ class BranchCollector:
 
     def log_episodes_to(self, run_dir: Path) -> None:
         """Also write every played episode to the run's JSON log (as GRPO runs do)."""
-        from playpen.callbacks import CallbackList, JsonlLogCallback
-        from playpen.training.common.plotting import LOG_FILE
         self.callbacks = CallbackList([self.callbacks, JsonlLogCallback(Path(run_dir) / LOG_FILE)])
 
     def __call__(self, round_: int, policy: Any) -> list[PreferencePair]:
         """The round's pairs. In a data-parallel run every rank plays its share of the sampled
         instances and gets every rank's pairs back (in rank order: the same list on every rank)."""
-        from playpen import distributed
-        from playpen.rollouts import Branching, InstanceRef, Learner, rollout
         cfg = self.cfg
         learner = Learner(policy, self.tokenizer, self.learner_name, self.sampling, self.template_kwargs)
         episodes, stats = [], []

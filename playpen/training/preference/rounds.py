@@ -32,9 +32,11 @@ from typing import Any, Callable, Optional, Sequence
 
 from playpen import distributed
 from playpen.errors import DatasetError, TrainingSetupError
+from playpen.models import check_adapter, check_model_name
 from playpen.pairs import PreferencePair, read_pairs, write_pairs
+from playpen.rollouts.chat import normalize_messages, prompt_ids, template_kwargs_of
+from playpen.training.common import lifecycle
 from playpen.training.common.config import option
-from playpen.training.common.memory import memory_metrics  # noqa: F401 (spag_run imports it from here)
 
 
 @dataclass
@@ -71,7 +73,6 @@ def check_init_adapter(adapter: str, learner: str) -> None:
     from the registry entry and adapter_config.json; no model is loaded)."""
     if not adapter:
         return
-    from playpen.models import check_adapter, check_model_name
     entry = check_model_name(learner, "learner")
     check_adapter(adapter, base_model=entry.spec.get("huggingface_id"))
 
@@ -88,7 +89,6 @@ def round_bounds(max_steps: int, rounds: int) -> list[int]:
 def turn_ids(tokenizer, prompt: Sequence[dict], content: str, template_kwargs: Optional[dict] = None) -> list[int]:
     """The ids of an assistant turn `content` after `prompt`, as the chat template renders
     it, up to and including the end-of-turn (EOS) token."""
-    from playpen.rollouts.chat import normalize_messages
     messages = normalize_messages(prompt)
     kwargs = dict(tokenize=False, **(template_kwargs or {}))
     before = tokenizer.apply_chat_template(messages, add_generation_prompt=True, **kwargs)
@@ -106,7 +106,6 @@ def pair_row(tokenizer, pair: PreferencePair, template_kwargs: Optional[dict] = 
     if pair.has_ids:
         return {"prompt_ids": list(pair.prompt_ids), "chosen_ids": list(pair.chosen_ids),
                 "rejected_ids": list(pair.rejected_ids)}
-    from playpen.rollouts.chat import prompt_ids
     return {"prompt_ids": prompt_ids(tokenizer, pair.prompt, template_kwargs),
             "chosen_ids": turn_ids(tokenizer, pair.prompt, pair.chosen, template_kwargs),
             "rejected_ids": turn_ids(tokenizer, pair.prompt, pair.rejected, template_kwargs)}
@@ -134,7 +133,6 @@ def dpo_args(cfg, run_dir, plan, seed: int, report_to: Any) -> Any:
     run their shared prompt once, and a step accumulates ``--batch-size`` pairs (the same
     step: DPO's loss is a mean over pairs); activation checkpointing, which cannot keep the
     prompt's cache, is off: a pass keeps one prompt's activations instead of several rows'."""
-    from playpen.training.common import lifecycle
     from playpen.training.trl_trainers import PlaypenDPOConfig
     if cfg.share_prompts:
         batch = dict(per_device_train_batch_size=1,
@@ -186,8 +184,6 @@ class PreferenceRun:
     """
 
     def __init__(self, playpen, kind: str, tag: str = ""):
-        from playpen.rollouts.chat import template_kwargs_of
-        from playpen.training.common import lifecycle
         cfg = playpen.config
         self.playpen, self.cfg, self.kind = playpen, cfg, kind
         self.run_name = f"{kind}/{lifecycle.safe_name(playpen.learner.name)}" + (f"/{tag}" if tag else "")
@@ -228,7 +224,6 @@ class PreferenceRun:
         round (see :class:`RoundPlan`) — and train it. Stops after a Ctrl-C or a callback's
         stop. `collection_metrics` (e.g. the rollouts' % played) joins every step's log line.
         Returns the last complete checkpoint."""
-        from playpen.training.common import lifecycle
         start = lifecycle.checkpoint_step(self.run.resume_from) if self.run.resume_from else 0
         if start >= self.bounds[-1]:  # a finished run resumed: nothing to train, its adapter is evaluated
             from peft import PeftModel

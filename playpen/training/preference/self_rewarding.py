@@ -28,11 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from playpen.callbacks import JsonlLogCallback
 from playpen.errors import DatasetError, JudgeError, TrainingSetupError
 from playpen.inference import engine
 from playpen.inference.types import SamplingConfig
 from playpen.pairs import PreferencePair, turn_span
+from playpen.registry import close_matches
+from playpen.rollouts import InstanceRef, Learner, rollout
 from playpen.training.common.config import option, split_list
+from playpen.training.common.plotting import LOG_FILE
 from playpen.training.preference.dpo import BranchCollector
 from playpen.training.rubrics.judging import JudgeRequest
 
@@ -56,7 +60,6 @@ class SelfRewardingOptions:
     def validate(self) -> None:
         super().validate()
         if self.reward not in REWARDS:
-            from playpen.registry import close_matches
             raise TrainingSetupError(f"unknown reward '{self.reward}'.{close_matches(self.reward, list(REWARDS))}"
                                      f" Choose from: {', '.join(REWARDS)}")
 
@@ -138,7 +141,6 @@ class JudgeCollector(BranchCollector):
         self.totals = Counter()
 
     def _play(self, round_: int, learner) -> tuple[list, list]:
-        from playpen.rollouts import InstanceRef, rollout
         cfg, episodes, stats = self.cfg, [], []
         for role in dict.fromkeys(s.role for s in self.slots):
             instances = list(dict.fromkeys(s.instance for s in self.slots if s.role == role))
@@ -159,7 +161,6 @@ class JudgeCollector(BranchCollector):
     def __call__(self, round_: int, policy: Any) -> list[PreferencePair]:
         import torch
 
-        from playpen.rollouts import Learner
         cfg = self.cfg
         learner = Learner(policy, self.tokenizer, self.learner_name, self.sampling, self.template_kwargs)
         played, stats = self._play(round_, learner)
@@ -224,7 +225,6 @@ class JudgeCollector(BranchCollector):
 
     def _log_unparsed(self, round_: int, unparsed: list) -> None:
         """One ``judge_unparsed`` line per reply without a score in the run's JSON log."""
-        from playpen.callbacks import JsonlLogCallback
         if not unparsed:
             return
         log = JsonlLogCallback(self.log_file)
@@ -257,7 +257,6 @@ class GameRewardCollector(BranchCollector):
 
 def collector(playpen, records_dir: Path, run_dir: Path, judge=None, teacher: Any = None):
     """The collector of ``--reward`` (its episodes also logged in the run's JSON log)."""
-    from playpen.training.common.plotting import LOG_FILE
     if playpen.config.reward == "game":
         made = GameRewardCollector(playpen, records_dir, teacher)
     else:

@@ -23,7 +23,12 @@ from playpen.errors import DatasetError
 from playpen.inference import engine
 from playpen.inference.types import SamplingConfig
 from playpen.pairs import PreferencePair
+from playpen.rollouts import chat
+from playpen.rollouts.chat import template_kwargs_of
+from playpen.training.common import lifecycle
 from playpen.training.common.config import option
+from playpen.training.preference.rounds import turn_ids
+from playpen.training.sft.demonstrations import supervised_records
 
 
 @dataclass
@@ -67,9 +72,6 @@ class SpinCollector:
     """
 
     def __init__(self, playpen):
-        from playpen.rollouts.chat import template_kwargs_of
-        from playpen.training.common import lifecycle
-        from playpen.training.sft.demonstrations import supervised_records
         cfg = playpen.config
         self.cfg = cfg
         self.tokenizer = lifecycle.tokenizer_of(playpen.learner)
@@ -84,8 +86,6 @@ class SpinCollector:
         self.last_metrics: dict[str, float] = {}
 
     def __call__(self, round_: int, policy: Any) -> list[PreferencePair]:
-        from playpen.rollouts import chat
-        from playpen.training.preference.rounds import turn_ids
         cfg = self.cfg
         rng = random.Random(self.seed * 1009 + round_)
         contexts = list(self.contexts)

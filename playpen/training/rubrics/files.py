@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from playpen.errors import PlaypenError, RubricError
+from playpen.training.rubrics.judging import JudgeOptions, check_judge, load_judge, template_path
 from playpen.training.rubrics.rubric import (SCOPES, CheckTerm, JudgeTerm, LengthCheck, OutcomeTerm, RegexCheck,
-                                             RewardTerm, Rubric, ScoreTerm, Term, Weighted, game_roles)
+                                             RewardTerm, Rubric, RubricScores, ScoreTerm, Term, Weighted, game_roles)
 
 KINDS = ("outcome", "reward", "score", "check", "judge")
 RUBRIC_HELP = ("a rubric file (JSON, docs/rubrics.md): per-player rewards of its game's episodes (outcome, "
@@ -45,7 +46,6 @@ class RubricSpec:
               judges: Optional[Mapping[str, Any]] = None) -> Rubric:
         """The rubric, its judges loaded by name (`judges` maps a judge name to a ready
         :class:`~playpen.training.rubrics.judging.Judge` instead; `learner`: for ``"model": "learner"``)."""
-        from playpen.training.rubrics.judging import load_judge
         loaded, terms = dict(judges or {}), []
         for entry in self.terms:
             kind = entry["kind"]
@@ -71,7 +71,6 @@ class RubricSpec:
 
 
 def judge_options(entry: dict, path: str):
-    from playpen.training.rubrics.judging import JudgeOptions
     return JudgeOptions(judge=entry["model"], judge_template=entry.get("template", "additive"),
                         score_regex=_relative(entry.get("regex", ""), path),
                         score_min=float(entry.get("score_min", 0.0)), score_max=float(entry.get("score_max", 5.0)),
@@ -98,7 +97,6 @@ def read_rubric(path: Union[str, Path]) -> RubricSpec:
     """Read and check a rubric file without loading any model: the game and its roles,
     every term's kind and fields, judge models (registered, able to judge), templates
     and regexes. Any mistake: one line naming the file, the term and what is valid."""
-    from playpen.training.rubrics.judging import check_judge, template_path
     path = Path(path)
     where = f"rubric {path}"
     if not path.is_file():
@@ -207,7 +205,6 @@ def check_rubric_option(path: str, games: Sequence[str], option_name: str = "--r
 def merged_metrics(scores: Sequence[Any]) -> dict[str, float]:
     """The ``rubric/*`` metrics of several :class:`~playpen.training.rubrics.RubricScores`
     (one per rollout call of a step) as one: judge counts summed, rewards per role averaged."""
-    from playpen.training.rubrics.rubric import RubricScores
     return RubricScores(tuple(r for s in scores for r in s.rewards), sum(s.judge_requests for s in scores),
                         sum(s.judge_unparsable for s in scores), sum(s.judge_retries for s in scores)).metrics()
 

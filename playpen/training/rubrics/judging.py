@@ -33,10 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from playpen.errors import JudgeError
+from playpen.errors import JudgeError, PlaypenError
 from playpen.inference import engine
 from playpen.inference.types import SamplingConfig
+from playpen.models import check_model_name, load_model_by_name
+from playpen.remote import check_reachable
+from playpen.rollouts import chat
+from playpen.rollouts.chat import template_kwargs_of
 from playpen.training.common.config import option
+from playpen.training.common.lifecycle import tokenizer_of
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "judge_prompts"
 TEMPLATES = {"additive": "additive.jinja", "game-aware": "game-aware.jinja"}
@@ -226,7 +231,6 @@ class Judge:
         self.tokenizer, self.template_kwargs = tokenizer, dict(template_kwargs or {})
         self.max_tokens, self.batch_size = max_tokens, batch_size
         if model is not None and hasattr(model, "model") and hasattr(model, "tokenizer"):
-            from playpen.rollouts.chat import template_kwargs_of
             self.tokenizer, self.template_kwargs = model.tokenizer, template_kwargs_of(model)
 
     @property
@@ -254,7 +258,6 @@ class Judge:
     def _local(self, model: Any, prompts: list[str]) -> list[str]:
         import torch
 
-        from playpen.rollouts import chat
         ids = [chat.prompt_ids(self.tokenizer, [{"role": "user", "content": p}], self.template_kwargs)
                for p in prompts]
         sampling = SamplingConfig(temperature=0.0, max_new_tokens=self.max_tokens, max_batch_size=self.batch_size)
@@ -268,7 +271,6 @@ class Judge:
         return [g.text if g is not None else "" for g in generations]  # a prompt too long: no reply
 
     def _remote(self, prompts: list[str]) -> list[str]:
-        from playpen.errors import PlaypenError
 
         def call(prompt: str) -> str:
             try:
@@ -296,22 +298,17 @@ def check_judge(options: JudgeOptions) -> None:
     if options.judge in NOT_A_JUDGE:
         raise JudgeError(f"option --judge: '{options.judge}' cannot judge (it plays games by rule); expected "
                          f"'{LEARNER_JUDGE}' or a registered model name")
-    from playpen.models import check_model_name
     check_model_name(options.judge, "judge")
 
 
 def load_judge(options: JudgeOptions, learner: Any) -> Judge:
     """The judge of the options; a remote judge's server must answer first."""
-    from playpen.rollouts.chat import template_kwargs_of
-    from playpen.training.common.lifecycle import tokenizer_of
     spec = options.judge_spec()
     kwargs = dict(max_tokens=options.judge_max_tokens, batch_size=options.judge_batch_size)
     if options.judge == LEARNER_JUDGE:
         return Judge(spec, f"{learner.name} (learner{'' if options.judge_adapter else ', no adapter'})",
                      tokenizer=tokenizer_of(learner), template_kwargs=template_kwargs_of(learner),
                      with_adapter=options.judge_adapter, **kwargs)
-    from playpen.models import load_model_by_name
-    from playpen.remote import check_reachable
     model = load_model_by_name(options.judge, gen_args=dict(temperature=0.0, max_tokens=options.judge_max_tokens),
                                role="judge")
     check_reachable(model, f"judge '{options.judge}'")

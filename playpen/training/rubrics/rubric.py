@@ -52,7 +52,9 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from playpen.errors import JudgeError, PartnerError, RubricError
 from playpen.outcomes import EpisodeOutcome
+from playpen.registry import resolve_game
 from playpen.rewards import OutcomeReward, RewardFunction
+from playpen.training.rubrics.judging import JudgeRequest
 
 logger = logging.getLogger("playpen.rubrics")
 
@@ -169,7 +171,6 @@ class JudgeTerm:
 
     def request(self, episode: Any, player_name: str, role: str):
         """The judge request for one player of one episode; None when it had no turn."""
-        from playpen.training.rubrics.judging import JudgeRequest
         turns = player_turns(episode, player_name)
         if not turns:
             return None
@@ -400,7 +401,6 @@ class Rubric:
 
 def game_roles(game: str) -> tuple[str, ...]:
     """The roles a game's clemgame.json declares (through playpen's game registry)."""
-    from playpen.registry import resolve_game
     roles = resolve_game(game).spec.get("roles")
     if not roles:
         raise RubricError(f"game '{game}' declares no roles in its clemgame.json: pass roles= to the rubric")

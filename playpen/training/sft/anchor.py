@@ -16,6 +16,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Optional, Sequence
 
+from playpen.training.sft.demonstrations import supervised_records, tokenized_dataset
+from playpen.training.spag.objective import token_logps  # the vocabulary projection only at the turns' tokens
+
 SFT_MAX_LENGTH = 1024  # tokens per demonstration conversation (longer: cut, as in SFT)
 
 
@@ -40,7 +43,6 @@ class SFTAnchor:
         if step == self.done_for:
             return False
         self.done_for = step
-        from playpen.training.spag.objective import token_logps  # the vocabulary projection only at the turns' tokens
         began = time.perf_counter()
         total = 0.0
         for _ in range(self.batch):
@@ -58,7 +60,6 @@ def demonstration_rows(games: Sequence[str], roles: Sequence[str], train_instanc
                        tokenizer: Any, seed: int) -> list[dict]:
     """Tokenised won episodes of the programmatic players on the games' training instances,
     kept for ``roles`` (empty: all), played into ``out_dir/demonstrations`` once."""
-    from playpen.training.sft.demonstrations import supervised_records, tokenized_dataset
     config = SimpleNamespace(games=",".join(games), dataset="", records="", demo_model="programmatic",
                              train_instances=train_instances, demo_max_instances=0, roles=",".join(roles),
                              outcomes="success")

@@ -27,9 +27,13 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from playpen.data import DatasetFilter, read_dataset_file, read_results
+from playpen.distributed import main_first
 from playpen.errors import DatasetError
+from playpen.evaluation import play, score
 from playpen.files import write_json
-from playpen.registry import TRAIN_INSTANCES
+from playpen.models import load_model_by_name
+from playpen.registry import TRAIN_INSTANCES, game_specs
+from playpen.rollouts.chat import normalize_messages
 from playpen.training.common.config import split_list
 
 
@@ -51,9 +55,6 @@ def play_demonstrations(games: Sequence[str], out_dir: str | Path, *, model: str
     (an interrupted or failed attempt), played with another ``max_instances``, or whose
     episode count no longer matches is played again from scratch; complete games are kept.
     """
-    from playpen.evaluation import play, score
-    from playpen.models import load_model_by_name
-    from playpen.registry import game_specs
     out_dir = Path(out_dir) / instances  # demonstrations of different instance sets never mix
     run_dir = out_dir / model
     marker = run_dir / DEMONSTRATIONS_MARKER
@@ -100,7 +101,6 @@ def _complete_games(marker: Path, run_dir: Path, max_instances: Optional[int]) -
 def assistant_spans(tokenizer, messages: Sequence[dict], template_kwargs: Optional[dict] = None
                     ) -> tuple[str, list[tuple[int, int]]]:
     """The rendered conversation and the character spans of its assistant turns."""
-    from playpen.rollouts.chat import normalize_messages
     messages = normalize_messages(messages)
     kwargs = dict(tokenize=False, **(template_kwargs or {}))
     text = tokenizer.apply_chat_template(messages, **kwargs)
@@ -159,7 +159,6 @@ def supervised_records(config, output_dir: str | Path) -> list[dict]:
     elif config.records:
         records = read_results(config.records)
     else:
-        from playpen.distributed import main_first
         with main_first():  # a data-parallel run: rank 0 plays them, the others then find them complete
             demos = play_demonstrations(games, Path(output_dir) / "demonstrations", model=config.demo_model,
                                         instances=config.train_instances,

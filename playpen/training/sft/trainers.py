@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from playpen.models import check_adapter
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import DemonstrationOptions, LoraOptions, RunConfig, option, report_to
@@ -77,7 +78,6 @@ class SFTLoraTrainer(BasePlayPen):
         model, peft_config = lifecycle.model_of(learner), cfg.lora_config()
         if cfg.init_adapter:  # continue that adapter (e.g. in a stage pipeline)
             from peft import PeftModel
-            from playpen.models import check_adapter
             model = PeftModel.from_pretrained(model, str(check_adapter(cfg.init_adapter)), is_trainable=True)
             peft_config = None
         trainer = SFTTrainer(model=model, args=args, train_dataset=dataset,

@@ -28,10 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from playpen.errors import TrainingSetupError
+from playpen.data import DatasetFilter, conversational_records, episode_folders
+from playpen.errors import DatasetError, TrainingSetupError
 from playpen.inference.model_facts import device_of
 from playpen.outcomes import EpisodeOutcome, flag
 from playpen.training.common.config import option, split_list
+from playpen.training.sft.demonstrations import play_demonstrations, supervised_records, tokenize_conversation
 
 REFERENCES = ("behaviour", "base")
 
@@ -215,7 +217,6 @@ def winning_records(folder: str | Path, games: Sequence[str], roles: Sequence[st
     role won its episode (``"<Role> Win"`` set in interactions.json)."""
     import json
 
-    from playpen.data import DatasetFilter, conversational_records, episode_folders
     keep = DatasetFilter(games=tuple(games), roles=tuple(roles))
     out = []
     for episode in episode_folders(Path(folder)):
@@ -235,8 +236,6 @@ def imitation_records(config, output_dir: str | Path) -> list[dict]:
     """The imitation data: :func:`~playpen.training.sft.supervised_records` (a dataset file,
     ``--records`` or demonstrations played by ``--demo-model``), with ``--imitate-winners``
     restricted to each role's won episodes (a dataset file has no episode scores: kept as is)."""
-    from playpen.errors import DatasetError
-    from playpen.training.sft.demonstrations import play_demonstrations, supervised_records
     records = supervised_records(config, output_dir)
     if not config.imitate_winners or config.dataset:
         return records
@@ -256,7 +255,6 @@ def imitation_records(config, output_dir: str | Path) -> list[dict]:
 def tokenized_turns(records: Sequence[dict], tokenizer, max_length: int,
                     template_kwargs: Optional[dict] = None) -> list[tuple[list[int], list[int]]]:
     """(ids, assistant mask) of every record with an assistant token within `max_length`."""
-    from playpen.training.sft.demonstrations import tokenize_conversation
     rows = []
     for record in records:
         row = tokenize_conversation(tokenizer, record["messages"], max_length, template_kwargs)

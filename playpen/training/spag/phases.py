@@ -21,12 +21,15 @@ from typing import Any, Optional
 
 from playpen.callbacks import JsonlLogCallback
 from playpen.errors import ResumeError
-from playpen.files import write_json
+from playpen.files import write_json, write_text
+from playpen.models import check_adapter
+from playpen.rollouts import InstanceRef, Learner, SamplingConfig, rollout
+from playpen.rollouts.chat import template_kwargs_of
 from playpen.training.common.checkpoints import STATE_FILE, is_complete, remove_checkpoint
 from playpen.training.common.final_evaluation import FinalEvaluation
 from playpen.training.common.finite import NonFiniteGuard
-from playpen.training.common.lifecycle import (GracefulInterrupt, lock_run_folder, model_of, safe_name, set_lora_dropout,
-                                              tokenizer_of)
+from playpen.training.common.lifecycle import (GracefulInterrupt, lock_run_folder, model_of, safe_name,
+                                               set_lora_dropout, tokenizer_of)
 from playpen.training.common.memory import memory_metrics, prepare_for_training, release_memory, reset_peak
 from playpen.training.common.plotting import CURVE_FILE, LOG_FILE, plot_run
 from playpen.training.spag import objective
@@ -44,7 +47,6 @@ class SpagRun:
     kind = "spag+lora"
 
     def __init__(self, playpen):
-        from playpen.rollouts.chat import template_kwargs_of
         self.playpen, self.cfg = playpen, playpen.config
         cfg = self.cfg
         self.run_dir = Path(cfg.models_dir) / self.kind / safe_name(playpen.learner.name)
@@ -108,7 +110,6 @@ class SpagRun:
         fresh adapter on the learner's model (peft injects it into that model in place, so
         the learner plays and is evaluated with it)."""
         from peft import PeftModel, get_peft_model
-        from playpen.models import check_adapter
         base = model_of(self.playpen.learner)
         source = self.run_dir / (PARTIAL if self.partial else self.done[-1]) if self.partial or self.done \
             else self.cfg.init_adapter
@@ -210,7 +211,6 @@ class SpagRun:
         """Self-play episodes of `epoch` with `model` in every role; samples with their rewards
         and the reference log-probabilities, and the collection's metrics."""
         import torch
-        from playpen.rollouts import InstanceRef, Learner, SamplingConfig, rollout
         cfg, playpen = self.cfg, self.playpen
         sampling = SamplingConfig.from_gen_args(getattr(playpen.learner, "gen_args", None))
         sampling = SamplingConfig(temperature=sampling.temperature or 1.0, max_new_tokens=sampling.max_new_tokens)
@@ -321,7 +321,6 @@ def _truncate_log(path: Path, step: int) -> None:
     """Drop the log's train steps after `step` (a phase cut short runs again)."""
     import json
 
-    from playpen.files import write_text
     if not path.exists():
         return
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
