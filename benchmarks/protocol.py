@@ -93,12 +93,6 @@ METHODS = {
                                teacher="programmatic", trains=tuple(PRIMARY_GAMES.split(",")), temperature=1.0,
                                description="expert iteration: the learner's own won episodes with the programmatic "
                                            "partners, 4 rounds"),
-    "expert-iteration-12x4": Method("expert-iteration",
-                                    dict(games=PRIMARY_GAMES, roles=LEARNER_ROLES, rounds=4, instances_per_round=12,
-                                         samples_per_instance=4, batch_size=8, max_length=768, learning_rate=1e-4),
-                                    teacher="programmatic", trains=tuple(PRIMARY_GAMES.split(",")), temperature=1.0,
-                                    description="expert iteration as above with half the episodes per round "
-                                                "(12 instances x 4 samples): the CPU's budget"),
     "expert-iteration-selfplay": Method("expert-iteration",
                                         dict(games="taboo", rounds=4, instances_per_round=24, samples_per_instance=4,
                                              batch_size=8, max_length=768, learning_rate=1e-4),
@@ -130,6 +124,10 @@ METHODS = {
                                 description="GRPO in taboo self-play with a running baseline, KL to the warm-up "
                                             "and a supervised anchor"),
 }
+# the CPU's budget: half the episodes per round (12 instances x 4 samples), the rest as above
+METHODS["expert-iteration-12x4"] = replace(
+    METHODS["expert-iteration"], options={**METHODS["expert-iteration"].options, "instances_per_round": 12},
+    description="expert iteration as above with half the episodes per round (12 instances x 4 samples)")
 
 
 # ----------------------------------------------------------------------------- configuration
