@@ -243,27 +243,26 @@ def test_the_lock_is_taken_before_the_refusals_and_released(tiny_workspace, demo
 def test_an_interrupted_demonstration_set_is_completed_not_reused(tmp_path, monkeypatch):
     """Ctrl-C while demonstrations were played, then the same command: it once trained on
     the 122 of 261 episodes that were there, without a word."""
-    import playpen.evaluation as evaluation
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "demonstrations"
-    real_score = evaluation.score
+    real_score = sft.score  # the demonstrations module's own names (imported at its top)
 
     def interrupted(specs, run_dir):
         for folder in sorted(Path(run_dir).rglob("instance_*"))[2:]:
             shutil.rmtree(folder)  # what a Ctrl-C half-way through playing leaves
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(evaluation, "score", interrupted)
+    monkeypatch.setattr(sft, "score", interrupted)
     with pytest.raises(KeyboardInterrupt):
         sft.play_demonstrations(["referencegame"], out, max_instances=1)
     run_dir = out / "instances_train" / "programmatic"
     assert len(list(run_dir.rglob("interactions.json"))) == 2
     assert not (run_dir / sft.DEMONSTRATIONS_MARKER).exists()
 
-    monkeypatch.setattr(evaluation, "score", real_score)
+    monkeypatch.setattr(sft, "score", real_score)
     played = []
-    real_play = evaluation.play
-    monkeypatch.setattr(evaluation, "play", lambda specs, *a, **k: played.append(
+    real_play = sft.play
+    monkeypatch.setattr(sft, "play", lambda specs, *a, **k: played.append(
         [s.game_name for s in specs]) or real_play(specs, *a, **k))
     assert sft.play_demonstrations(["referencegame"], out, max_instances=1) == run_dir
     assert len(list(run_dir.rglob("interactions.json"))) == 5  # the whole set, played again
