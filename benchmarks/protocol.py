@@ -65,7 +65,8 @@ SETTINGS = (
 )
 GAMES = "taboo,privateshared,arith_solver,referencegame"
 PRIMARY_GAMES = "taboo,privateshared,arith_solver"
-LEARNER_ROLES = "Guesser,Answerer,Solver"
+LEARNER_ROLE = {"taboo": "Guesser", "privateshared": "Answerer", "arith_solver": "Solver"}
+LEARNER_ROLES = ",".join(LEARNER_ROLE.values())
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,11 @@ def method_of(name: str, args) -> Method:
     if not games:
         raise SystemExit(f"protocol.py: {name} trains none of --train-games {','.join(args.train_games)} "
                          f"(it trains {','.join(method.trains)})")
-    return replace(method, options={**method.options, "games": ",".join(games)}, trains=tuple(games))
+    options = {**method.options, "games": ",".join(games)}
+    if "roles" in options:  # the learner's roles of the games left (a trainer refuses a role its games lack)
+        options["roles"] = ",".join(r for r in options["roles"].split(",")
+                                    if r not in LEARNER_ROLE.values() or any(LEARNER_ROLE.get(g) == r for g in games))
+    return replace(method, options=options, trains=tuple(games))
 
 
 def selection_key(args, name: str = WARM_UP) -> tuple:

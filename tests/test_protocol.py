@@ -141,6 +141,7 @@ def test_a_selection_narrows_the_games_and_joins_the_fingerprint(bench):
     assert protocol.method_of("expert-iteration", full) is protocol.METHODS["expert-iteration"]
     method = protocol.method_of("expert-iteration", narrow)
     assert method.options["games"] == "taboo" and method.trains == ("taboo",)
+    assert method.options["roles"] == "Guesser"  # taboo has no Answerer or Solver: its trainer would refuse them
     assert method.options["samples_per_instance"] == protocol.METHODS["expert-iteration"].options["samples_per_instance"]
     assert protocol.method_of("sft", narrow).options["games"] == "taboo,referencegame"
     assert protocol.selection_key(full) == ()
