@@ -145,8 +145,8 @@ def method_of(name: str, args) -> Method:
                          f"(it trains {','.join(method.trains)})")
     options = {**method.options, "games": ",".join(games)}
     if "roles" in options:  # the learner's roles of the games left (a trainer refuses a role its games lack)
-        options["roles"] = ",".join(r for r in options["roles"].split(",")
-                                    if r not in LEARNER_ROLE.values() or any(LEARNER_ROLE.get(g) == r for g in games))
+        dropped = {role for game, role in LEARNER_ROLE.items() if game not in games}
+        options["roles"] = ",".join(r for r in options["roles"].split(",") if r not in dropped)
     return replace(method, options=options, trains=tuple(games))
 
 
@@ -412,9 +412,9 @@ def main(argv=None) -> int:
         return 2
     named = {s.name: s for s in SETTINGS}
     chosen = [n for n in args.settings.split(",") if n]
-    if [n for n in chosen if n not in named]:
-        print(f"protocol.py: unknown setting(s) {[n for n in chosen if n not in named]}; known: {','.join(named)}",
-              file=sys.stderr)
+    unknown_settings = [n for n in chosen if n not in named]
+    if unknown_settings:
+        print(f"protocol.py: unknown setting(s) {unknown_settings}; known: {','.join(named)}", file=sys.stderr)
         return 2
     args.settings = tuple(s for s in SETTINGS if s.name in chosen) if chosen else SETTINGS
     args.train_games = tuple(g for g in args.train_games.split(",") if g)
