@@ -322,6 +322,15 @@ def cached(out: Path, name: str, seed: int, key: str, settings) -> bool:
     return len(keys) == 1 and all(p.exists() for p in found)
 
 
+def dev_done(out: Path, name: str, seed: int, key: str) -> bool:
+    """True when the dev log holds this configuration's full-budget dev row for the seed."""
+    log = out / "dev-log.jsonl"
+    rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()] \
+        if log.exists() else []
+    return any(r.get("method") == name and r.get("seed") == seed and r.get("fingerprint") == key
+               and r.get("fraction") == 1.0 for r in rows)
+
+
 def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path) -> None:
     method = method_of(name, args)
     models = work / f"seed-{seed}" / "models" / name
@@ -333,6 +342,9 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
     if cached(out, name, seed, key, args.settings):
         print(f"== {name} seed {seed}: cached", flush=True)
         return
+    if args.dev_only and dev_done(out, name, seed, key):
+        print(f"== {name} seed {seed}: dev curve cached (--dev-only)", flush=True)
+        return
     print(f"== {name} seed {seed}: {options['max_steps']} steps of {rows_per_step(config)} examples", flush=True)
     from playpen.errors import PlaypenError
     from playpen.training.common.checkpoints import checkpoint_step, checkpoints
@@ -341,6 +353,8 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
         train(cls, config, method, args, seed, work / f"seed-{seed}" / "records")
     except PlaypenError as error:  # e.g. nothing won to imitate: the policy stays the warm-up's
         print(f"== {name} seed {seed}: failed: {error}", flush=True)
+        if args.dev_only:
+            return
         test = evaluate_split(adapter0, "test", f"seed{seed}-{name}", args, work)
         write_results(out, name, method, seed, key, test, {
             "failed": str(error), "steps": 0, "budget_examples": args.budget_examples,
@@ -356,7 +370,10 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
         dev = evaluate_split(saved[step], "dev", f"seed{seed}-{name}-{step}", args, work)
         curve.append({"fraction": fraction, "step": step, "dev": summaries(dev)})
         log_dev(out, method=name, seed=seed, step=step, fraction=fraction, fingerprint=key, options=options,
-                dev=summaries(dev), dev_mean=dev_mean(dev))
+                dev=summaries(dev), dev_mean=dev_mean(dev), train_seconds=round(seconds, 1))
+    if args.dev_only:  # a candidate screened on dev: the test split stays untouched
+        print(f"== {name} seed {seed}: dev {dev_mean(dev):.2f} at the full budget (--dev-only: no test)", flush=True)
+        return
     test = evaluate_split(saved[max(saved)], "test", f"seed{seed}-{name}", args, work)
     write_results(out, name, method, seed, key, test, {
         "budget_examples": args.budget_examples, "steps": steps, "examples_per_step": rows_per_step(config),
@@ -395,6 +412,8 @@ def main(argv=None) -> int:
                         help="comma-separated: every method trains only these of its games (default: its own)")
     parser.add_argument("--splits", default=str(SPLITS_FILE))
     parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--dev-only", action="store_true",
+                        help="screen methods on dev: train and log the dev curve, never play the test split")
     parser.add_argument("--report", action="store_true", help="only the report and plots from the results")
     parser.add_argument("--quick", action="store_true", help="tiny budgets and 2 items per split: the plumbing only")
     args = parser.parse_args(argv)
@@ -437,7 +456,8 @@ def main(argv=None) -> int:
             configure(name, method_of(name, args), args, work / "check", None, None, overwrite=True)
         for seed in seeds:
             adapter = warm_up(seed, args, out, work)
-            run_warm_up_test(seed, adapter, args, out, work)
+            if not args.dev_only:
+                run_warm_up_test(seed, adapter, args, out, work)
             for name in wanted:
                 run_method(name, seed, adapter, args, out, work)
             build_report(out, METHODS, args.settings, load_splits(args.splits))

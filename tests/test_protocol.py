@@ -178,3 +178,22 @@ def test_the_runner_end_to_end_with_a_tiny_model(bench, tiny_workspace):
     with pytest.raises(SystemExit, match="played once per configuration"):
         protocol.main(["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration",
                        "--out", str(out), "--max-tokens", "6"])
+
+
+def test_dev_only_screens_without_touching_the_test_split(bench, tiny_workspace, capsys):
+    """--dev-only: the warm-up and the method train and log their dev curves; no test result
+    is written (the warm-up's neither); a second run finds the curve and trains nothing."""
+    protocol = bench["protocol"]
+    out = tiny_workspace / "protocol-dev"
+    argv = ["--quick", "-l", "tiny-random", "--seeds", "8", "--methods", "continued-sft",
+            "--settings", "taboo/guesser", "--dev-only", "--out", str(out)]
+    assert protocol.main(argv) == 0
+    assert list(out.glob("*--seed8--*.json")) == []
+    log = [json.loads(line) for line in (out / "dev-log.jsonl").read_text().splitlines()]
+    control = [r for r in log if r["method"] == "continued-sft"]
+    assert [r["fraction"] for r in control] == [0.25, 0.5, 0.75, 1.0]
+    assert all(r["train_seconds"] > 0 and r["dev"]["taboo/guesser"]["items"] == 2 for r in control)
+    capsys.readouterr()
+    assert protocol.main(argv) == 0
+    assert "continued-sft seed 8: dev curve cached (--dev-only)" in capsys.readouterr().out
+    assert len((out / "dev-log.jsonl").read_text().splitlines()) == len(log)
