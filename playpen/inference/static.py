@@ -1,5 +1,9 @@
 """Decoding over a pre-allocated KV cache, each step replayed as a captured CUDA graph.
 
+Longer than 400 lines: the decoder and its bucket steps share private state (buffers, graph
+pool, merged weights, the compiled function and its fallback); the step (``_Step``,
+``_logits``, the slot layer) is where it would split next.
+
 Why: at the sizes researchers train (0.5-4B) one decode step of a batch reads the weights
 and the rows' keys and values once; on an H100/H200 that takes a millisecond or two, while
 transformers' eager forward launches ~20 kernels per layer from Python and a growing
