@@ -13,15 +13,17 @@ process, for each shape:
 
 1. **decode**: ``--rows`` prompts of ~``--prompt-tokens`` tokens, ``--new-tokens`` sampled
    tokens each, through playpen's generation (``generate`` with a KV-cache store) with the
-   ``dynamic`` engine (a growing cache, eager steps) and the ``static`` engine (pre-allocated
-   cache, captured CUDA graphs: playpen.inference.static). Prefill tokens/s come from a call
+   ``dynamic`` engine (a growing cache, eager steps), the ``static`` engine (pre-allocated
+   cache, captured CUDA graphs: playpen.inference.static) and ``static-compile`` (the same, each
+   step compiled by torch.compile first: ``SamplingConfig.compile_decode``; its first call's
+   compiling and capturing time is ``warmup_s``). Prefill tokens/s come from a call
    with a budget of 1; decode tokens/s from the difference of the two calls. The bound:
    every decode step reads the weights once and each row's keys and values so far; that
    many bytes at the device's copy bandwidth (measured here: a device-to-device copy) is the
    fastest any engine can decode; "of bound" = bound time / measured time;
 2. **rollout**: ``--rows`` episodes of the multi-turn recall game (benchmarks/rollouts.py:
-   every reply continues, ``--rounds`` learner turns each) through ``rollout()``, both
-   engines: wall time, decoded and prefilled tokens/s;
+   every reply continues, ``--rounds`` learner turns each) through ``rollout()``, every
+   engine: wall time, decoded and prefilled tokens/s;
 3. **train**: one pass over the static rollout's rows (G x N = ``--rows``), all rows at once
    (``--train-rows`` per micro-batch): forward, then backward of a GRPO-shaped loss
    (advantage x log-prob of the learner's tokens, projected to the vocabulary only there),
@@ -32,7 +34,8 @@ process, for each shape:
 4. **step**: rollout + pass + optimizer timed as one step, against rollout + forward +
    backward.
 
-Peak GPU memory per part. Results: ``<out>/scale-<date>.json`` and a table on stdout.
+``--parts`` picks parts (benchmarks/gpu-check.sh runs decode and rollout only). Peak GPU
+memory per part. Results: ``<out>/scale-<date>.json`` and a table on stdout.
 """
 from __future__ import annotations
 
@@ -67,7 +70,15 @@ SHAPES = {
                  num_key_value_heads=2, head_dim=16, vocab_size=None),
 }
 DATASHEET_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0}
-ENGINES = ("dynamic", "static")
+ENGINES = ("dynamic", "static", "static-compile")
+PARTS = ("decode", "rollout", "train")  # train: the pass and the whole step
+
+
+def sampling_of(engine: str, **values):
+    """The SamplingConfig of an engine label (``static-compile``: the static engine, compiled)."""
+    from playpen.rollouts import SamplingConfig
+    return SamplingConfig(engine="static" if engine == "static-compile" else engine,
+                          compile_decode=engine == "static-compile", **values)
 
 
 def sync(device):
@@ -158,16 +169,16 @@ def kv_bytes_per_token(model) -> int:
 def decode(model, tokenizer, args, device, weights_bytes: int, bandwidth_gbs) -> dict:
     """Part 1: prefill and decode tokens/s of both engines on the same prompts."""
     import torch
-    from playpen.rollouts import SamplingConfig
     from playpen.inference.engine import generate
     from playpen.inference.kvcache import KVCacheStore
+    from playpen.inference.static import static_decoder
     rng = random.Random(0)
     prompts = [[rng.randrange(100, len(tokenizer) - 100) for _ in range(args.prompt_tokens + 8 * (i % 16))]
                for i in range(args.rows)]
     out = {}
     for engine in args.engine_list:
-        sampling = SamplingConfig(temperature=args.temperature, max_new_tokens=args.new_tokens, engine=engine,
-                                  max_batch_size=args.rows)
+        sampling = sampling_of(engine, temperature=args.temperature, max_new_tokens=args.new_tokens,
+                               max_batch_size=args.rows)
 
         def call(budget):
             torch.manual_seed(1)
@@ -178,7 +189,9 @@ def decode(model, tokenizer, args, device, weights_bytes: int, bandwidth_gbs) ->
             sync(device)
             return time.perf_counter() - start, gens
 
-        call(args.new_tokens)  # warm-up: kernels, allocator, captured steps
+        decoder = static_decoder(model)
+        compiles, compile_s = decoder.num_compiles, decoder.compile_seconds
+        warmup_s, _ = call(args.new_tokens)  # warm-up: kernels, allocator, compiled and captured steps
         if args.profile and device.type == "cuda" and engine == "static":
             from torch.profiler import ProfilerActivity, profile
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -194,7 +207,7 @@ def decode(model, tokenizer, args, device, weights_bytes: int, bandwidth_gbs) ->
         row = {"rows": len(prompts), "prompt_tokens": sum(map(len, prompts)), "new_tokens": args.new_tokens,
                "prefill_s": round(prefill_s, 4), "decode_s": round(decode_s, 4),
                "prefill_tok_s": round(sum(map(len, prompts)) / prefill_s, 1),
-               "decode_tok_s": round(decoded / decode_s, 1), "peak_gb": peak_gb(device),
+               "decode_tok_s": round(decoded / decode_s, 1), "warmup_s": round(warmup_s, 2), "peak_gb": peak_gb(device),
                "tokens": [list(g.token_ids) for g in gens[:2]]}
         if bandwidth_gbs:
             kv = kv_bytes_per_token(model)
@@ -202,17 +215,22 @@ def decode(model, tokenizer, args, device, weights_bytes: int, bandwidth_gbs) ->
             read = sum(weights_bytes + kv * sum(n + s for n in lengths) for s in range(1, steps + 1))
             row["bound_s"] = round(read / (bandwidth_gbs * 1e9), 4)
             row["of_bound"] = round(row["bound_s"] / decode_s, 3)
+        if engine == "static-compile":  # graphs compiled during this engine's calls, and the time in them
+            row["compiles"] = decoder.num_compiles - compiles
+            row["compile_s"] = round(decoder.compile_seconds - compile_s, 2)
+            row["compile_error"] = decoder.compile_error
         out[engine] = row
-    if len(out) == 2:
-        out["speedup"] = round(out["static"]["decode_tok_s"] / out["dynamic"]["decode_tok_s"], 2)
+    for name, (before, after) in {"speedup": ("dynamic", "static"), "compile_speedup": ("static", "static-compile")}.items():
+        if before in out and after in out:
+            out[name] = round(out[after]["decode_tok_s"] / out[before]["decode_tok_s"], 2)
     return out
 
 
 def rollout_episodes(model, tokenizer, args, device, games_dir: Path, engine: str, episodes: int = 0):
     """Part 2: ``--rows`` recall episodes (or the first ``episodes``) through ``rollout()``."""
-    from playpen.rollouts import Learner, SamplingConfig, rollout
-    sampling = SamplingConfig(temperature=args.temperature, max_new_tokens=args.turn_tokens, engine=engine,
-                              max_batch_size=args.rows)
+    from playpen.rollouts import Learner, rollout
+    sampling = sampling_of(engine, temperature=args.temperature, max_new_tokens=args.turn_tokens,
+                           max_batch_size=args.rows)
     learner = Learner(model, tokenizer, name="scale", sampling=sampling)
     sync(device)
     start = time.perf_counter()
@@ -302,7 +320,7 @@ def measure_shape(shape: str, tokenizer, args, device, dtype, facts: dict, games
     print(f"[scale] {shape} decode: {json.dumps(shown)}; captured steps {static_decoder(model).num_captures}, "
           f"capture error: {static_decoder(model).capture_error}", flush=True)
     out["rollout"] = {}
-    for engine in args.engine_list:
+    for engine in args.engine_list if "rollout" in args.part_list else ():
         rollout_episodes(model, tokenizer, args, device, games_dir, engine, episodes=2)  # warm-up
         reset_peak(device)
         seconds, result = rollout_episodes(model, tokenizer, args, device, games_dir, engine)
@@ -315,6 +333,23 @@ def measure_shape(shape: str, tokenizer, args, device, dtype, facts: dict, games
                                   "seconds_env": round(stats.seconds_env, 3), "peak_gb": peak_gb(device)}
         trajectories = result.trajectories
     print(f"[scale] {shape} rollout: {json.dumps(out['rollout'])}", flush=True)
+    if "train" in args.part_list:
+        train_and_step(model, tokenizer, args, device, games_dir, facts, trajectories, out)
+    decoder = static_decoder(model)
+    out["static_captures"] = decoder.num_captures
+    out["static_capture_error"] = decoder.capture_error
+    out["static_compiles"], out["static_compile_s"] = decoder.num_compiles, round(decoder.compile_seconds, 2)
+    out["static_compile_error"] = decoder.compile_error
+    del model
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return out
+
+
+def train_and_step(model, tokenizer, args, device, games_dir: Path, facts: dict, trajectories, out: dict) -> None:
+    """Parts 3 and 4 (into ``out``): one training pass over the last rollout's rows, then a
+    whole step (a static rollout, the pass, the optimizer) against its parts."""
+    import torch
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
     train_pass(model, trajectories, args, device, optimizer)  # warm-up: the same shapes (cuBLAS plans, allocator)
     reset_peak(device)
@@ -329,7 +364,7 @@ def measure_shape(shape: str, tokenizer, args, device, dtype, facts: dict, games
     if facts.get("datasheet_bf16_tflops"):
         passed["mfu_datasheet"] = round(flops / seconds / 1e12 / facts["datasheet_bf16_tflops"], 3)
     out["train"] = passed
-    print(f"[scale] {shape} train: {json.dumps(passed)}", flush=True)
+    print(f"[scale] {out['shape']} train: {json.dumps(passed)}", flush=True)
     # part 4: one whole step (rollout, pass, optimizer) against its parts
     reset_peak(device)
     began = time.perf_counter()
@@ -340,13 +375,7 @@ def measure_shape(shape: str, tokenizer, args, device, dtype, facts: dict, games
     out["step"] = {"step_s": round(step_s, 3), "rollout_s": round(rollout_s, 3), "forward_s": step_pass["forward_s"],
                    "backward_s": step_pass["backward_s"], "optimizer_s": step_pass["optimizer_s"],
                    "ratio": round(step_s / parts, 3), "peak_gb": peak_gb(device)}
-    print(f"[scale] {shape} step: {json.dumps(out['step'])}", flush=True)
-    out["static_captures"] = static_decoder(model).num_captures
-    out["static_capture_error"] = static_decoder(model).capture_error
-    del model, optimizer
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    return out
+    print(f"[scale] {out['shape']} step: {json.dumps(out['step'])}", flush=True)
 
 
 def table(results: dict) -> str:
@@ -354,13 +383,13 @@ def table(results: dict) -> str:
              "step / parts | peak GB |", "|---|---|---|---|---|---|---|---|---|---|"]
     for shape in results["shapes"]:
         for engine in [e for e in ENGINES if e in shape["decode"]]:
-            d, r = shape["decode"][engine], shape["rollout"][engine]
-            train = shape["train"] if engine == "static" else {}
-            step = shape["step"] if engine == "static" else {}
+            d, r = shape["decode"][engine], shape["rollout"].get(engine, {})
+            train = shape.get("train", {}) if engine == "static" else {}
+            step = shape.get("step", {}) if engine == "static" else {}
             mfu = train.get("mfu_measured_peak", "")
             lines.append(f"| {shape['shape']} | {engine} | {d['decode_tok_s']} | {d.get('of_bound', '')} | "
-                         f"{d['prefill_tok_s']} | {r['decoded_tok_s']} | {train.get('tok_s', '')} | {mfu} | "
-                         f"{step.get('ratio', '')} | {max(x for x in (d['peak_gb'], r['peak_gb'], train.get('peak_gb'), step.get('peak_gb')) if x is not None) if d['peak_gb'] is not None else ''} |")
+                         f"{d['prefill_tok_s']} | {r.get('decoded_tok_s', '')} | {train.get('tok_s', '')} | {mfu} | "
+                         f"{step.get('ratio', '')} | {max(x for x in (d['peak_gb'], r.get('peak_gb'), train.get('peak_gb'), step.get('peak_gb')) if x is not None) if d['peak_gb'] is not None else ''} |")
     return "\n".join(lines)
 
 
@@ -379,7 +408,9 @@ def main(argv=None) -> int:
     parser.add_argument("--lora-rank", type=int, default=16)
     parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the embedded model's)")
     parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"))
-    parser.add_argument("--engines", default=",".join(ENGINES), help="engines to measure (dynamic,static)")
+    parser.add_argument("--engines", default=",".join(ENGINES),
+                        help="engines to measure (dynamic,static,static-compile)")
+    parser.add_argument("--parts", default=",".join(PARTS), help="parts to run (decode,rollout,train)")
     parser.add_argument("--lora-bf16", action="store_true", help="LoRA weights in bf16 (peft's default: fp32)")
     parser.add_argument("--profile", action="store_true", help="print torch.profiler's table of each decode call")
     parser.add_argument("--quick", action="store_true", help="CPU smoke test: the tiny shape, a few rows, greedy")
@@ -390,6 +421,11 @@ def main(argv=None) -> int:
     args.engine_list = [e for e in args.engines.split(",") if e]
     if not args.engine_list or any(e not in ENGINES for e in args.engine_list):
         parser.error(f"--engines takes {', '.join(ENGINES)} (comma-separated), got {args.engines!r}")
+    args.part_list = [p for p in args.parts.split(",") if p]
+    if "decode" not in args.part_list or any(p not in PARTS for p in args.part_list) \
+            or ("train" in args.part_list and ("rollout" not in args.part_list or "static" not in args.engine_list)):
+        parser.error(f"--parts takes {', '.join(PARTS)} (comma-separated, decode always; train needs rollout and "
+                     f"the static engine), got {args.parts!r}")
     unknown = [s for s in args.shapes.split(",") if s not in SHAPES]
     if unknown:
         parser.error(f"unknown shape(s) {', '.join(unknown)}; valid: {', '.join(SHAPES)}")

@@ -17,10 +17,13 @@ def test_scale_benchmark_runs_every_part_on_a_cpu(tmp_path, smol_tokenizer_dir):
     (shape,) = json.loads(path.read_text())["shapes"]
     assert shape["shape"] == "tiny"
     decode = shape["decode"]
-    # greedy: both engines decode the same tokens, each row its whole budget
-    assert decode["static"]["tokens"] == decode["dynamic"]["tokens"]
+    # greedy: every engine decodes the same tokens, each row its whole budget
+    assert decode["static"]["tokens"] == decode["dynamic"]["tokens"] == decode["static-compile"]["tokens"]
     assert all(len(row) == 6 for row in decode["static"]["tokens"])
-    for engine in ("dynamic", "static"):
+    # the compiled engine compiled (inductor's C++ kernels here), without falling back to eager steps
+    assert decode["static-compile"]["compiles"] >= 1 and decode["static-compile"]["compile_error"] is None
+    assert shape["static_compiles"] <= 4 and shape["static_compile_error"] is None
+    for engine in ("dynamic", "static", "static-compile"):
         assert decode[engine]["decode_tok_s"] > 0 and decode[engine]["prefill_tok_s"] > 0
         rollout = shape["rollout"][engine]
         assert rollout["episodes"] == 4 and rollout["generated_tokens"] == 4 * 2 * 5  # 4 episodes x 2 turns x 5
@@ -28,12 +31,13 @@ def test_scale_benchmark_runs_every_part_on_a_cpu(tmp_path, smol_tokenizer_dir):
     assert train["rows"] == 4 and train["learner_tokens"] == 40 and train["tokens"] > train["learner_tokens"]
     assert train["forward_s"] > 0 and train["backward_s"] > 0 and train["tok_s"] > 0
     assert shape["step"]["ratio"] >= 1.0
-    assert "| tiny | static |" in done.stdout
+    assert "| tiny | static |" in done.stdout and "| tiny | static-compile |" in done.stdout
 
 
 def test_unknown_shape_and_engine_are_refused(tmp_path):
     for flags, message in ((["--shapes", "qwen9"], "unknown shape(s) qwen9; valid: qwen3-0.6b"),
-                           (["--engines", "fast"], "--engines takes dynamic, static")):
+                           (["--engines", "fast"], "--engines takes dynamic, static, static-compile"),
+                           (["--parts", "rollout"], "--parts takes decode, rollout, train")):
         done = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "scale.py"), *flags, "--out",
                                str(tmp_path)], capture_output=True, text=True, timeout=120)
         assert done.returncode == 2 and message in done.stderr

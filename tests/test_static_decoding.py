@@ -213,3 +213,62 @@ def test_merged_adapter_decodes_like_peft_and_leaves_the_weights_alone(tiny_mode
     assert {n: p.data_ptr() for n, p in model.named_parameters() if "lora_" not in n} == pointers
     assert all(torch.equal(p, before[n]) for n, p in model.named_parameters() if "lora_B.bob" not in n)
     assert not any(m._disable_adapters for m in model.modules() if hasattr(m, "_disable_adapters"))
+
+
+COMPILED = replace(STATIC, compile_decode=True)
+
+
+def test_a_step_that_cannot_be_compiled_decodes_eager_with_one_warning(tiny_model_dir):
+    """compile_decode reaches torch.compile; a forward Dynamo cannot trace whole (here a
+    hook that keeps some hidden values as a list, as a monitoring hook might) turns compiling
+    off for the decoder with one warning, and the rows get the eager steps' tokens."""
+    import warnings
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    seen = []
+    model.model.layers[0].register_forward_pre_hook(lambda module, args: seen.append(args[0][0, -1, :2].tolist()))
+    prompts = _prompts(tokenizer, ("apple", "a river"))
+    eager = generate(model, tokenizer, prompts, STATIC, cache=KVCacheStore(10**9), conversations=range(2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            compiled = generate(model, tokenizer, prompts, COMPILED, cache=KVCacheStore(10**9), conversations=range(2))
+            _assert_same(eager, compiled)
+    decoder = static_decoder(model)
+    assert [str(w.message) for w in caught if str(w.message).startswith("playpen:")] == [
+        f"playpen: decoding without torch.compile, the model's step could not be compiled ({decoder.compile_error})"]
+    assert "Unsupported" in decoder.compile_error and decoder.num_compiles == 0
+    assert not any(step.compiled for step in decoder.steps.values()) and len(seen) > 10
+
+
+@pytest.mark.slow
+def test_compiled_steps_give_the_eager_tokens_and_compile_once(tiny_model_dir):
+    """torch.compile'd steps (inductor's C++ kernels on a CPU): the tokens and logprobs of the
+    eager static steps and of the dynamic loop, greedy and sampled, rows ending at different
+    lengths; calls of other sizes reuse the compiled graphs (one for buckets of 2+ rows, one
+    for a bucket of one row). ~1-2 minutes on a loaded 2-core CPU with cold compile caches."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    decoder = static_decoder(model, graphs=False)
+    words = ("a", "bb", "c c c", "dd", "e")
+    calls = [([1, 7, 2, 5, 3], 0.0), ([7, 7, 7, 7, 7], 0.0), ([4, 2, 6], 0.9), ([3, 5], 0.9), ([6] * 5, 0.9)]
+
+    def decode(sampling, budgets, temperature):
+        prompts = _prompts(tokenizer, words[:len(budgets)])
+        torch.manual_seed(11)
+        return generate(model, tokenizer, prompts, replace(sampling, temperature=temperature, max_new_tokens=7),
+                        cache=KVCacheStore(10**9), conversations=range(len(prompts)), budgets=budgets)
+
+    for round_ in range(2):
+        for budgets, temperature in calls:
+            compiled = decode(COMPILED, budgets, temperature)
+            _assert_same(decode(STATIC, budgets, temperature), compiled)
+            _assert_same(decode(DYNAMIC, budgets, temperature), compiled)
+            assert [len(g.token_ids) for g in compiled] == budgets
+        if round_ == 0:
+            compiles, compiled_steps = decoder.num_compiles, sorted(key[:2] for key in decoder.steps if key[-1])
+    # buckets of 4, 2 and 1 rows (and 8 for the call of 5): all compiled steps, two graphs
+    assert compiled_steps == [(1, 256), (2, 256), (4, 256), (8, 256)]
+    assert compiles == decoder.num_compiles == 2 and decoder.compile_error is None and decoder.compile_seconds > 0

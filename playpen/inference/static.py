@@ -1,5 +1,9 @@
 """Decoding over a pre-allocated KV cache, each step replayed as a captured CUDA graph.
 
+Longer than 400 lines: the decoder and its bucket steps share private state (buffers, graph
+pool, merged weights, the compiled function and its fallback); the step (``_Step``,
+``_logits``, the slot layer) is where it would split next.
+
 Why: at the sizes researchers train (0.5-4B) one decode step of a batch reads the weights
 and the rows' keys and values once; on an H100/H200 that takes a millisecond or two, while
 transformers' eager forward launches ~20 kernels per layer from Python and a growing
@@ -29,6 +33,29 @@ per step, not the weights' bytes, bounded the captured steps. The copy is refres
 the current weights at every call (the adapter trains between calls); the merged product
 is rounded once to the weights' dtype, as a serving engine's merged adapter is.
 
+``SamplingConfig(compile_decode=True)`` compiles the step with ``torch.compile`` (inductor)
+before it is captured (off by default until it is measured on a GPU). Why: at 1.7B on an H200
+a captured step was still ~240 elementwise kernels of 3-5 us (RMSNorm, rotary, SiLU x gate,
+residual adds), longer together than reading the weights; inductor fuses them. How:
+
+- inductor's default mode, and this module's own capture of the compiled step, not
+  ``mode="reduce-overhead"``: that mode's CUDA graphs skip a graph whose inputs it mutates
+  (pytorch/pytorch#120733; every step writes the KV buffers in place) and would keep a second
+  pool and copy the inputs beside this module's; the ``max-autotune`` modes tune each matmul
+  for minutes per shape, and the matmuls here are cuBLAS's at the bound already;
+- the step compiles in a warm-up before the capture (a capture cannot compile) and only there;
+- shapes are symbolic (``dynamic=True``): one compiled graph serves every (rows, columns)
+  bucket, each bucket still captured on its own (vLLM compiles once and captures per size
+  too). Dynamo specialises a bucket of one row, so a decoder compiles two graphs (more if
+  the model, its dtype or its merged adapter change): ``num_compiles`` counts them, and
+  tests/test_static_decoding.py checks that calls of other sizes add none;
+- ``fullgraph=True``: a model's forward that Dynamo cannot trace whole, no C++ compiler for
+  inductor on a CPU, or Dynamo's recompile limit turn compiling off for the decoder with one
+  warning (``compile_error``), and the steps run eager, as a failed capture does.
+
+On a CPU the compiled step runs too (inductor's C++ kernels): that is how the tests check it
+gives the eager step's tokens.
+
 Rows of several LoRA adapters in one batch (peft's mixed-batch inference chooses its
 kernels per call from the rows' adapter names) and attention implementations other than
 ``sdpa``/``eager`` (which take no 4-D mask) use the dynamic loop:
@@ -36,6 +63,10 @@ kernels per call from the rows' adapter names) and attention implementations oth
 """
 from __future__ import annotations
 
+import time
+import traceback
+import types
+import warnings
 import weakref
 from typing import Any, Optional
 
@@ -81,12 +112,32 @@ def _slot_layer_class():
         update writes each row's new key and value at column ``pos[row]`` and returns the
         bucket's columns."""
 
-        def __init__(self, keys, values, rows, positions, columns: int):
+        def __init__(self, keys, values, rows, positions, columns):
             super().__init__()
             self.device = keys.device
             self.is_initialized = True
-            self._keys, self._values, self._rows, self._positions = keys, values, rows, positions
-            self.keys, self.values = keys[:, :, :columns], values[:, :, :columns]
+            # the whole buffers and index tensors (rows, positions, columns): the bucket's view
+            # is cut from them where it is read, so that a compiled step sees one input per
+            # buffer (a view made beforehand would be a second input aliasing it, which
+            # torch.compile handles by copying the whole buffer each step)
+            self._keys, self._values, self._rows, self._positions, self._columns = \
+                keys, values, rows, positions, columns
+
+        @property
+        def keys(self):
+            return self._keys[:self._rows.shape[0], :, :self._columns.shape[0]]
+
+        @keys.setter
+        def keys(self, value):  # only the base class's __init__ assigns (None)
+            pass
+
+        @property
+        def values(self):
+            return self._values[:self._rows.shape[0], :, :self._columns.shape[0]]
+
+        @values.setter
+        def values(self, value):
+            pass
 
         def update(self, key_states, value_states, *args, **kwargs):
             self._keys[self._rows, :, self._positions] = key_states[:, :, -1]
@@ -99,17 +150,53 @@ def _slot_layer_class():
 _SLOT_LAYER = None
 
 
+def _logits(step: "_Step"):
+    """One decode step of ``step``'s bucket: the model's forward for one token per row, with
+    a 4-D mask built from the rows' positions; the last position's logits ``[rows, vocab]``."""
+    import torch
+    decoder = step.decoder
+    visible = (step.column_index[None, :] <= step.positions[:, None])[:, None, None, :]
+    if decoder.additive_mask:  # eager attention adds its mask to the scores
+        mask = torch.zeros(visible.shape, dtype=decoder.dtype, device=decoder.device)
+        mask = mask.masked_fill(~visible, torch.finfo(decoder.dtype).min)
+    else:
+        mask = visible
+    out = decoder.model(input_ids=step.ids, attention_mask=mask, position_ids=step.positions[:, None],
+                        use_cache=True, logits_to_keep=1, **{step.cache_key: step.cache},
+                        **({} if decoder.merge else step.extra))
+    return out.logits[:, -1]
+
+
+def _compiled_logits(decoder: "StaticDecoder"):
+    """``_logits`` compiled by torch.compile with inductor for ``decoder`` (see
+    :class:`StaticDecoder`'s ``compile`` notes for the choices)."""
+    import torch
+    from torch._inductor.compile_fx import compile_fx  # what backend="inductor" calls, counted here
+
+    def inductor(graph, example_inputs):
+        compiled = compile_fx(graph, example_inputs)
+        decoder.num_compiles += 1  # counted once built: Dynamo may restart a trace from inside it
+        return compiled
+
+    # A fresh code object per decoder: Dynamo keeps compiled graphs (and counts recompiles against
+    # its limit) per code object, so each model's graphs stay its own and go when it goes.
+    code = _logits.__code__.replace()
+    fresh = types.FunctionType(code, _logits.__globals__, _logits.__name__)
+    return torch.compile(fresh, backend=inductor, dynamic=True, fullgraph=True)
+
+
 class _Step:
     """One (rows, columns) bucket: static inputs, the step's cache view and, on CUDA, its
     captured graph."""
 
-    def __init__(self, decoder: "StaticDecoder", rows: int, columns: int, adapter: Optional[str]):
+    def __init__(self, decoder: "StaticDecoder", rows: int, columns: int, adapter: Optional[str],
+                 compiled: bool = False):
         import torch
         from transformers import DynamicCache
         global _SLOT_LAYER
         if _SLOT_LAYER is None:
             _SLOT_LAYER = _slot_layer_class()
-        self.decoder, self.rows, self.columns = decoder, rows, columns
+        self.decoder, self.rows, self.columns, self.compiled = decoder, rows, columns, compiled
         # peft's per-row adapters (one name for every row: its routing is fixed, so capturable)
         self.extra = {} if adapter is None else {"adapter_names": [adapter] * rows}
         device = decoder.device
@@ -118,32 +205,42 @@ class _Step:
         self.row_index = torch.arange(rows, device=device)
         self.column_index = torch.arange(columns, device=device)
         cache = DynamicCache(config=decoder.model.config)
-        cache.layers = [_SLOT_LAYER(k[:rows], v[:rows], self.row_index, self.positions, columns)
+        cache.layers = [_SLOT_LAYER(k, v, self.row_index, self.positions, self.column_index)
                         for k, v in zip(decoder.keys, decoder.values)]
         self.cache = cache
+        self.cache_key = cache_kwarg(decoder.model)
         self.graph = None
         self.logits = None
 
-    def _forward(self):
-        import torch
-        decoder = self.decoder
-        visible = (self.column_index[None, :] <= self.positions[:, None])[:, None, None, :]
-        if decoder.additive_mask:  # eager attention adds its mask to the scores
-            mask = torch.zeros(visible.shape, dtype=decoder.dtype, device=decoder.device)
-            mask = mask.masked_fill(~visible, torch.finfo(decoder.dtype).min)
-        else:
-            mask = visible
-        with decoder.merged():
-            out = decoder.model(input_ids=self.ids, attention_mask=mask, position_ids=self.positions[:, None],
-                                use_cache=True, logits_to_keep=1, **{cache_kwarg(decoder.model): self.cache},
-                                **({} if decoder.merge else self.extra))
-        return out.logits[:, -1]
+    def _forward(self, compiling: bool = False):
+        # the merged weights are swapped in outside the compiled region (Dynamo does not trace
+        # assignments to a parameter's ``.data``); what the step reads is the same either way
+        with self.decoder.merged():
+            if self.compiled and self.decoder.compile_error is None:
+                import torch
+                # compiling happens in the warm-up only: a later guard that fails (a value the
+                # forward reads that changes every step) would recompile every step, so it
+                # raises instead and the decoder turns compiling off
+                try:
+                    with torch.compiler.set_stance("default" if compiling else "fail_on_recompile"):
+                        return self.decoder.compiled_logits(self)
+                except Exception as error:  # noqa: BLE001 - see StaticDecoder.compile_failed
+                    self.decoder.compile_failed(error)
+                    self.compiled = False
+            return _logits(self)
+
+    def warm_up(self) -> None:
+        """Run one step on dummy inputs, compiling it if it is to be compiled. It writes
+        garbage at column ``positions`` = the bucket's last column of every slot, which no live
+        row has attended yet (a row's columns past its position are never read before it
+        writes them)."""
+        self.positions.fill_(self.columns - 1)
+        self.ids.zero_()
+        self._forward(compiling=True)
 
     def capture(self, pool) -> None:
-        """Warm up on a side stream, then capture one step. The warm-up and capture write
-        garbage at column ``positions`` = the bucket's last column of every slot, which no
-        live row has attended yet (a row's columns past its position are never read before
-        it writes them)."""
+        """Warm up on a side stream, then capture one step (the warm-up's garbage: see
+        :meth:`warm_up`)."""
         import torch
         self.positions.fill_(self.columns - 1)
         self.ids.zero_()
@@ -196,6 +293,25 @@ class StaticDecoder:
         self.pool = None
         self.num_captures = 0
         self.capture_error: Optional[str] = None
+        self._compiled_logits = None
+        self.num_compiles = 0  # graphs inductor compiled for this decoder
+        self.compile_seconds = 0.0  # spent in the compiling calls (Dynamo's trace, inductor, the first run)
+        self.compile_error: Optional[str] = None
+
+    @property
+    def compiled_logits(self):
+        if self._compiled_logits is None:
+            self._compiled_logits = _compiled_logits(self)
+        return self._compiled_logits
+
+    def compile_failed(self, error: Exception) -> None:
+        """A compiled step failed: a forward Dynamo cannot trace whole (``fullgraph``), inductor
+        cannot build (no C++ compiler on a CPU), a recompile after the warm-up, or Dynamo's
+        recompile limit. Compiling stops for this decoder, with one warning; steps run eager."""
+        if self.compile_error is None:
+            self.compile_error = _where(error)
+            warnings.warn(f"playpen: decoding without torch.compile, the model's step could not be "
+                          f"compiled ({self.compile_error})", stacklevel=3)
 
     def release(self) -> None:
         self.keys, self.values, self.steps, self.capacity, self.pool = [], [], {}, (0, 0), None
@@ -280,26 +396,27 @@ class StaticDecoder:
             import torch.cuda
             self.pool = torch.cuda.graph_pool_handle()
 
-    def _step(self, rows: int, columns: int, adapter: Optional[str]) -> _Step:
-        key = (rows, columns, adapter, self.merge)
+    def _step(self, rows: int, columns: int, adapter: Optional[str], compiled: bool = False) -> _Step:
+        compiled = compiled and self.compile_error is None
+        key = (rows, columns, adapter, self.merge, compiled)
         step = self.steps.get(key)
         if step is None:
-            step = self.steps[key] = _Step(self, rows, columns, adapter)
+            step = self.steps[key] = _Step(self, rows, columns, adapter, compiled)
+            if compiled:
+                began = time.perf_counter()
+                step.warm_up()  # compiles here, never inside a graph capture (a capture cannot compile)
+                self.compile_seconds += time.perf_counter() - began
             if self.graphs:
                 try:
                     step.capture(self.pool)
                     self.num_captures += 1
                 except Exception as error:  # noqa: BLE001 - a model whose forward cannot be captured
                     # (a host sync or a data-dependent shape in its code): the same steps, uncaptured
-                    import traceback
-                    import warnings
-                    where = traceback.extract_tb(error.__traceback__)[-3:]
-                    self.capture_error = f"{type(error).__name__}: {error} (at " + " < ".join(
-                        f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno}" for frame in reversed(where)) + ")"
+                    self.capture_error = _where(error)
                     warnings.warn(f"playpen: decoding without CUDA graphs, the model's step could not be "
                                   f"captured ({self.capture_error})", stacklevel=2)
                     self.graphs = False
-                    self.steps = {key: _Step(self, rows, columns, adapter)}
+                    self.steps = {key: _Step(self, rows, columns, adapter, compiled)}
                     step = self.steps[key]
         return step
 
@@ -312,6 +429,7 @@ class StaticDecoder:
         import torch
         eos = set(eos_token_ids(model, tokenizer))
         temperature = sampling.temperature if sampling.temperature and sampling.temperature > 0 else 1.0
+        compiled = bool(getattr(sampling, "compile_decode", False))
         n = len(prompts)
         need = max(len(p) + b for p, b in zip(prompts, budgets))
         self._ensure(_bucket_rows(n), _bucket_columns(need), full[0])
@@ -356,7 +474,7 @@ class StaticDecoder:
                 slots = [slots[s] for s in keep]
                 chosen, positions = chosen[index], positions[index]
             furthest = max(len(prompts[r]) + len(tokens_of[r]) for r in slots)  # the last position fed, + 1
-            step = self._step(_bucket_rows(len(slots)), _bucket_columns(furthest), adapters[0])
+            step = self._step(_bucket_rows(len(slots)), _bucket_columns(furthest), adapters[0], compiled)
             logits = step.run(chosen, positions).float()
             positions = positions + 1
         generations = []
@@ -367,6 +485,14 @@ class StaticDecoder:
                 token_ids=tuple(ids), logprobs=tuple(logprobs_of[r]),
                 text=tokenizer.decode(ids[:-1] if finished else ids, skip_special_tokens=False), finished=finished))
         return generations
+
+
+def _where(error: Exception) -> str:
+    """An error in one line: its type, message and the last frames it passed."""
+    frames = traceback.extract_tb(error.__traceback__)[-3:]
+    message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {message} (at " + " < ".join(
+        f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno}" for frame in reversed(frames)) + ")"
 
 
 _DECODERS: "weakref.WeakKeyDictionary[Any, StaticDecoder]" = weakref.WeakKeyDictionary()

@@ -30,6 +30,11 @@ class SamplingConfig:
     (a growing per-call cache, :mod:`playpen.inference.dynamic`), or
     ``auto``: static on CUDA where the model allows it, dynamic elsewhere (on a CPU the
     launches it saves cost nothing)."""
+    compile_decode: bool = False
+    """Compile the static engine's decode step with ``torch.compile`` (inductor fuses the
+    step's many small elementwise kernels) before it is captured or run; ignored where the
+    dynamic loop decodes. Off by default until it is measured on a GPU (benchmarks/README.md,
+    "Throughput at scale"); a step that cannot be compiled decodes eager, with one warning."""
 
     @classmethod
     def from_gen_args(cls, gen_args: Optional[Mapping[str, Any]], **overrides) -> "SamplingConfig":
