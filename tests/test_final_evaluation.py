@@ -176,3 +176,30 @@ def test_a_pipeline_reports_before_and_after_also_when_resumed_with_every_stage_
     assert again["before_cached"] is True
     assert [r["after"] for r in again["rows"]] == [r["after"] for r in first["rows"]]
     assert evaluated == [True, True]  # the adapter was on the evaluated learner both times
+
+
+# ----------------------------------------------------------------------------- the default sample
+
+def test_by_default_the_trained_games_are_a_sample_and_the_table_says_how_large(sets_workspace):
+    """4 held-out instances per experiment (referencegame: 20 of 90 episodes) unless
+    --eval-max-instances 0 asks for all; the table names the episodes and questions."""
+    default = [a for i, a in enumerate(RUN) if "--eval-max-instances" not in RUN[max(0, i - 1):i + 1]]
+    result = invoke(*default, "--eval-sets", "none")
+    assert result.exit_code == 0, result.output
+    rows = {r["name"]: r for r in summary_of(sets_workspace)["before_after"]["rows"]}
+    assert rows["clemscore trained_games"]["over"] == {"before": 20, "after": 20, "unit": "episodes"}
+    assert rows["statscore"]["over"] == {"before": 4, "after": 4, "unit": "questions"}
+    lines = {line.split("  ")[0]: line for line in result.output.splitlines()}
+    assert lines["clemscore trained_games"].endswith("  20 episodes")
+    assert lines["statscore"].endswith("  4 questions")
+    assert summary_of(sets_workspace)["config"]["eval_max_instances"] == 4
+    before = summary_of(sets_workspace)["before_after"]["before"]
+
+    result = invoke(*default, "--eval-sets", "none", "--eval-max-instances", "0", "--no-eval-before", "--overwrite")
+    assert result.exit_code == 0, result.output
+    after = sets_workspace / "results" / "tiny-random+sft+lora-checkpoint-1"
+    assert len(list((after / "referencegame").rglob("scores.json"))) == 90
+    compare = invoke("eval", "--compare", before, after)
+    assert compare.exit_code == 0, compare.output
+    line = next(x for x in compare.output.splitlines() if x.startswith("clemscore trained_games"))
+    assert line.endswith("  20 / 90 episodes")
