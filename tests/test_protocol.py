@@ -208,7 +208,8 @@ def check_forgetting_stage(bench, out):
     assert found["forgetting--sft--seed7.json"]["adapter"] == str(Path(warm_adapter).relative_to(out / "work"))
     control = found["forgetting--continued-sft--seed7.json"]
     assert control["adapter"].startswith("seed-7/models/continued-sft/") and control["adapter"].endswith("checkpoint-4")
-    assert control["config_fingerprint"] == json.loads(tested["continued-sft--seed7--taboo--guesser.json"])["fingerprint"]
+    tested_control = json.loads(tested["continued-sft--seed7--taboo--guesser.json"])
+    assert control["config_fingerprint"] == tested_control["fingerprint"]
     failed = found["forgetting--expert-iteration--seed7.json"]  # it trained nothing: the warm-up's adapter
     assert failed["failed"] is True and failed["adapter"] == found["forgetting--sft--seed7.json"]["adapter"]
     report = (out / "protocol-report.md").read_text()
