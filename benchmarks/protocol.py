@@ -3,6 +3,7 @@
     python benchmarks/protocol.py --methods expert-iteration,spin --seeds 1,2,3   # hours; cached per seed
     python benchmarks/protocol.py --report                                         # report + plots only
     python benchmarks/protocol.py --quick --out /tmp/protocol -l tiny-random       # minutes: the plumbing
+    python benchmarks/protocol.py --forgetting-only --seeds 1,2,3                  # forgetting of the finished seeds
 
 Per seed: an SFT-LoRA warm-up on the programmatic players' won training episodes, trained
 in chunks of ``--warmup-chunk`` steps until its dev score stops improving
@@ -24,6 +25,12 @@ clemscore-style per episode: Main Score when played, 0 when aborted.
 The report (``protocol_report.py``) compares each method with the control item by item:
 exact sign-flip p, Holm over methods x primary settings, intervals clustered by item
 (referencegame: by target) and seed, the detectable effect, forgetting, curves.
+
+Forgetting beyond the protocol's games (``protocol_forgetting.py``; ``--forgetting`` after each
+seed, ``--forgetting-only`` on what has finished, nothing trained): the out-of-domain set's
+clemscore and the statscore of the base model and of every final configuration, in files of
+their own (``forgetting--<method>--seed<S>.json``) with their own fingerprints: the test
+results and their fingerprints are never touched.
 """
 from __future__ import annotations
 
@@ -37,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness import Setting, run_dir_of  # the benchmarks' shared module, beside this script (its folder is on sys.path)
+from protocol_forgetting import forgetting_games, run_forgetting
 from protocol_report import build_report, result_name, scores_of_run
 from protocol_splits import SPLITS_FILE, check_splits, load_splits
 
@@ -416,11 +424,25 @@ def main(argv=None) -> int:
                         help="screen methods on dev: train and log the dev curve, never play the test split")
     parser.add_argument("--report", action="store_true", help="only the report and plots from the results")
     parser.add_argument("--quick", action="store_true", help="tiny budgets and 2 items per split: the plumbing only")
+    parser.add_argument("--forgetting", action="store_true",
+                        help="after each seed: the out-of-domain clemscore and the statscore of the base model and of "
+                             "each final configuration (cached in forgetting--*.json)")
+    parser.add_argument("--forgetting-only", action="store_true",
+                        help="only that, for the configurations already finished (nothing trained), then the report")
+    parser.add_argument("--forgetting-set", default="out_of_domain",
+                        help="the game set whose clemscore measures forgetting (its games the protocol trains are "
+                             "left out)")
+    parser.add_argument("--forgetting-sets-file", default="", help="the sets file [default: playpen's]")
+    parser.add_argument("--forgetting-instances", type=int, default=1,
+                        help="instances per experiment of the set's games (0 = all; 1: 14 episodes of playpen's set)")
+    parser.add_argument("--forgetting-static-limit", type=int, default=100,
+                        help="questions per static task (0 = all)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     if args.quick:
         args.budget_examples, args.warmup_chunk, args.warmup_max_chunks = 8, 1, 2
         args.max_items, args.max_tokens = args.max_items or 2, min(args.max_tokens, 8)
+        args.forgetting_static_limit = min(args.forgetting_static_limit or 4, 4)
         if out.resolve() == OUT.resolve():
             print("protocol.py: --quick results are plumbing, not results: pass --out DIR", file=sys.stderr)
             return 2
@@ -439,6 +461,10 @@ def main(argv=None) -> int:
     args.train_games = tuple(g for g in args.train_games.split(",") if g)
     wanted = [m for m in args.methods.split(",") if m]
     unknown = [m for m in wanted if m not in METHODS]
+    if min(args.forgetting_instances, args.forgetting_static_limit) < 0:
+        print("protocol.py: --forgetting-instances and --forgetting-static-limit must be >= 0 (0 = all)",
+              file=sys.stderr)
+        return 2
     if unknown or not seeds or min(args.budget_examples, args.warmup_chunk, args.warmup_max_chunks) < 1:
         print(f"protocol.py: unknown method(s) {unknown}; known: {','.join(METHODS)}" if unknown else
               "protocol.py: --seeds, --budget-examples, --warmup-chunk and --warmup-max-chunks must be >= 1",
@@ -448,10 +474,20 @@ def main(argv=None) -> int:
     if problems:
         print(f"protocol.py: {args.splits}: {problems[0]}", file=sys.stderr)
         return 2
+    forgetting = (args.forgetting or args.forgetting_only) and not args.report
+    if forgetting:  # the set, lm-eval and its tasks: checked before anything runs
+        from playpen.errors import PlaypenError
+        try:
+            forgetting_games(args, GAMES.split(","))
+        except PlaypenError as e:
+            print(f"protocol.py: --forgetting: {e}", file=sys.stderr)
+            return 2
     out.mkdir(parents=True, exist_ok=True)
-    if not args.report:
-        wanted = [CONTROL] + [m for m in wanted if m not in (CONTROL, WARM_UP)]
-        work = out / "work"
+    wanted = [CONTROL] + [m for m in wanted if m not in (CONTROL, WARM_UP)]
+    work = out / "work"
+    if args.forgetting_only and not args.report:
+        run_forgetting(seeds, wanted, args, out, work, GAMES.split(","))
+    elif not args.report:
         for name in wanted:  # every method's options checked by its trainer before anything runs
             configure(name, method_of(name, args), args, work / "check", None, None, overwrite=True)
         for seed in seeds:
@@ -460,6 +496,8 @@ def main(argv=None) -> int:
                 run_warm_up_test(seed, adapter, args, out, work)
             for name in wanted:
                 run_method(name, seed, adapter, args, out, work)
+            if forgetting:  # its own files and fingerprints, after the seed's test results
+                run_forgetting([seed], wanted, args, out, work, GAMES.split(","))
             build_report(out, METHODS, args.settings, load_splits(args.splits))
     print(build_report(out, METHODS, args.settings, load_splits(args.splits)))
     return 0

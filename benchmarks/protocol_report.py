@@ -8,7 +8,10 @@ adjusts the sign-flip p over the family of methods x primary settings; the 95 % 
 of the mean difference resamples items in clusters (a referencegame target with its
 positions) and seeds; the detectable effect is that of a paired test on the setting's
 items at the observed spread, α = 0.05, power 0.8. Forgetting: % played and score on the
-settings of games a method did not train, against the warm-up of the same seeds.
+settings of games a method did not train, against the warm-up of the same seeds; and, from
+the forgetting stage's files (``protocol_forgetting.py``), the out-of-domain set's clemscore
+and the statscore of each final configuration, before (the base model; the warm-up of the
+same seed) -> after, mean ± sd over seeds.
 """
 from __future__ import annotations
 
@@ -21,11 +24,17 @@ from playpen.evaluation import statistics as stats
 CONTROL, WARM_UP = "continued-sft", "sft"
 ALPHA = 0.05
 MAX_PLAYED_DROP = 5.0  # the issue's target: no untrained game loses more than 5 points of % played
+FORGETTING_PREFIX = "forgetting--"
 
 
 def result_name(method: str, seed: int, setting: str) -> str:
     """``<method>--seed<S>--<game>--<role>.json`` (setting ``game/role``)."""
     return f"{method}--seed{seed}--{setting.replace('/', '--')}.json"
+
+
+def forgetting_file(method: str, seed: int | None) -> str:
+    """``forgetting--<method>--seed<S>.json``; the base model's: ``forgetting--base.json``."""
+    return f"{FORGETTING_PREFIX}{method}{'' if seed is None else f'--seed{seed}'}.json"
 
 
 def scores_of_run(game_dir: Path, items) -> dict:
@@ -49,6 +58,8 @@ def load_results(out: Path) -> dict:
     """(method, setting) -> seed -> the result file's content."""
     found: dict = {}
     for path in sorted(Path(out).glob("*--seed*--*.json")):
+        if path.name.startswith(FORGETTING_PREFIX):  # the forgetting stage's files: load_forgetting
+            continue
         data = json.loads(path.read_text(encoding="utf-8"))
         found.setdefault((data["method"], data["setting"]), {})[data["seed"]] = data
     return found
@@ -113,6 +124,68 @@ def forgetting(results: dict, settings) -> dict:
             1, sum(len(rows[s]["scores"]) for s in seeds))
         out.setdefault(method, []).append((setting, played(base) - played(mine), score(mine) - score(base)))
     return out
+
+
+def load_forgetting(out: Path) -> dict:
+    """method -> seed -> the forgetting stage's file (the base model: seed None)."""
+    found: dict = {}
+    for path in sorted(Path(out).glob(f"{FORGETTING_PREFIX}*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        found.setdefault(data["method"], {})[data["seed"]] = data
+    return found
+
+
+def forgetting_lines(out: Path) -> list[str]:
+    """The report's table of the out-of-domain clemscore and the statscore, before -> after:
+    against the base model (its one measurement) and against the warm-up of the same seeds
+    (the change per seed, mean ± sd)."""
+    found = load_forgetting(out)
+    base = (found.pop("base", {}) or {}).get(None)
+    if not found:
+        return []
+    warm = found.get(WARM_UP, {})
+    first = base or next(iter(next(iter(found.values())).values()))
+    games, instances = ", ".join(first["games"]), first["instances_per_experiment"] or "all"
+    tasks = ", ".join(first["static_tasks"]) or "none"
+    lines = ["", f"Forgetting beyond the protocol's games: the clemscore of the {first['set']} set's games no method "
+                 f"trains ({games}; {instances} instance(s) per experiment: {first['num_episodes']} episodes, greedy) "
+                 f"and the statscore ({tasks}: {first.get('num_questions', 0)} questions), before -> after, "
+                 f"mean ± sd over seeds:", "",
+             "| configuration | seeds | OOD clemscore: base -> after | warm-up -> after (change ± sd) "
+             "| statscore: base -> after | warm-up -> after (change ± sd) |", "|" + "---|" * 6]
+    if base is not None:
+        lines.append(f"| base model | — | {base['clemscore']:.1f} | — | {_num(base.get('statscore'), 3)} | — |")
+    order = [WARM_UP, CONTROL] + sorted(m for m in found if m not in (WARM_UP, CONTROL))
+    for method in (m for m in order if m in found):
+        by_seed = found[method]
+        seeds = sorted(by_seed)
+        cells = []
+        for key, digits in (("clemscore", 1), ("statscore", 3)):
+            values = [by_seed[s].get(key) for s in seeds]
+            if None in values:
+                cells += ["n/a", "n/a"]
+                continue
+            after = f"{sum(values) / len(values):.{digits}f} ± {stats.sample_sd(values):.{digits}f}"
+            before = _num(base.get(key) if base else None, digits)
+            cells.append(f"{before} -> {after}")
+            paired = [s for s in seeds if s in warm and warm[s].get(key) is not None]
+            if method == WARM_UP or not paired:
+                cells.append("—")
+                continue
+            changes = [by_seed[s][key] - warm[s][key] for s in paired]
+            warm_mean = sum(warm[s][key] for s in paired) / len(paired)
+            mine = sum(by_seed[s][key] for s in paired) / len(paired)
+            cells.append(f"{warm_mean:.{digits}f} -> {mine:.{digits}f} ({sum(changes) / len(changes):+.{digits}f} "
+                         f"± {stats.sample_sd(changes):.{digits}f})")
+        name = f"{method} (warm-up)" if method == WARM_UP else method
+        if any(by_seed[s].get("failed") for s in seeds):
+            name += " (failed: the warm-up's adapter)"
+        lines.append(f"| {name} | {len(seeds)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _num(value, digits: int) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
 
 
 def consistency(results: dict, settings, splits: dict) -> dict:
@@ -205,6 +278,7 @@ def build_report(out: Path, methods: dict, settings, splits: dict) -> str:
         worst = max(found, key=lambda f: f[1])
         cells = "; ".join(f"{s}: played {0.0 - d:+.1f}, score {c + 0.0:+.1f}" for s, d, c in found)
         lines.append(f"- {method}: {'MISS' if worst[1] > MAX_PLAYED_DROP else 'kept'} ({cells})")
+    lines += forgetting_lines(out)
     consistent = consistency(results, settings, splits)
     if consistent:
         lines += ["", "Diagnostic: referencegame targets named correctly at every grid position (test; a "

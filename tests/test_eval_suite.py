@@ -305,3 +305,11 @@ def test_the_embedded_model_beats_chance_on_the_word_clues(tmp_path, monkeypatch
     result = invoke("eval", "-m", "smol-135m", "--suite", "static", "--limit", "60", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["static"]["statscore"] > 0.5
+
+
+def test_compare_says_what_each_number_is_over():
+    from playpen.evaluation.compare import Change
+    assert Change("clemscore x", 1.0, 2.0, over=(20, 20)).over_text() == "20 episodes"
+    assert Change("clemscore x", 1.0, 2.0, over=(20, 90)).over_text() == "20 / 90 episodes"
+    assert Change("statscore", 0.5, 0.4, 4, over=(None, 50)).over_text() == "? / 50 questions"
+    assert Change("statscore", 0.5, 0.4, 4).over_text() == "" and "over" not in Change("s", 0, 0).to_dict()

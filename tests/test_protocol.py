@@ -153,7 +153,8 @@ def test_a_selection_narrows_the_games_and_joins_the_fingerprint(bench):
 def test_the_runner_end_to_end_with_a_tiny_model(bench, tiny_workspace):
     """--quick: the warm-up (2 chunks of 1 step, dev after each), the control and expert
     iteration (which the random model cannot feed: nothing won, recorded as failed) at a
-    budget of 8 examples, dev curves, test results per setting and the report."""
+    budget of 8 examples, dev curves, test results per setting and the report; then the
+    forgetting stage after the fact on what finished, in files of its own."""
     protocol = bench["protocol"]
     out = tiny_workspace / "protocol"
     assert protocol.main(["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration",
@@ -175,6 +176,7 @@ def test_the_runner_end_to_end_with_a_tiny_model(bench, tiny_workspace):
     # a second run finds everything cached; a changed configuration under the same name is refused
     assert protocol.main(["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration",
                           "--out", str(out)]) == 0
+    check_forgetting_stage(bench, out)
     with pytest.raises(SystemExit, match="played once per configuration"):
         protocol.main(["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration",
                        "--out", str(out), "--max-tokens", "6"])
@@ -197,3 +199,67 @@ def test_dev_only_screens_without_touching_the_test_split(bench, tiny_workspace,
     assert protocol.main(argv) == 0
     assert "continued-sft seed 8: dev curve cached (--dev-only)" in capsys.readouterr().out
     assert len((out / "dev-log.jsonl").read_text().splitlines()) == len(log)
+def check_forgetting_stage(bench, out):
+    """--forgetting-only on the finished seed: the base model and the three final
+    configurations measured on the out-of-domain games no method trains and the static task,
+    each in its own file; the test results untouched; a second run (--forgetting, the loop)
+    finds them cached; a changed setting measures again."""
+    protocol = bench["protocol"]
+    run = ["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration", "--out", str(out)]
+    tested = {p.name: p.read_bytes() for p in out.glob("*--seed7--*.json")}
+    marker = (out / "work" / "seed-7" / "warm-up.json").read_bytes()
+    assert protocol.main([*run, "--forgetting-only"]) == 0
+    assert {p.name: p.read_bytes() for p in out.glob("*--seed7--*.json") if not p.name.startswith("forgetting--")} \
+        == tested and (out / "work" / "seed-7" / "warm-up.json").read_bytes() == marker
+    files = sorted(p.name for p in out.glob("forgetting--*.json"))
+    assert files == ["forgetting--base.json", "forgetting--continued-sft--seed7.json",
+                     "forgetting--expert-iteration--seed7.json", "forgetting--sft--seed7.json"]
+    found = {name: json.loads((out / name).read_text()) for name in files}
+    warm_adapter = json.loads(marker)["adapter"]
+    for data in found.values():
+        assert data["games"] == ["adversarial_taboo", "debate", "negotiation", "redblue", "refine", "arith_proposer"]
+        assert data["num_episodes"] == 14 and data["percent_played"] >= 0  # 1 instance per experiment
+        assert data["static_tasks"] == ["playpen_word_clues"] and data["num_questions"] == 4
+        assert 0 <= data["statscore"] <= 1 and (Path(data["results_dir"]) / "playpen-static.json").exists()
+    assert found["forgetting--base.json"]["adapter"] is None
+    assert found["forgetting--sft--seed7.json"]["adapter"] == str(Path(warm_adapter).relative_to(out / "work"))
+    control = found["forgetting--continued-sft--seed7.json"]
+    assert control["adapter"].startswith("seed-7/models/continued-sft/") and control["adapter"].endswith("checkpoint-4")
+    tested_control = json.loads(tested["continued-sft--seed7--taboo--guesser.json"])
+    assert control["config_fingerprint"] == tested_control["fingerprint"]
+    failed = found["forgetting--expert-iteration--seed7.json"]  # it trained nothing: the warm-up's adapter
+    assert failed["failed"] is True and failed["adapter"] == found["forgetting--sft--seed7.json"]["adapter"]
+    report = (out / "protocol-report.md").read_text()
+    base, sft = found["forgetting--base.json"], found["forgetting--sft--seed7.json"]
+    assert "Forgetting beyond the protocol's games: the clemscore of the out_of_domain set's games" in report
+    assert f"| base model | — | {base['clemscore']:.1f} | — | {base['statscore']:.3f} | — |" in report
+    assert (f"| sft (warm-up) | 1 | {base['clemscore']:.1f} -> {sft['clemscore']:.1f} ± 0.0 | — | "
+            f"{base['statscore']:.3f} -> {sft['statscore']:.3f} ± 0.000 | — |") in report
+    assert "| continued-sft | 1 | " in report
+    assert "| expert-iteration (failed: the warm-up's adapter) | 1 | " in report
+    # cached: the loop's --forgetting measures nothing again; a changed setting does
+    stamps = {name: (out / name).stat().st_mtime_ns for name in files}
+    assert protocol.main([*run, "--forgetting"]) == 0
+    assert {name: (out / name).stat().st_mtime_ns for name in files} == stamps
+    assert protocol.main([*run, "--forgetting-only", "--forgetting-static-limit", "2"]) == 0
+    assert all(json.loads((out / name).read_text())["num_questions"] == 2 for name in files)
+
+
+def test_the_forgetting_table_from_the_files_alone(bench, tmp_path):
+    """Before -> after against the base model and, per seed, against the warm-up; mean ± sd over seeds."""
+    report = bench["protocol_report"]
+    common = {"set": "out_of_domain", "games": ["debate"], "instances_per_experiment": 1, "num_episodes": 3,
+              "static_tasks": ["playpen_word_clues"], "num_questions": 50}
+    rows = [("base", None, 10.0, 0.5), ("sft", 1, 12.0, 0.45), ("sft", 2, 14.0, 0.47),
+            ("spin", 1, 8.0, 0.40), ("spin", 2, 10.0, 0.40)]
+    for method, seed, clem, stat in rows:
+        (tmp_path / report.forgetting_file(method, seed)).write_text(json.dumps(
+            {**common, "method": method, "seed": seed, "clemscore": clem, "statscore": stat}))
+    assert report.load_results(tmp_path) == {}  # not test results
+    lines = report.forgetting_lines(tmp_path)
+    assert "| base model | — | 10.0 | — | 0.500 | — |" in lines
+    assert "| sft (warm-up) | 2 | 10.0 -> 13.0 ± 1.4 | — | 0.500 -> 0.460 ± 0.014 | — |" in lines
+    # spin: -4 on both seeds against the warm-up; -0.05 and -0.07 on the statscore
+    assert ("| spin | 2 | 10.0 -> 9.0 ± 1.4 | 13.0 -> 9.0 (-4.0 ± 0.0) | 0.500 -> 0.400 ± 0.000 | "
+            "0.460 -> 0.400 (-0.060 ± 0.014) |") in lines
+    assert "50 questions" in lines[1] and "debate; 1 instance(s) per experiment: 3 episodes" in lines[1]

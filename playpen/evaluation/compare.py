@@ -33,15 +33,33 @@ class Change:
     after: float
     digits: int = 2
     """Shown with this many decimals: clemscores are 0-100, the statscore a fraction."""
+    over: tuple[Optional[int], Optional[int]] = (None, None)
+    """How many episodes (clemscores) or questions (static) each side's number is over, where known:
+    a capped evaluation is a sample, and the reader should see how small."""
 
     @property
     def delta(self) -> float:
         return self.after - self.before
 
+    @property
+    def unit(self) -> str:
+        return "episodes" if self.name.startswith("clemscore") else "questions"
+
+    def over_text(self) -> str:
+        """``20 episodes``, or ``20 / 90 episodes`` when the sides differ; '' when unknown."""
+        known = [n for n in self.over if n is not None]
+        if not known:
+            return ""
+        sides = [("?" if n is None else str(n)) for n in self.over]
+        return f"{sides[0] if sides[0] == sides[1] else ' / '.join(sides)} {self.unit}"
+
     def to_dict(self) -> dict:
         def num(x):
             return None if math.isnan(x) else round(x, 4)
-        return {"name": self.name, "before": num(self.before), "after": num(self.after), "change": num(self.delta)}
+        out = {"name": self.name, "before": num(self.before), "after": num(self.after), "change": num(self.delta)}
+        if any(n is not None for n in self.over):
+            out["over"] = {"before": self.over[0], "after": self.over[1], "unit": self.unit}
+        return out
 
 
 @dataclass(frozen=True)
@@ -59,10 +77,11 @@ class Comparison:
     def to_text(self) -> str:
         def num(x: float, digits: int, signed: bool = False) -> str:
             return "n/a" if math.isnan(x) else (f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}")
+        over = any(r.over_text() for r in self.rows)
         lines = [f"before: {self.before}", f"after:  {self.after}",
-                 f"{'':<40} {'before':>9} {'after':>9} {'change':>9}"]
-        lines += [f"{r.name:<40} {num(r.before, r.digits):>9} {num(r.after, r.digits):>9} "
-                  f"{num(r.delta, r.digits, True):>9}" for r in self.rows]
+                 f"{'':<40} {'before':>9} {'after':>9} {'change':>9}" + "  over (before / after)" * over]
+        lines += [(f"{r.name:<40} {num(r.before, r.digits):>9} {num(r.after, r.digits):>9} "
+                   f"{num(r.delta, r.digits, True):>9}  {r.over_text()}").rstrip() for r in self.rows]
         return "\n".join(lines)
 
 
@@ -97,19 +116,24 @@ def _is_static(path: Path) -> bool:
         return False
 
 
-def numbers(results: dict) -> dict[str, float]:
-    """Row name -> value: each set's clemscore, the clemscore of all games played, the
-    statscore and each static task's primary metric."""
-    out: dict[str, float] = {}
+def numbers(results: dict) -> dict[str, tuple[float, Optional[int]]]:
+    """Row name -> (value, episodes or questions it is over, None where unknown): each set's
+    clemscore, the clemscore of all games played, the statscore and each static task's
+    primary metric."""
+    out: dict[str, tuple[float, Optional[int]]] = {}
     clem, static = results.get("eval"), results.get("static")
     if clem:
         for name, s in (clem.get("sets") or {}).items():
-            out[f"clemscore {name}"] = _num(s.get("clemscore"))
-        out["clemscore (all games played)"] = _num(clem.get("clemscore"))
+            out[f"clemscore {name}"] = _num(s.get("clemscore")), _count(s.get("num_episodes"))
+        out["clemscore (all games played)"] = (_num(clem.get("clemscore")),
+                                               _count((clem.get("overall") or {}).get("num_episodes")))
     if static:
-        out["statscore"] = _num(static.get("statscore"))
-        for task in static.get("tasks", []):
-            out[f"  {task['task']} ({task['metric']})"] = _num(task.get("value"))
+        tasks = static.get("tasks", [])
+        counts = [_count(t.get("num_samples")) for t in tasks]
+        out["statscore"] = (_num(static.get("statscore")),
+                            sum(counts) if counts and None not in counts else None)
+        for task, count in zip(tasks, counts):
+            out[f"  {task['task']} ({task['metric']})"] = _num(task.get("value")), count
     return out
 
 
@@ -117,13 +141,19 @@ def _num(value) -> float:
     return float(value) if isinstance(value, (int, float)) else math.nan
 
 
+def _count(value) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def compare_runs(before: str | Path, after: str | Path, out: Optional[str | Path] = None) -> Comparison:
     """The before -> after table of two evaluations; written as JSON to `out` when given
     (a folder gets ``playpen-compare.json``) with the text table beside it (``.txt``)."""
     first, second = numbers(read_results(before)), numbers(read_results(after))
     names = list(first) + [n for n in second if n not in first]
+    missing = (math.nan, None)
     comparison = Comparison(str(before), str(after), tuple(
-        Change(n, first.get(n, math.nan), second.get(n, math.nan), 2 if n.startswith("clemscore") else 4)
+        Change(n, first.get(n, missing)[0], second.get(n, missing)[0], 2 if n.startswith("clemscore") else 4,
+               (first.get(n, missing)[1], second.get(n, missing)[1]))
         for n in names))
     if out is not None:
         target = Path(out)

@@ -122,7 +122,10 @@ class RunConfig:
     overwrite: bool = option(False, "start over although checkpoints (and their evaluation results) exist")
     evaluate: bool = option(True, "evaluate at the end: the trained games on their held-out instances, "
                                   "--eval-sets and the static suite, before and after (docs/trainers.md)")
-    eval_max_instances: int = option(0, "held-out instances per experiment of the trained games (0 = all)")
+    # a sample, not all: referencegame's 90 held-out episodes, played twice (base and adapter),
+    # took many minutes of a first run on a 2-core CPU; 4 per experiment is 20 of them
+    eval_max_instances: int = option(4, "held-out instances per experiment of the trained games at the end "
+                                        "(0 = all)")
     eval_batch_size: int = option(16, "episodes generated together in evaluation")
     eval_before: bool = option(True, "evaluate the base model (adapters off) too and print before -> after; "
                                      "cached per model and settings in --results-dir")

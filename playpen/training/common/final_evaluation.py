@@ -4,8 +4,9 @@ Most Playschool entries gained clemscore on the games they trained on while losi
 out-of-domain clemscore or statscore, so the end of a run reports all three for the model it
 holds, with its adapters switched off (before: the base model) and on (after):
 
-- the clemscore of the trained games on their held-out instances (``--eval-max-instances``),
-  reported as the set ``trained_games``;
+- the clemscore of the trained games on their held-out instances, ``--eval-max-instances`` per
+  experiment (default 4: 20 of referencegame's 90 episodes; 0 = all), reported as the set
+  ``trained_games``;
 - the clemscore of each game set of the sets file named by ``--eval-sets`` (default
   ``out_of_domain``), ``--eval-set-instances`` instances per experiment (default 1: 18
   episodes for playpen's out-of-domain set);
@@ -13,7 +14,8 @@ holds, with its adapters switched off (before: the base model) and on (after):
   questions per task), when lm-eval is installed (else a note, and no statscore).
 
 Each side is a results folder of ``playpen eval``'s layout, and the table printed is
-``playpen eval --compare BEFORE AFTER``'s (:func:`playpen.evaluation.compare.compare_runs`).
+``playpen eval --compare BEFORE AFTER``'s (:func:`playpen.evaluation.compare.compare_runs`),
+which says how many episodes or questions each number is over.
 The base model's numbers depend only on the model and the settings, so they are kept in
 ``<results_dir>/<model>+base-<settings hash>/`` and reused by every later run with the same
 model and settings (a changed setting: a new folder); ``--no-eval-before`` skips them.
