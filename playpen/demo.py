@@ -78,8 +78,9 @@ def main(argv=None) -> int:
                         help="training instances per experiment played for demonstrations (0 = all)")
     parser.add_argument("-o", "--output-dir", default=None)
     args = parser.parse_args(argv)
-    if min(args.eval_instances, args.steps, args.batch_size) < 1 or args.demo_instances < 0:
-        parser.error("--eval-instances, --steps and --batch-size must be >= 1, --demo-instances >= 0")
+    if min(args.eval_instances, args.steps, args.batch_size) < 1 or args.demo_instances < 0 or args.learning_rate <= 0:
+        parser.error("--eval-instances, --steps and --batch-size must be >= 1, --demo-instances >= 0, "
+                     "--learning-rate > 0")
 
     root = Path(args.output_dir or f"playpen-records/demo-{time.strftime('%Y%m%d-%H%M%S')}")
     if root.exists():
