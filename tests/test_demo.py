@@ -20,6 +20,11 @@ def test_demo_trains_the_guesser_and_compares_the_same_episodes(tiny_workspace, 
         assert [g["game"] for g in table["games"]] == ["taboo"] and table["games"][0]["num_episodes"] == 3
     assert "3 held-out episodes:" in out and "exact sign-flip p =" in out
     assert "tiny-random + adapter (checkpoint-2)" in out
+    # the cost: CPU seconds per logged step (not inflated by other jobs) and per phase
+    steps = [json.loads(line) for line in
+             (root / "models" / "sft+lora" / "tiny-random" / "playpen-log.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2] and all(s["time/cpu_s"] > 0 for s in steps)
+    assert "CPU (user + system):" in out and "peak RSS" in out
 
 
 def test_demo_refuses_an_existing_folder_and_bad_sizes(tiny_workspace, capsys):

@@ -182,7 +182,8 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
                           interrupt: Optional[GracefulInterrupt] = None,
                           extra_metrics: Optional[callable] = None):
     """A transformers ``TrainerCallback`` that forwards every logged step to playpen's
-    callbacks and to ``<run_dir>/playpen-log.jsonl``, adds ``train/tokens_per_s`` and the
+    callbacks and to ``<run_dir>/playpen-log.jsonl``, adds ``train/tokens_per_s``, the CPU
+    seconds since the previous step (``time/cpu_s``) and the
     step's memory (``memory/peak_rss_mb``: the highest resident memory since the step
     began; :func:`playpen.training.common.memory.memory_metrics`), stops when a callback returns
     False, and saves + stops after a Ctrl-C. Each step begins with the memory the previous
@@ -198,13 +199,14 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
         def __init__(self):
             self._last_time = None
             self._last_tokens = None
+            self._last_cpu = None
             self._stop = False
             self._keep = None
             self.guard = NonFiniteGuard()  # steps with NaN/inf gradients never reach the weights
 
         def on_train_begin(self, args, state, control, **kwargs):
             prepare_for_training()  # allocator and log-prob tiles: benchmarks/memory.py
-            self._last_time = time.time()
+            self._last_time, self._last_cpu = time.time(), time.process_time()
             self._last_tokens = getattr(state, "num_input_tokens_seen", 0) or 0
             # playpen rotates (on_save, safely); transformers' rotation is turned off
             if args.save_total_limit is not None:
@@ -239,7 +241,12 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
             tokens = metrics.get("train/num_tokens", getattr(state, "num_input_tokens_seen", 0)) or 0
             if self._last_time is not None and tokens and now > self._last_time:
                 metrics["train/tokens_per_s"] = (tokens - (self._last_tokens or 0)) / (now - self._last_time)
-            self._last_time, self._last_tokens = now, tokens
+            # CPU seconds of the whole process (every thread) since the last step: unlike the
+            # wall clock, it does not grow when other jobs share the machine
+            cpu = time.process_time()
+            if self._last_cpu is not None:
+                metrics["time/cpu_s"] = round(cpu - self._last_cpu, 3)
+            self._last_time, self._last_tokens, self._last_cpu = now, tokens, cpu
             if extra_metrics is not None:
                 metrics.update(extra_metrics())
             metrics.update(memory_metrics())
