@@ -330,13 +330,15 @@ def cached(out: Path, name: str, seed: int, key: str, settings) -> bool:
     return len(keys) == 1 and all(p.exists() for p in found)
 
 
-def dev_done(out: Path, name: str, seed: int, key: str) -> bool:
-    """True when the dev log holds this configuration's full-budget dev row for the seed."""
+def screened_curve(out: Path, name: str, seed: int, key: str) -> list:
+    """This configuration's dev rows for the seed, one per budget fraction (the last logged
+    wins), when the dev log holds all of them; else []."""
     log = out / "dev-log.jsonl"
     rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()] \
         if log.exists() else []
-    return any(r.get("method") == name and r.get("seed") == seed and r.get("fingerprint") == key
-               and r.get("fraction") == 1.0 for r in rows)
+    found = {r["fraction"]: r for r in rows if r.get("method") == name and r.get("seed") == seed
+             and r.get("fingerprint") == key and r.get("fraction") is not None}
+    return [found[f] for f in FRACTIONS] if set(FRACTIONS) <= set(found) else []
 
 
 def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path) -> None:
@@ -350,12 +352,21 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
     if cached(out, name, seed, key, args.settings):
         print(f"== {name} seed {seed}: cached", flush=True)
         return
-    if args.dev_only and dev_done(out, name, seed, key):
-        print(f"== {name} seed {seed}: dev curve cached (--dev-only)", flush=True)
-        return
-    print(f"== {name} seed {seed}: {options['max_steps']} steps of {rows_per_step(config)} examples", flush=True)
     from playpen.errors import PlaypenError
     from playpen.training.common.checkpoints import checkpoint_step, checkpoints
+    steps = options["max_steps"]
+    screened = screened_curve(out, name, seed, key)
+    if screened and args.dev_only:
+        print(f"== {name} seed {seed}: dev curve cached (--dev-only)", flush=True)
+        return
+    saved = {checkpoint_step(p): p for p in checkpoints(run_dir_of(models))} if models.exists() else {}
+    if screened and steps in saved:  # screened with --dev-only before: its checkpoints go to the test split
+        print(f"== {name} seed {seed}: screened on dev before, its {steps}-step checkpoint to test", flush=True)
+        curve = [{"fraction": r["fraction"], "step": r["step"], "dev": r["dev"]} for r in screened]
+        test_and_write(name, method, seed, key, config, options, saved[steps], screened[-1].get("train_seconds"),
+                       curve, args, out, work)
+        return
+    print(f"== {name} seed {seed}: {steps} steps of {rows_per_step(config)} examples", flush=True)
     started = time.time()
     try:
         train(cls, config, method, args, seed, work / f"seed-{seed}" / "records")
@@ -371,7 +382,6 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
         return
     seconds = time.time() - started
     saved = {checkpoint_step(p): p for p in checkpoints(run_dir_of(models))}
-    steps = options["max_steps"]
     curve = []
     for fraction in FRACTIONS:  # the checkpoint nearest each fraction of the budget
         step = min(saved, key=lambda s: (abs(s - fraction * steps), -s))
@@ -382,10 +392,18 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
     if args.dev_only:  # a candidate screened on dev: the test split stays untouched
         print(f"== {name} seed {seed}: dev {dev_mean(dev):.2f} at the full budget (--dev-only: no test)", flush=True)
         return
-    test = evaluate_split(saved[max(saved)], "test", f"seed{seed}-{name}", args, work)
+    test_and_write(name, method, seed, key, config, options, saved[max(saved)], round(seconds, 1), curve, args,
+                   out, work)
+
+
+def test_and_write(name: str, method: Method, seed: int, key: str, config, options: dict, adapter: Path,
+                   seconds, curve: list, args, out: Path, work: Path) -> None:
+    """The final configuration's one play of the test split, written with its dev curve."""
+    test = evaluate_split(adapter, "test", f"seed{seed}-{name}", args, work)
     write_results(out, name, method, seed, key, test, {
-        "budget_examples": args.budget_examples, "steps": steps, "examples_per_step": rows_per_step(config),
-        "train_seconds": round(seconds, 1), "options": {k: v for k, v in options.items() if k != "models_dir"},
+        "budget_examples": args.budget_examples, "steps": options["max_steps"],
+        "examples_per_step": rows_per_step(config), "train_seconds": seconds,
+        "options": {k: v for k, v in options.items() if k != "models_dir"},
         "teacher": method.teacher, "description": method.description, "dev_curve": curve})
 
 

@@ -199,6 +199,13 @@ def test_dev_only_screens_without_touching_the_test_split(bench, tiny_workspace,
     assert protocol.main(argv) == 0
     assert "continued-sft seed 8: dev curve cached (--dev-only)" in capsys.readouterr().out
     assert len((out / "dev-log.jsonl").read_text().splitlines()) == len(log)
+    # without --dev-only the screened checkpoint plays the test split, nothing retrained
+    assert protocol.main([a for a in argv if a != "--dev-only"]) == 0
+    assert "continued-sft seed 8: screened on dev before, its 4-step checkpoint to test" in capsys.readouterr().out
+    control = json.loads((out / "continued-sft--seed8--taboo--guesser.json").read_text())
+    assert control["steps"] == 4 and [p["fraction"] for p in control["dev_curve"]] == [0.25, 0.5, 0.75, 1.0]
+    assert control["train_seconds"] == log[-1]["train_seconds"] and len(control["scores"]) == 2
+    assert (out / "sft--seed8--taboo--guesser.json").exists()  # the warm-up's test, once, now
 def check_forgetting_stage(bench, out):
     """--forgetting-only on the finished seed: the base model and the three final
     configurations measured on the out-of-domain games no method trains and the static task,
