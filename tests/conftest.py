@@ -61,6 +61,29 @@ def clem():
     return run_clem
 
 
+def run_clem_here(args, cwd):
+    """`clem ARGS` through clemcore's own command-line entry point (argument parsing
+    included), in this process: for `score`, `eval` and `transcribe`, which load no model, a
+    new interpreter only costs its start-up (seconds on a loaded 2-core box). The working
+    directory is ``cwd`` while it runs, as for the console script."""
+    import clemcore.cli
+    from playpen.clem import preserved_logging
+    previous, argv = Path.cwd(), sys.argv
+    os.chdir(cwd)
+    sys.argv = ["clem", *map(str, args)]
+    try:
+        with preserved_logging():
+            clemcore.cli.main()
+    finally:
+        sys.argv = argv
+        os.chdir(previous)
+
+
+@pytest.fixture
+def clem_here():
+    return run_clem_here
+
+
 # ----------------------------------------------------------------------------- tiny models
 
 TINY_MODEL_NAME = "tiny-random"
