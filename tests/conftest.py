@@ -63,16 +63,16 @@ def clem():
 
 def run_clem_here(args, cwd):
     """`clem ARGS` through clemcore's own command-line entry point (argument parsing
-    included), in this process: for `score`, `eval` and `transcribe`, which load no model, a
-    new interpreter only costs its start-up (seconds on a loaded 2-core box). The working
-    directory is ``cwd`` while it runs, as for the console script."""
+    included), in this process, where a new interpreter would add only its start-up (10-20 s
+    on a loaded 2-core box): the working directory is ``cwd`` while it runs, as for the
+    console script; the logging config and torch threads clemcore sets are given back."""
     import clemcore.cli
-    from playpen.clem import preserved_logging
+    from playpen.clem import preserved_logging, preserved_torch_threads
     previous, argv = Path.cwd(), sys.argv
     os.chdir(cwd)
     sys.argv = ["clem", *map(str, args)]
     try:
-        with preserved_logging():
+        with preserved_logging(), preserved_torch_threads():
             clemcore.cli.main()
     finally:
         sys.argv = argv

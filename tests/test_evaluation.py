@@ -111,14 +111,14 @@ def test_eval_adapter_gets_its_own_results_folder(tiny_workspace, lora_adapter):
     assert players["Player 1"]["model_name"] == "tiny-random+sft+lora-checkpoint-2"
 
 
-def test_registered_peft_model_plays_with_clem_run(toy_workspace, lora_adapter, tiny_model_dir, clem):
+def test_registered_peft_model_plays_with_clem_run(toy_workspace, lora_adapter, tiny_model_dir, clem_here):
     """The documented way to name an adapter: a model_registry.json entry with peft_model.
     (A toy game of 4 instances: clem runs every instance of an experiment, referencegame's 18.)"""
     entries = json.loads((toy_workspace / "model_registry.json").read_text())
     entries.append({**entries[0], "model_name": "tiny-lora",
                     "model_config": {**entries[0]["model_config"], "peft_model": str(lora_adapter)}})
     (toy_workspace / "model_registry.json").write_text(json.dumps(entries))
-    clem(["run", "-g", "sayword", "-m", "tiny-lora", "-l", "4", "-b", "4"], cwd=toy_workspace)
+    clem_here(["run", "-g", "sayword", "-m", "tiny-lora", "-l", "4", "-b", "4"], cwd=toy_workspace)
     episodes = list((toy_workspace / "results" / "tiny-lora" / "sayword").rglob("interactions.json"))
     assert len(episodes) == 4
     # and playpen eval accepts the registered name as well (replacing clem run's episodes)
