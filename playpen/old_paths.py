@@ -67,6 +67,18 @@ def former_module(name: str, homes: tuple) -> types.ModuleType:
     return stand_in(name, f"Former module; its names now live in {', '.join(homes)}.")
 
 
+def former_names(package: str, former: types.ModuleType):
+    """The module ``__getattr__`` of a package that replaced a module of the same name: the
+    names its ``import *`` of ``former`` (the module now holding them) leaves out, private
+    helpers, are found there too, for one release."""
+    def __getattr__(name: str):
+        try:
+            return getattr(former, name)
+        except AttributeError:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+    return __getattr__
+
+
 class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
     """Finds an old name and loads it as the moved module (or a stand-in of a split one)."""
 

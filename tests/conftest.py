@@ -61,6 +61,29 @@ def clem():
     return run_clem
 
 
+def run_clem_here(args, cwd):
+    """`clem ARGS` through clemcore's own command-line entry point (argument parsing
+    included), in this process, where a new interpreter would add only its start-up (10-20 s
+    on a loaded 2-core box): the working directory is ``cwd`` while it runs, as for the
+    console script; the logging config and torch threads clemcore sets are given back."""
+    import clemcore.cli
+    from playpen.clem import preserved_logging, preserved_torch_threads
+    previous, argv = Path.cwd(), sys.argv
+    os.chdir(cwd)
+    sys.argv = ["clem", *map(str, args)]
+    try:
+        with preserved_logging(), preserved_torch_threads():
+            clemcore.cli.main()
+    finally:
+        sys.argv = argv
+        os.chdir(previous)
+
+
+@pytest.fixture
+def clem_here():
+    return run_clem_here
+
+
 # ----------------------------------------------------------------------------- tiny models
 
 TINY_MODEL_NAME = "tiny-random"

@@ -3,8 +3,6 @@ their own results folder; a registered peft_model plays under `clem run`; user e
 import csv
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
@@ -37,7 +35,7 @@ def test_adapter_tag_is_readable_and_folder_safe(tmp_path):
     assert "/" not in adapter_tag(tmp_path / "x y" / "a", "m")
 
 
-def test_eval_programmatic_equals_clem_score_and_eval(clem_workspace, monkeypatch, clem):
+def test_eval_programmatic_equals_clem_score_and_eval(clem_workspace, monkeypatch, clem_here):
     monkeypatch.chdir(clem_workspace)
     result = invoke("eval", "-m", "programmatic", "-g", "referencegame", "-n", "1", "--json")
     assert result.exit_code == 0, result.output
@@ -48,11 +46,8 @@ def test_eval_programmatic_equals_clem_score_and_eval(clem_workspace, monkeypatc
     assert (run_dir / "playpen-eval.json").exists() and (run_dir / "results.csv").exists()
 
     # the same episodes through clem's own score and eval commands give the same numbers
-    # (one interpreter for both: each `clem` start costs seconds on a loaded 2-core box)
-    code = ("from clemcore.cli import score; from clemcore.clemeval import perform_evaluation;"
-            "score('referencegame', results_dir='results'); perform_evaluation('results')")
-    done = subprocess.run([sys.executable, "-c", code], cwd=clem_workspace, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
+    clem_here(["score", "-g", "referencegame", "-r", "results"], cwd=clem_workspace)
+    clem_here(["eval", "-r", "results"], cwd=clem_workspace)
     with open(clem_workspace / "results" / "results.csv") as f:
         row = next(r for r in csv.DictReader(f) if r[""] == "programmatic")
     assert float(row["referencegame, % Played"]) == table["games"][0]["percent_played"]
@@ -116,18 +111,18 @@ def test_eval_adapter_gets_its_own_results_folder(tiny_workspace, lora_adapter):
     assert players["Player 1"]["model_name"] == "tiny-random+sft+lora-checkpoint-2"
 
 
-def test_registered_peft_model_plays_with_clem_run(tiny_workspace, lora_adapter, tiny_model_dir, clem):
-    """The documented way to name an adapter: a model_registry.json entry with peft_model."""
-    entries = json.loads((tiny_workspace / "model_registry.json").read_text())
+def test_registered_peft_model_plays_with_clem_run(toy_workspace, lora_adapter, tiny_model_dir, clem_here):
+    """The documented way to name an adapter: a model_registry.json entry with peft_model.
+    (A toy game of 4 instances: clem runs every instance of an experiment, referencegame's 18.)"""
+    entries = json.loads((toy_workspace / "model_registry.json").read_text())
     entries.append({**entries[0], "model_name": "tiny-lora",
                     "model_config": {**entries[0]["model_config"], "peft_model": str(lora_adapter)}})
-    (tiny_workspace / "model_registry.json").write_text(json.dumps(entries))
-    clem(["run", "-g", "referencegame", "-m", "tiny-lora", "-e", "letter_grids", "-l", "4", "-b", "18"],
-         cwd=tiny_workspace)
-    episodes = list((tiny_workspace / "results" / "tiny-lora" / "referencegame").rglob("interactions.json"))
-    assert len(episodes) == 18
+    (toy_workspace / "model_registry.json").write_text(json.dumps(entries))
+    clem_here(["run", "-g", "sayword", "-m", "tiny-lora", "-l", "4", "-b", "4"], cwd=toy_workspace)
+    episodes = list((toy_workspace / "results" / "tiny-lora" / "sayword").rglob("interactions.json"))
+    assert len(episodes) == 4
     # and playpen eval accepts the registered name as well (replacing clem run's episodes)
-    result = invoke("eval", "-m", "tiny-lora", "-g", "referencegame", "-n", "1", "-L", "4", "--overwrite")
+    result = invoke("eval", "-m", "tiny-lora", "-g", "sayword", "-n", "1", "-L", "4", "--overwrite")
     assert result.exit_code == 0, result.output
     assert "tiny-lora" in result.output
 

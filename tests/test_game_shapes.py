@@ -250,8 +250,8 @@ def test_eval_picks_a_copy_by_registry_order_qualified_name_or_path(shadow_works
     assert "the copies are otherbench:sayword, toygames:sayword" in result.stderr
 
 
-def test_clem_run_picks_the_first_registered_copy_too(shadow_workspace, clem):
-    clem(["run", "-g", "sayword", "-m", "programmatic"], cwd=shadow_workspace)
+def test_clem_run_picks_the_first_registered_copy_too(shadow_workspace, clem_here):
+    clem_here(["run", "-g", "sayword", "-m", "programmatic"], cwd=shadow_workspace)
     assert _experiments(shadow_workspace / "results" / "programmatic") == ["words"]
 
 

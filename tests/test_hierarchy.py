@@ -29,7 +29,7 @@ def test_proposer_reward_and_solve_rate_definitions():
     assert math.isnan(proposer_reward(None))
 
 
-def test_programmatic_levels_nest_and_link(tiny_workspace, tiny_pair, clem):
+def test_programmatic_levels_nest_and_link(tiny_workspace, tiny_pair, clem_here):
     task = ProposerSolverTask(num_solvers=3, solver="programmatic", proposer="programmatic")
     result = rollout_hierarchy(task, make_learner(tiny_pair), instances=PROPOSER_REFS,
                                records_dir=tiny_workspace / "records", run_name="tree")
@@ -56,7 +56,7 @@ def test_programmatic_levels_nest_and_link(tiny_workspace, tiny_pair, clem):
             assert kid_meta["hierarchy"]["level"] == 1 and kid_meta["hierarchy"]["episode_type"] == "arith_solver"
             assert read(kid.path / "instance.json")["problem"] == read(parent.path / "interactions.json")["Problem"]
     # every episode folder, parents and sub-episodes, is scored by clem's own scorer
-    clem(["score", "-r", str(run)], cwd=tiny_workspace)
+    clem_here(["score", "-r", str(run)], cwd=tiny_workspace)
     scored = sorted(run.glob("*/*/*/instance_*/scores.json"))
     assert len(scored) == 8
     solver_scores = [read(p)["episode scores"]["Main Score"] for p in scored if "arith_solver" in str(p)]

@@ -141,7 +141,6 @@ HEAVY = {"torch", "transformers", "trl", "peft", "accelerate", "clemcore"}
 FUNCTION_IMPORTS_ALLOWED = {
     "playpen.cli": "`playpen --help` imports every command's module (click shows each one's help): a command "
                    "imports the library it runs when it runs, so that the help stays instant",
-    "playpen.rollouts": "not yet moved to the top (issue 29 moved its generation into playpen.inference)",
 }
 
 

@@ -25,7 +25,7 @@ def adapter(tiny_model_dir, toy_workspace):
     return "adapters/duo"
 
 
-def test_a_round_robin_writes_records_ratings_and_a_table(toy_workspace, adapter, clem):
+def test_a_round_robin_writes_records_ratings_and_a_table(toy_workspace, adapter, clem_here):
     result = invoke("-m", "tiny-random", "-m", f"tiny-random+{adapter}", "-m", "programmatic", "-g", "relay",
                     "-n", "1", "-L", "6", "-o", "cup", "--bootstrap-samples", "50")
     assert result.exit_code == 0, result.output
@@ -48,7 +48,7 @@ def test_a_round_robin_writes_records_ratings_and_a_table(toy_workspace, adapter
     assert table.strip() in result.output and (out / "ratings.png").stat().st_size > 0
     assert not (out / ".seatings").exists()
     # clemcore's own scorer reads the records
-    clem(["score", "-g", "relay", "-r", str(out)], cwd=toy_workspace)
+    clem_here(["score", "-g", "relay", "-r", str(out)], cwd=toy_workspace)
     assert len(list(out.glob("*/relay/*/instance_*/scores.json"))) == 6
 
 

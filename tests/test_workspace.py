@@ -31,7 +31,8 @@ def test_models_cache_is_per_user_and_overridable(tmp_path, monkeypatch):
     assert resolve_model("smol-135m").spec["huggingface_id"] == str(tmp_path / "mine" / "smol-135m")
 
 
-def test_setup_in_an_empty_folder_makes_a_workspace_for_clem_and_playpen(tmp_path, smol_tokenizer_dir, clem):
+def test_setup_in_an_empty_folder_makes_a_workspace_for_clem_and_playpen(tmp_path, smol_tokenizer_dir, clem_here,
+                                                                         monkeypatch):
     """`pip install` users once got a 540 MB copy of the model per folder and no
     game_registry.json, so `clem run -g taboo -m programmatic` failed with "No games found"."""
     workspace = tmp_path / "anywhere"
@@ -44,15 +45,16 @@ def test_setup_in_an_empty_folder_makes_a_workspace_for_clem_and_playpen(tmp_pat
     assert sorted(p.name for p in workspace.iterdir()) == ["game_registry.json", "model_registry.json"]
     models = json.loads((workspace / "model_registry.json").read_text())
     assert models[0]["model_name"] == "smol-135m" and models[0]["huggingface_id"] == str(smol_tokenizer_dir)
-    # idempotent, and the user's files are kept
-    again = subprocess.run([str(exe), "setup", "--no-verify"], cwd=workspace, capture_output=True, text=True,
-                           timeout=600)
-    assert again.returncode == 0 and again.stdout.count("kept existing") == 2
+    # idempotent, and the user's files are kept (the console script ran above: the rest runs
+    # its commands in this process, in the folder, sparing an interpreter's start each)
+    monkeypatch.chdir(workspace)
+    again = CliRunner().invoke(cli, ["setup", "--no-verify"])
+    assert again.exit_code == 0 and again.output.count("kept existing") == 2, again.output
 
-    listed = subprocess.run([str(exe), "list", "games"], cwd=workspace, capture_output=True, text=True)
-    assert listed.returncode == 0 and "taboo" in listed.stdout and "referencegame" in listed.stdout
+    listed = CliRunner().invoke(cli, ["list", "games"])
+    assert listed.exit_code == 0 and "taboo" in listed.output and "referencegame" in listed.output
 
-    clem(["run", "-g", "taboo", "-m", "programmatic", "-e", "high_en"], cwd=workspace, timeout=600)
+    clem_here(["run", "-g", "taboo", "-m", "programmatic", "-e", "high_en"], cwd=workspace)
     episodes = list((workspace / "results").rglob("interactions.json"))
     assert len(episodes) == 20, "clem found no games in the workspace"
 

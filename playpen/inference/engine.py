@@ -32,7 +32,7 @@ from playpen.inference import dynamic, hf_generate
 from playpen.inference.kvcache import MIN_REUSED_TOKENS, KVCacheStore, PrefillCounts
 from playpen.inference.mixed_lora import mixed_lora
 from playpen.inference.model_facts import context_limit, device_of
-from playpen.inference.prefill import chunks, prefill
+from playpen.inference.prefill import chunks, prefill, prefill_prefixes, prefix_layers
 from playpen.inference.prefixes import plan_prefixes
 from playpen.inference.static import static_decoder, supports_static_decoding
 from playpen.inference.transformers_compat import supports_kv_reuse
@@ -151,19 +151,18 @@ def generate_cached(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]]
             # 1. what each row already has: its conversation's cache, or another's prefix
             known = [store.lookup(conversations[r], owners[r], prompts[r]) for r in range(n)]
             # 2. rows without one: a prefix shared within the batch is prefilled once
+            counts.reused += sum(length for length, _ in known)
             misses = [r for r in range(n) if known[r][0] == 0]
             if len(misses) > 1:
                 plan = plan_prefixes([prompts[r] for r in misses], [str(adapters[r]) for r in misses])
                 groups = [(prefix, [misses[i] for i in rows]) for prefix, rows in plan.groups
                           if len(rows) > 1 and prefix >= MIN_REUSED_TOKENS]
                 if groups:
-                    shared = prefill(model, [[] for _ in groups], [prompts[rows[0]][:prefix] for prefix, rows in groups],
-                                     [adapters[rows[0]] for _, rows in groups], counts, want_logits=False)[1]
-                    for (prefix, rows), layers in zip(groups, shared):
+                    shared, width = prefill_prefixes(model, prompts, groups, adapters, counts)
+                    for (prefix, rows), layers in zip(groups, prefix_layers(shared, width, groups)):
                         for r in rows:
                             known[r] = (prefix, layers)
-                        counts.reused -= prefix  # prefilled once, reused by the group's other rows
-            counts.reused += sum(length for length, _ in known)
+                    del shared
             # 3. the rest of every prompt, in chunks of similar length
             logits: list = [None] * n
             full: list = [None] * n

@@ -7,15 +7,22 @@ including that EOS, no padding) and the text is the decode of exactly those ids 
 EOS. Logprobs are ``log_softmax(logits / T)`` of the chosen token (T = temperature, 1.0 when
 greedy) taken before top-p/top-k, recorded step by step so that memory stays at one
 ``batch x vocab`` slice whatever ``max_new_tokens`` is. Rows that start alike share one
-prefill of their common prefix (:func:`playpen.inference.prefixes.plan_prefixes`).
+prefill of their common prefix: the engine's prefix sharer
+(:func:`playpen.inference.prefill.prefill_prefixes`) over groups planned by
+:func:`playpen.inference.prefixes.plan_prefixes`. Which groups share differs from the
+engine's rule: here every row is padded into one ``generate`` call, so a row alone in its
+group shares too (all but its last token go to the prefix pass, keeping the padded rest
+short), and sharing is all-or-nothing (:func:`_worth_sharing`).
 """
 from __future__ import annotations
 
 from contextlib import nullcontext
 from typing import Any, Optional
 
+from playpen.inference.kvcache import PrefillCounts
 from playpen.inference.mixed_lora import mixed_lora
 from playpen.inference.model_facts import device_of, eos_token_ids
+from playpen.inference.prefill import prefill_prefixes
 from playpen.inference.prefixes import PrefixPlan, plan_prefixes
 from playpen.inference.sampling import check_finite_scores
 from playpen.inference.transformers_compat import cache_kwarg
@@ -103,12 +110,10 @@ def generate(model, tokenizer, prompts, sampling: SamplingConfig, share_prefix: 
         rest = ids[shared:]
         input_ids[row, width - len(rest):] = torch.tensor(rest, dtype=torch.long)
         attention[row, width - len(rest):] = 1
-    if counts is not None:  # a group's prefix is run once, then the rest of each row
-        counts.computed += len(prompts) * tail + (len(plan.groups) * head if plan else 0)
-        shared = sum(prefix for prefix, _ in plan.groups) if plan else 0
-        reused = sum(plan.prefix_of(r) for r in range(len(prompts))) - shared if plan else 0
-        counts.reused += reused
-        counts.prefilled += sum(map(len, prompts)) - reused
+    # a group's prefix is run once (counted by prefill_prefixes), then the rest of each row
+    counts = counts if counts is not None else PrefillCounts()
+    counts.computed += len(prompts) * tail
+    counts.prefilled += sum(len(p) - (plan.prefix_of(i) if plan else 0) for i, p in enumerate(prompts))
     recorder = _LogprobRecorder(sampling.temperature)
     do_sample = sampling.temperature > 0
     kwargs = dict(max_new_tokens=sampling.max_new_tokens, do_sample=do_sample,
@@ -128,8 +133,7 @@ def generate(model, tokenizer, prompts, sampling: SamplingConfig, share_prefix: 
         # rows of several LoRA adapters: one stacked LoRA matmul per layer (playpen.inference.mixed_lora)
         with torch.no_grad(), (mixed_lora(model) if adapter_names is not None else nullcontext()):
             if plan is not None:
-                kwargs[cache_kwarg(model)] = _prefix_cache(model, plan, input_ids[:, :head].to(device),
-                                                          attention[:, :head].to(device), adapter_names)
+                kwargs[cache_kwarg(model)] = _prefix_cache(model, plan, prompts, adapter_names, counts)
             result = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device),
                                     **kwargs)
     finally:
@@ -154,24 +158,11 @@ def generate(model, tokenizer, prompts, sampling: SamplingConfig, share_prefix: 
     return generations
 
 
-def _prefix_cache(model, plan: PrefixPlan, head_ids, head_mask, adapter_names=None):
-    """Prefill each group's prefix once (one batched forward; each group with its rows'
-    adapter) and give every row the KV cache of its group."""
+def _prefix_cache(model, plan: PrefixPlan, prompts, adapter_names, counts: PrefillCounts):
+    """Every row's KV cache of its group's prefix, ``head`` positions wide (the longest
+    prefix; padding to the left). Its own function: benchmarks/rollouts.py times it."""
     import torch
-    from transformers import DynamicCache
-    firsts = [rows[0] for _, rows in plan.groups]
-    mask = head_mask[firsts]
-    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
-    cache = DynamicCache(config=model.config)
-    inputs = {"input_ids": head_ids[firsts], "attention_mask": mask, "position_ids": positions,
-              cache_kwarg(model): cache, "use_cache": True}
-    if adapter_names is not None:
-        inputs["adapter_names"] = [adapter_names[i] for i in firsts]
-    try:  # only the cache is wanted, not vocabulary-wide logits for every prefix position
-        model(**inputs, logits_to_keep=1)
-    except TypeError:  # a model without logits_to_keep
-        cache = DynamicCache(config=model.config)
-        model(**dict(inputs, **{cache_kwarg(model): cache}))
-    rows = torch.tensor([plan.group_of(r) for r in range(head_ids.shape[0])], device=head_ids.device)
-    cache.batch_select_indices(rows)
+    cache, _ = prefill_prefixes(model, prompts, plan.groups, adapter_names or [None] * len(prompts), counts)
+    cache.batch_select_indices(torch.tensor([plan.group_of(r) for r in range(len(prompts))],
+                                            device=device_of(model)))
     return cache

@@ -42,6 +42,37 @@ def prefill(model, cached: list[list], suffixes: list[list[int]], adapters: list
     """Run ``suffixes`` after their rows' cached layers: [cached][padding][suffix] per row,
     padding masked, positions from the mask. Returns each row's last logits (or Nones) and
     its layers over cached + suffix (real positions only)."""
+    logits, cache, width = _forward(model, cached, suffixes, adapters, counts, want_logits)
+    return logits, [_row_layers(cache, row, layers, len(suffix), width)
+                    for row, (layers, suffix) in enumerate(zip(cached, suffixes))]
+
+
+def prefill_prefixes(model, prompts: list[list[int]], groups, adapters: list, counts: PrefillCounts):
+    """The one prefix sharer: each group's common prefix (``groups``: ``(length, rows)``, as
+    :func:`playpen.inference.prefixes.plan_prefixes` plans them, the caller keeping the groups
+    worth it) run through the model once, in one batched forward, each with its first row's
+    adapter; the group's other rows reuse it (counted in ``counts.reused``). Returns the
+    forward's transformers cache, row g holding group g's prefix right-aligned in ``width``
+    positions (padding to the left, to be masked), and ``width``. The engine cuts its rows out
+    (:func:`prefix_layers`); the fallback hands the cache to ``model.generate`` as it is,
+    whatever kind of cache the model keeps."""
+    firsts = [rows[0] for _, rows in groups]
+    _, cache, width = _forward(model, [[] for _ in groups], [list(prompts[r][:length]) for r, (length, _) in
+                                                               zip(firsts, groups)],
+                               [adapters[r] for r in firsts], counts, want_logits=False)
+    counts.reused += sum(length * (len(rows) - 1) for length, rows in groups)
+    return cache, width
+
+
+def prefix_layers(cache, width: int, groups) -> list[list]:
+    """Per group of :func:`prefill_prefixes`, its prefix's layers (real positions only)."""
+    return [_row_layers(cache, g, [], length, width) for g, (length, _) in enumerate(groups)]
+
+
+def _forward(model, cached: list[list], suffixes: list[list[int]], adapters: list, counts: PrefillCounts,
+             want_logits: bool):
+    """The one padded prefill forward: the rows' last logits (or Nones), the cache over
+    [cached][padding][suffix] and its width."""
     import torch
     device = device_of(model)
     lengths = [layers[0][0].shape[1] if layers else 0 for layers in cached]
@@ -65,16 +96,19 @@ def prefill(model, cached: list[list], suffixes: list[list[int]], adapters: list
     counts.prefilled += sum(map(len, suffixes))
     counts.computed += rows * tail
     logits = out.logits[:, -1].float() if want_logits else [None] * rows
-    layers_out = []
-    for row, (layers, suffix) in enumerate(zip(cached, suffixes)):
-        s = len(suffix)
-        row_layers = []
-        for index, layer in enumerate(cache.layers):
-            k, v = layer.keys[row, :, head + tail - s:], layer.values[row, :, head + tail - s:]
-            if layers:
-                k, v = torch.cat([layers[index][0], k], dim=1), torch.cat([layers[index][1], v], dim=1)
-            else:
-                k, v = k.clone(), v.clone()
-            row_layers.append((k, v))
-        layers_out.append(row_layers)
-    return logits, layers_out
+    return logits, cache, head + tail
+
+
+def _row_layers(cache, row: int, layers: list, new: int, width: int) -> list:
+    """Row ``row``'s layers: its kept ``layers`` followed by the ``new`` positions the forward
+    added (the last ones of ``width``)."""
+    import torch
+    out = []
+    for index, layer in enumerate(cache.layers):
+        k, v = layer.keys[row, :, width - new:], layer.values[row, :, width - new:]
+        if layers:
+            k, v = torch.cat([layers[index][0], k], dim=1), torch.cat([layers[index][1], v], dim=1)
+        else:
+            k, v = k.clone(), v.clone()
+        out.append((k, v))
+    return out

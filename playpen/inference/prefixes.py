@@ -1,7 +1,8 @@
 """The one planner of shared prompt prefixes: rows grouped so that each group's common prefix
-is computed once. The engine prefills with it (:mod:`playpen.inference.hf_generate`: a
-batch's shared prefix; :func:`playpen.inference.engine.generate_cached`: rows without a kept
-cache), and training's forward passes run with it (:mod:`playpen.training.shared_prefix`)."""
+is computed once. Generation plans with it (:func:`playpen.inference.engine.generate_cached`:
+rows without a kept cache; :mod:`playpen.inference.hf_generate`: a batch's shared prefix), both
+prefilling the planned prefixes with the one sharer, :func:`playpen.inference.prefill.prefill_prefixes`;
+training's forward passes run with it too (:mod:`playpen.training.shared_prefix`)."""
 from __future__ import annotations
 
 import math

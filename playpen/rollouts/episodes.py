@@ -10,6 +10,7 @@ from typing import Any, Optional
 from playpen.rollouts.buffers import TokenBuffer
 from playpen.rollouts.chat import strip_system
 from playpen.rollouts.plan import GamePlan
+from playpen.rollouts.records import episode_dir_name
 from playpen.rollouts.types import LEARNER, EpisodeResult, SideCall, Trajectory, TurnRecord
 
 
@@ -111,7 +112,6 @@ class Episode:
         """Write the episode's records with `writer` (a RunWriter; None writes nothing)."""
         if writer is None:
             return None
-        from playpen.rollouts.records import episode_dir_name
         plan = self.plan
         meta = dict(episode_id=self.episode_id, group_id=self.group_id, parent_id=self.parent_id,
                     branch_path=list(self.branch_path), repeat=self.repeat, outcome=outcome,

@@ -36,6 +36,7 @@ sub-episode has ended. Trajectories carry ``level``, ``episode_type``, ``trainab
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 from collections import deque
@@ -44,8 +45,11 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence, Union
 
 from playpen.errors import RolloutError
-from playpen.rollouts.lockstep import _Loop
-from playpen.rollouts.types import EpisodeResult, InstanceSelector, Learner, PartnerLike, RolloutResult, \
+from playpen.files import finite, write_json
+from playpen.rollouts.lockstep import _Loop, learner_stand_in, loop_stats, open_run, run_loop
+from playpen.rollouts.partners import as_partner
+from playpen.rollouts.plan import check_keys_used, pending_episodes, plan_game
+from playpen.rollouts.types import LEARNER, EpisodeResult, InstanceSelector, Learner, PartnerLike, RolloutResult, \
     RolloutStats, Trajectory
 
 
@@ -167,11 +171,6 @@ def rollout_hierarchy(task: HierarchicalTask, learner: Learner, *,
     trajectory (see :mod:`playpen.training.grpo.offpolicy`). Sub-episodes of lower levels read
     their game's rows from ``instances_file`` only to learn the roles. ``kv_cache_mb``: as in
     :func:`~playpen.rollouts.rollout`."""
-    from playpen.rollouts import lockstep as engine
-    from playpen.rollouts.partners import as_partner, stand_in_model
-    from playpen.rollouts.plan import check_keys_used, pending_episodes, plan_game
-    from playpen.rollouts.steps import side_call
-    from playpen.rollouts.types import LEARNER
     started = time.perf_counter()
     levels = dict(task.levels)
     if not levels:
@@ -180,11 +179,7 @@ def rollout_hierarchy(task: HierarchicalTask, learner: Learner, *,
         raise RolloutError(f"num_repeats and max_concurrent_episodes must be >= 1, got {num_repeats}, "
                            f"{max_concurrent_episodes}")
     template_kwargs = dict(getattr(learner, "template_kwargs", {}) or {})
-    learner_model = stand_in_model(
-        learner.name, lambda messages: side_call(
-            LEARNER, messages, lambda m: engine._direct_learner_call(learner, m, template_kwargs)),
-        gen_args=dict(temperature=learner.sampling.temperature, max_tokens=learner.sampling.max_new_tokens),
-        backend="huggingface_local")
+    learner_model = learner_stand_in(learner, template_kwargs)
     partners: list = []
     plans: dict[str, Any] = {}
     try:
@@ -202,32 +197,18 @@ def rollout_hierarchy(task: HierarchicalTask, learner: Learner, *,
             raise RolloutError(f"{type(task).__name__}: two levels play the same game; give each level its own game")
         top = next(iter(levels))
         pending = pending_episodes([plans[top]], instances, num_repeats)
-        writer = None
-        if records_dir is not None:
-            from playpen.rollouts.records import RunWriter
-            writer = RunWriter(records_dir, run_name)
-        if seed is not None:
-            import torch
-            torch.manual_seed(seed)
+        writer = open_run(records_dir, run_name, seed)
         setup_seconds = time.perf_counter() - started
         loop = _TreeLoop(task, levels, plans, policy_version, learner, template_kwargs, None,
                          max_concurrent_episodes, reward_fn, writer, callbacks, raise_game_errors, kv_cache_mb)
-        engine.run_loop(loop, list(plans.values()), pending, writer, callbacks)
+        run_loop(loop, list(plans.values()), pending, writer, callbacks)
     finally:
         for plan in plans.values():
             plan.benchmark.close()
         for partner in {id(p): p for p in partners}.values():
             partner.close()
     results = tuple(result for _, result in sorted(loop.finished, key=lambda e: e[0]))
-    total = time.perf_counter() - started
-    clock = loop.clock
-    stats = RolloutStats(num_episodes=len(results), num_errors=sum(r.error is not None for r in results),
-                         num_learner_turns=clock.learner_turns, num_generated_tokens=clock.tokens,
-                         num_generate_calls=clock.calls, num_side_calls=loop.side_calls.num_calls,
-                         seconds_total=total, seconds_setup=setup_seconds, seconds_generate=clock.generate,
-                         seconds_partners=clock.partners,
-                         seconds_env=max(0.0, total - setup_seconds - clock.generate - clock.partners),
-                         num_prefill_tokens=clock.prefill.prefilled, num_reused_tokens=clock.prefill.reused)
+    stats = loop_stats(loop, started, setup_seconds)
     return HierarchyResult(RolloutResult(results, stats, writer.run_dir if writer is not None else None),
                            dict(loop.nodes))
 
@@ -337,8 +318,6 @@ class _TreeLoop(_Loop):
             dataclasses.replace(t, reward=rewards.get(t.player_name, math.nan))
             for t in view.result.trajectories))
         if result.path is not None:
-            import json
-            from playpen.files import finite, write_json
             meta_file = Path(result.path) / "episode.json"
             meta = json.loads(meta_file.read_text(encoding="utf-8"))
             meta["game_rewards"], meta["rewards"] = meta.get("rewards"), rewards

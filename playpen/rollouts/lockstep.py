@@ -29,11 +29,46 @@ from playpen.inference.model_facts import context_limit
 from playpen.rollouts import chat
 from playpen.rollouts.buffers import TokenBuffer
 from playpen.rollouts.episodes import Episode
-from playpen.rollouts.partners import GAME_PLAYERS, TurnRequest, generated_response
+from playpen.rollouts.partners import GAME_PLAYERS, TurnRequest, generated_response, stand_in_model
 from playpen.rollouts.plan import GamePlan
+from playpen.rollouts.records import RunWriter
 from playpen.rollouts.sidecalls import SideCallServer
-from playpen.rollouts.steps import run_steps
-from playpen.rollouts.types import LEARNER, BranchPoint, EpisodeResult, Learner, TurnRecord
+from playpen.rollouts.steps import run_steps, side_call
+from playpen.rollouts.types import LEARNER, BranchPoint, EpisodeResult, Learner, RolloutStats, TurnRecord
+
+
+def learner_stand_in(learner: Learner, template_kwargs: dict):
+    """The clemcore Model a game master holds for the learner's player: the loop answers its
+    turns; a master calling it itself is a side call (:func:`_direct_learner_call` outside steps)."""
+    return stand_in_model(
+        learner.name, lambda messages: side_call(
+            LEARNER, messages, lambda m: _direct_learner_call(learner, m, template_kwargs)),
+        gen_args=dict(temperature=learner.sampling.temperature, max_tokens=learner.sampling.max_new_tokens),
+        backend="huggingface_local")
+
+
+def open_run(records_dir, run_name, seed) -> Optional[RunWriter]:
+    """The run's records folder (None: no records) and torch's sampling seeded (None: left alone)."""
+    writer = RunWriter(records_dir, run_name) if records_dir is not None else None
+    if seed is not None:
+        import torch  # heavy: importing playpen.rollouts (and its torch-free types) stays torch-free
+        torch.manual_seed(seed)
+    return writer
+
+
+def loop_stats(loop, started: float, setup_seconds: float) -> RolloutStats:
+    """What the loop counted, with the call's wall clock since ``started``."""
+    results = [result for _, result in loop.finished]
+    total = time.perf_counter() - started
+    clock = loop.clock
+    return RolloutStats(num_episodes=len(results), num_errors=sum(r.error is not None for r in results),
+                        num_learner_turns=clock.learner_turns, num_generated_tokens=clock.tokens,
+                        num_generate_calls=clock.calls, num_side_calls=loop.side_calls.num_calls,
+                        seconds_total=total, seconds_setup=setup_seconds,
+                        seconds_generate=clock.generate, seconds_partners=clock.partners,
+                        seconds_env=max(0.0, total - setup_seconds - clock.generate - clock.partners),
+                        num_prefill_tokens=clock.prefill.prefilled, num_reused_tokens=clock.prefill.reused,
+                        num_branch_points=loop.branch_points)
 
 
 def run_loop(loop, plans, pending: list, writer, callbacks) -> None:

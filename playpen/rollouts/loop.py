@@ -18,11 +18,10 @@ from typing import Callable, Mapping, Optional, Sequence, Union
 
 from playpen.callbacks import BaseCallback
 from playpen.errors import RolloutError
-from playpen.rollouts.lockstep import _direct_learner_call, _Loop, run_loop
-from playpen.rollouts.partners import as_partner, stand_in_model
+from playpen.rollouts.lockstep import _Loop, learner_stand_in, loop_stats, open_run, run_loop
+from playpen.rollouts.partners import as_partner
 from playpen.rollouts.plan import check_keys_used, pending_episodes, plan_game
-from playpen.rollouts.steps import side_call
-from playpen.rollouts.types import LEARNER, Branching, InstanceSelector, Learner, PartnerLike, RolloutResult, RolloutStats
+from playpen.rollouts.types import LEARNER, Branching, InstanceSelector, Learner, PartnerLike, RolloutResult
 
 
 def rollout(games: Union[str, Sequence[str]],
@@ -105,11 +104,7 @@ def rollout(games: Union[str, Sequence[str]],
     for partner in {id(p): p for p in partner_objects.values() if p is not LEARNER}.values():
         partner.check()
     template_kwargs = dict(getattr(learner, "template_kwargs", {}) or {})
-    learner_model = stand_in_model(
-        learner.name, lambda messages: side_call(
-            LEARNER, messages, lambda m: _direct_learner_call(learner, m, template_kwargs)),
-        gen_args=dict(temperature=learner.sampling.temperature, max_tokens=learner.sampling.max_new_tokens),
-        backend="huggingface_local")
+    learner_model = learner_stand_in(learner, template_kwargs)
     plans = []
     try:
         for name in game_names:
@@ -117,13 +112,7 @@ def rollout(games: Union[str, Sequence[str]],
         check_keys_used(plans, roles, partner_objects)
         pending = pending_episodes(plans, instances, num_repeats, (seed or 0) if augment else None,
                                    augment_variants)
-        writer = None
-        if records_dir is not None:
-            from playpen.rollouts.records import RunWriter
-            writer = RunWriter(records_dir, run_name)
-        if seed is not None:
-            import torch
-            torch.manual_seed(seed)
+        writer = open_run(records_dir, run_name, seed)
         setup_seconds = time.perf_counter() - started
         loop = _Loop(learner, template_kwargs, branching, max_concurrent_episodes, reward_fn, writer,
                      callbacks, raise_game_errors, kv_cache_mb, max_turns)
@@ -135,16 +124,7 @@ def rollout(games: Union[str, Sequence[str]],
             partner.close()
     episodes = tuple(sorted(loop.finished, key=lambda e: e[0]))
     results = tuple(result for _, result in episodes)
-    total = time.perf_counter() - started
-    clock = loop.clock
-    stats = RolloutStats(num_episodes=len(results), num_errors=sum(r.error is not None for r in results),
-                         num_learner_turns=clock.learner_turns, num_generated_tokens=clock.tokens,
-                         num_generate_calls=clock.calls, num_side_calls=loop.side_calls.num_calls,
-                         seconds_total=total, seconds_setup=setup_seconds,
-                         seconds_generate=clock.generate, seconds_partners=clock.partners,
-                         seconds_env=max(0.0, total - setup_seconds - clock.generate - clock.partners),
-                         num_prefill_tokens=clock.prefill.prefilled, num_reused_tokens=clock.prefill.reused,
-                         num_branch_points=loop.branch_points)
+    stats = loop_stats(loop, started, setup_seconds)
     if branching is not None and loop.branch_points < len(pending):
         # e.g. episodes that ended before any learner turn: fewer episodes than asked for
         print(f"[playpen] branching: {loop.branch_points} branch point(s) found in {len(pending)} episode(s); "

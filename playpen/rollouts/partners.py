@@ -21,9 +21,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Optional, Sequence
 
+from playpen import models
+from playpen.clem import clemcore
 from playpen.envs.game import Response
 from playpen.errors import PartnerError, PlaypenError
 from playpen.inference import engine
+from playpen.remote import check_reachable
 from playpen.rollouts import chat
 from playpen.rollouts.chat import template_kwargs_of
 from playpen.rollouts.steps import side_call
@@ -115,13 +118,11 @@ class ProgrammaticPartner(Partner):
 
     def clem_model(self):
         if self._clem_model is None:
-            from playpen.clem import clemcore
             backends = clemcore().backends
             self._clem_model = backends.CustomResponseModel(backends.ModelSpec(model_name=self.name))
         return self._clem_model
 
     def respond(self, requests):
-        from playpen.clem import clemcore
         custom = clemcore().backends.CustomResponseModel
         out = []
         for request in requests:
@@ -196,7 +197,6 @@ class ClemPartner(Partner):
         return self.model
 
     def check(self) -> None:
-        from playpen.remote import check_reachable
         check_reachable(self.model, f"partner '{self.name}'", self.check_timeout)
 
     def respond(self, requests):
@@ -240,14 +240,13 @@ def as_partner(value: Any, *, sampling: SamplingConfig = SamplingConfig(), max_i
             return LEARNER
         if value in PROGRAMMATIC_NAMES:
             return ProgrammaticPartner(value)
-        from playpen.models import load_model_by_name
-        model = load_model_by_name(value, gen_args=dict(temperature=sampling.temperature,
+        # through the module: tests replace models.load_model_by_name to prove no model loads
+        model = models.load_model_by_name(value, gen_args=dict(temperature=sampling.temperature,
                                                         max_tokens=sampling.max_new_tokens), role="partner")
         return as_partner(model, sampling=sampling, max_in_flight=max_in_flight)
     if isinstance(value, Learner):
         return HFTeacher(value.model, value.tokenizer, value.name, value.sampling,
                          dict(value.template_kwargs or {}) if value.adapter is not None else None, value.adapter)
-    from playpen.clem import clemcore
     backends = clemcore().backends
     if isinstance(value, backends.CustomResponseModel):
         return ProgrammaticPartner(value.name)
@@ -273,7 +272,6 @@ def stand_in_model(name: str, direct_call, gen_args: Optional[dict] = None, back
     """
     global _STAND_IN_CLASS
     if _STAND_IN_CLASS is None:
-        from playpen.clem import clemcore
         backends = clemcore().backends
 
         class StandInModel(backends.BatchGenerativeModel):
@@ -291,7 +289,6 @@ def stand_in_model(name: str, direct_call, gen_args: Optional[dict] = None, back
                 return self  # stateless proxy: branches share it
 
         _STAND_IN_CLASS = StandInModel
-    from playpen.clem import clemcore
     spec = clemcore().backends.ModelSpec(model_name=name, backend=backend)
     model = _STAND_IN_CLASS(spec, direct_call)
     model.set_gen_args(**(gen_args or dict(temperature=0.0, max_tokens=300)))

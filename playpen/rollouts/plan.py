@@ -2,10 +2,16 @@
 slot, and the ordered list of episodes to play."""
 from __future__ import annotations
 
+import copy
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from playpen.clem import clemcore
+from playpen.envs.loading import game_instance_rows, load_benchmark, probe_roles
 from playpen.errors import RolloutError
+from playpen.registry import close_matches, game_spec
+from playpen.rollouts.partners import stand_in_model
 from playpen.rollouts.types import LEARNER, InstanceRef
 
 
@@ -30,8 +36,6 @@ class GamePlan:
 
 def plan_game(name, learner_model, partner_objects, roles, instances, instances_file) -> GamePlan:
     """Load game `name` and decide who answers each of its player slots."""
-    from playpen.envs.loading import game_instance_rows, load_benchmark, probe_roles
-    from playpen.registry import game_spec
     spec = game_spec(name, instances_file)
     benchmark = load_benchmark(spec)
     try:
@@ -63,7 +67,6 @@ def plan_game(name, learner_model, partner_objects, roles, instances, instances_
         for index, model in enumerate(models):
             if model is None:
                 models[index] = unused_slot_model(name, index)
-        from playpen.clem import clemcore
         model_cls = clemcore().backends.Model
         used = [models[i] for i in sorted({slot.index for slot in slots})] or models[:1]
         names = [m.name for m in used]
@@ -97,8 +100,6 @@ def unused_slot_model(game: str, index: int):
     """The model of a player slot that the game's master does not use (found by
     :func:`playpen.envs.loading.probe_roles` on the first instance): a call to it means
     another instance builds that player after all, which fails the episode clearly."""
-    from playpen.rollouts.partners import stand_in_model
-
     def refuse(messages):
         raise RolloutError(f"game '{game}': player slot {index + 1} was unused when the roles were "
                            f"probed (first instance), but this instance calls its model")
@@ -116,7 +117,6 @@ def check_keys_used(plans, roles, partner_objects) -> None:
                    | {alias for plan in plans for alias in plan.aliases})
     for key in [*(roles or []), *partner_objects]:
         if key not in known:
-            from playpen.registry import close_matches
             raise RolloutError(f"unknown role or player '{key}'.{close_matches(key, known)} "
                                f"Roles and players of {', '.join(p.name for p in plans)}: {', '.join(known)}")
 
@@ -143,8 +143,6 @@ def augmented(plan, row: dict, seed: int, index: int) -> dict:
     augment = getattr(plan.benchmark, "augment_instance", None)
     if augment is None:
         return row
-    import copy
-    import random
     rng = random.Random(f"{seed}/{plan.name}/{row['experiment']['name']}/{row['game_instance']['game_id']}/{index}")
     instance = augment(copy.deepcopy(row["game_instance"]), rng)
     return {**row, "game_instance": instance}

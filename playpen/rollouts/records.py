@@ -24,15 +24,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Mapping, Optional
 
+from playpen.clem import clemcore
+from playpen.distributed import rank_suffix
 from playpen.errors import RecordsError
 from playpen.files import finite, write_json
-
 
 
 def default_run_name() -> str:
     """``rollout-<time>-<id>``; ``...-rank<R>`` in a data-parallel run: every rank plays its own
     share of the episodes into run folders of its own."""
-    from playpen.distributed import rank_suffix
     return f"rollout-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}{rank_suffix()}"
 
 
@@ -71,7 +71,6 @@ class RunWriter:
                    instances: Optional[str] = None) -> None:
         """Record in ``run.json`` that this run plays `game_name` (from `game_path`, on
         ``in/<instances>.json``)."""
-        from playpen.clem import clemcore
         data = self._runs.get(model_dir)
         if data is None:
             data = dict(clem_version=clemcore().get_version(), created=datetime.now().isoformat(),

@@ -8,13 +8,8 @@ trainers (:mod:`~playpen.training.grpo.trainers`).
 The names of the former module ``playpen/training/grpo.py`` are re-exported here for one release (issue 29);
 import them from :mod:`playpen.training.grpo.parts`.
 """
+from playpen.old_paths import former_names
 from playpen.training.grpo import parts as _former
 from playpen.training.grpo.parts import *  # noqa: F401,F403
 
-
-def __getattr__(name: str):
-    """The former module's other names (its private helpers), for one release."""
-    try:
-        return getattr(_former, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+__getattr__ = former_names(__name__, _former)

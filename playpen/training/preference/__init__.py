@@ -7,13 +7,8 @@ self-rewarding (:mod:`~playpen.training.preference.self_rewarding`) and the trai
 The names of the former module ``playpen/training/preference.py`` are re-exported here for one release (issue 29);
 import them from :mod:`playpen.training.preference.rounds`.
 """
+from playpen.old_paths import former_names
 from playpen.training.preference import rounds as _former
 from playpen.training.preference.rounds import *  # noqa: F401,F403
 
-
-def __getattr__(name: str):
-    """The former module's other names (its private helpers), for one release."""
-    try:
-        return getattr(_former, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+__getattr__ = former_names(__name__, _former)
