@@ -209,18 +209,33 @@ def consistency(results: dict, settings, splits: dict) -> dict:
 
 
 def dev_configurations(out: Path) -> list[str]:
-    """Every configuration tried on dev (method, fingerprint, options), from dev-log.jsonl."""
+    """Every configuration tried on dev (method, fingerprint, options), from dev-log.jsonl, with
+    its mean dev score at the full budget and whether it went on to the test split (a
+    configuration screened with --dev-only did not)."""
     path = Path(out) / "dev-log.jsonl"
     if not path.exists():
         return []
+    tested = {(r["method"], r.get("fingerprint")) for r in
+              (json.loads(p.read_text(encoding="utf-8")) for p in Path(out).glob("*--seed*--*.json"))}
     seen = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
-        seen.setdefault((row["method"], row["fingerprint"]), (row.get("options", {}), set()))[1].add(row["seed"])
+        entry = seen.setdefault((row["method"], row["fingerprint"]), (row.get("options", {}), set(), {}))
+        entry[1].add(row["seed"])
+        if row.get("fraction") == 1.0 and row.get("dev_mean") is not None:
+            entry[2][row["seed"]] = row["dev_mean"]
+
+    def outcome(method, key, finals):
+        dev = f"; dev at the full budget {sum(finals.values()) / len(finals):.1f}" if finals else ""
+        if method == WARM_UP:
+            return dev + "; tested from its best chunk"
+        return dev + ("; tested" if (method, key) in tested else "; dev only, never tested")
+
     return [f"- {method} `{key}` (seeds {', '.join(map(str, sorted(seeds)))}): "
             + ", ".join(f"{k}={v}" for k, v in sorted(options.items())
                         if k not in ("models_dir", "init_adapter", "overwrite", "evaluate", "resume"))
-            for (method, key), (options, seeds) in seen.items()]
+            + outcome(method, key, finals)
+            for (method, key), (options, seeds, finals) in seen.items()]
 
 
 def dev_curves(out: Path) -> dict:

@@ -99,11 +99,14 @@ def test_the_report_from_the_result_files_alone(bench, tmp_path):
          "dev_mean": 5.0},  # worse: the methods started from step 8
         *({"method": "better", "seed": 1, "step": k, "fraction": k / 4, "fingerprint": "b",
            "options": {"learning_rate": 1e-4}, "dev": {"taboo/guesser": {"mean": 10.0 + 20 * k}}}
-          for k in (1, 2, 3, 4))]) + "\n")
+          for k in (1, 2, 3, 4)),
+        {"method": "spin", "seed": 1, "step": 8, "fraction": 1.0, "fingerprint": "s", "dev_mean": 25.0,
+         "options": {"learning_rate": 5e-5}, "dev": {"taboo/guesser": {"mean": 25.0}}}]) + "\n")
     text = report.build_report(tmp_path, protocol.METHODS, protocol.SETTINGS, splits)
     assert report.dev_curves(tmp_path)[("better", "taboo/guesser")] == [
         (0.0, 10.0), (0.25, 30.0), (0.5, 50.0), (0.75, 70.0), (1.0, 90.0)]
     assert "- better `b` (seeds 1): learning_rate=0.0001" in text
+    assert "- spin `s` (seeds 1): learning_rate=5e-05; dev at the full budget 25.0; dev only, never tested" in text
     assert "- better: 1 of 2 (seed by seed)" in text
     assert (tmp_path / "protocol-curves.png").stat().st_size > 1000
     rows = report.comparisons(report.load_results(tmp_path), protocol.SETTINGS, splits)
