@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from playpen.callbacks import CallbackList, JsonlLogCallback
-from playpen.distributed import check_groups, generating_model
+from playpen.distributed import any_rank, check_groups, generating_model
 from playpen.envs.loading import game_roles
 from playpen.errors import GRPOSetupError
 from playpen.models import check_adapter
@@ -198,7 +198,11 @@ class GameRollout:
             episodes = self._play(learner, slots, names, step, trainer.model)
         self.num_calls += 1
         out = self._rows(slots, names, episodes)
-        if not any(any(mask) for mask in out["env_mask"]):  # TRL would take a step on nothing
+        # TRL would take a step on nothing. The step trains on every rank's rows together, so
+        # it stops only when no rank has a trainable turn (a rank whose slots all ended before
+        # the role spoke contributes masked rows, as a group of such episodes does on one rank);
+        # every rank calls this once per step, so the collective is matched
+        if not any_rank(any(any(mask) for mask in out["env_mask"])):
             raise GRPOSetupError(
                 f"GRPO step {step + 1}: the trained role(s) {', '.join(sorted({s.role for s in slots}))} of "
                 f"{', '.join(sorted({s.game for s in slots}))} produced no trainable turns in "
