@@ -278,20 +278,36 @@ def warm_up(seed: int, args, out: Path, work: Path) -> Path:
         if done["fingerprint"] == key and Path(done["adapter"]).exists():
             return Path(done["adapter"])
     models = work / f"seed-{seed}" / "models" / WARM_UP
+    # an interrupted warm-up goes on from its last chunk: the chunks the dev log holds for this
+    # configuration, whose checkpoints this configuration wrote (models/warm-up.key), are not trained again
+    owner = models / "warm-up.key"
+    logged = {r["step"]: r["dev_mean"] for r in read_dev_log(out)
+              if r.get("method") == WARM_UP and r.get("seed") == seed and r.get("fingerprint") == key} \
+        if owner.exists() and owner.read_text(encoding="utf-8").strip() == key else {}
     best, best_score, since, curve = None, -math.inf, 0, []
     for chunk in range(1, args.warmup_max_chunks + 1):
         steps = chunk * args.warmup_chunk
-        cls, config, options = configure(WARM_UP, method, args, models, None, steps, save_steps=args.warmup_chunk,
-                                         save_total_limit=args.warmup_max_chunks + 1, resume=chunk > 1,
-                                         overwrite=chunk == 1)
-        train(cls, config, method, args, seed, work / f"seed-{seed}" / "records")
-        adapter = run_dir_of(models) / f"checkpoint-{steps}"
-        dev = evaluate_split(adapter, "dev", f"seed{seed}-sft-{steps}", args, work)
-        score = dev_mean(dev)
-        curve.append({"step": steps, "dev": score})
-        log_dev(out, method=WARM_UP, seed=seed, step=steps, fingerprint=key, options=options, dev=summaries(dev),
-                dev_mean=score)
-        print(f"== seed {seed} warm-up: {steps} steps, dev {score:.2f}", flush=True)
+        adapter = run_dir_of(models) / f"checkpoint-{steps}" if models.exists() else None
+        if steps in logged and adapter is not None and adapter.exists():
+            score = logged[steps]
+            curve.append({"step": steps, "dev": score})
+            print(f"== seed {seed} warm-up: {steps} steps, dev {score:.2f} (logged before)", flush=True)
+        else:
+            cls, config, options = configure(WARM_UP, method, args, models, None, steps,
+                                             save_steps=args.warmup_chunk, save_total_limit=args.warmup_max_chunks + 1,
+                                             resume=chunk > 1, overwrite=chunk == 1)
+            if chunk == 1:
+                owner.unlink(missing_ok=True)
+            train(cls, config, method, args, seed, work / f"seed-{seed}" / "records")
+            if chunk == 1:
+                owner.write_text(key + "\n", encoding="utf-8")
+            adapter = run_dir_of(models) / f"checkpoint-{steps}"
+            dev = evaluate_split(adapter, "dev", f"seed{seed}-sft-{steps}", args, work)
+            score = dev_mean(dev)
+            curve.append({"step": steps, "dev": score})
+            log_dev(out, method=WARM_UP, seed=seed, step=steps, fingerprint=key, options=options,
+                    dev=summaries(dev), dev_mean=score)
+            print(f"== seed {seed} warm-up: {steps} steps, dev {score:.2f}", flush=True)
         if score > best_score + 1e-9:
             best, best_score, since = adapter, score, 0
         else:
@@ -330,13 +346,16 @@ def cached(out: Path, name: str, seed: int, key: str, settings) -> bool:
     return len(keys) == 1 and all(p.exists() for p in found)
 
 
+def read_dev_log(out: Path) -> list[dict]:
+    log = out / "dev-log.jsonl"
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()] \
+        if log.exists() else []
+
+
 def screened_curve(out: Path, name: str, seed: int, key: str) -> list:
     """This configuration's dev rows for the seed, one per budget fraction (the last logged
     wins), when the dev log holds all of them; else []."""
-    log = out / "dev-log.jsonl"
-    rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()] \
-        if log.exists() else []
-    found = {r["fraction"]: r for r in rows if r.get("method") == name and r.get("seed") == seed
+    found = {r["fraction"]: r for r in read_dev_log(out) if r.get("method") == name and r.get("seed") == seed
              and r.get("fingerprint") == key and r.get("fraction") is not None}
     return [found[f] for f in FRACTIONS] if set(FRACTIONS) <= set(found) else []
 

@@ -199,8 +199,12 @@ def test_dev_only_screens_without_touching_the_test_split(bench, tiny_workspace,
     assert [r["fraction"] for r in control] == [0.25, 0.5, 0.75, 1.0]
     assert all(r["train_seconds"] > 0 and r["dev"]["taboo/guesser"]["items"] == 2 for r in control)
     capsys.readouterr()
+    # an interrupted warm-up (its marker not yet written) goes on from the chunks the dev log holds
+    (out / "work" / "seed-8" / "warm-up.json").unlink()
     assert protocol.main(argv) == 0
-    assert "continued-sft seed 8: dev curve cached (--dev-only)" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "seed 8 warm-up: 1 steps, dev" in said and said.count("(logged before)") == 2
+    assert "continued-sft seed 8: dev curve cached (--dev-only)" in said
     assert len((out / "dev-log.jsonl").read_text().splitlines()) == len(log)
     # without --dev-only the screened checkpoint plays the test split, nothing retrained
     assert protocol.main([a for a in argv if a != "--dev-only"]) == 0
