@@ -45,7 +45,7 @@ from pathlib import Path
 
 from harness import Setting, run_dir_of  # the benchmarks' shared module, beside this script (its folder is on sys.path)
 from protocol_forgetting import forgetting_games, run_forgetting
-from protocol_report import build_report, result_name, scores_of_run
+from protocol_report import build_report, read_dev_log, result_name, scores_of_run
 from protocol_splits import SPLITS_FILE, check_splits, load_splits
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -344,12 +344,6 @@ def cached(out: Path, name: str, seed: int, key: str, settings) -> bool:
         raise SystemExit(f"protocol.py: {name} (seed {seed}) has test results of another configuration in {out}: "
                          f"the test split is played once per configuration; give the variant its own name")
     return len(keys) == 1 and all(p.exists() for p in found)
-
-
-def read_dev_log(out: Path) -> list[dict]:
-    log = out / "dev-log.jsonl"
-    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()] \
-        if log.exists() else []
 
 
 def screened_curve(out: Path, name: str, seed: int, key: str) -> list:

@@ -208,18 +208,20 @@ def consistency(results: dict, settings, splits: dict) -> dict:
     return out
 
 
-def dev_configurations(out: Path) -> list[str]:
+def read_dev_log(out: Path) -> list[dict]:
+    """The rows of ``dev-log.jsonl`` (every dev evaluation, in order); [] before the first."""
+    path = Path(out) / "dev-log.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] \
+        if path.exists() else []
+
+
+def dev_configurations(out: Path, results: dict) -> list[str]:
     """Every configuration tried on dev (method, fingerprint, options), from dev-log.jsonl, with
     its mean dev score at the full budget and whether it went on to the test split (a
-    configuration screened with --dev-only did not)."""
-    path = Path(out) / "dev-log.jsonl"
-    if not path.exists():
-        return []
-    tested = {(r["method"], r.get("fingerprint")) for r in
-              (json.loads(p.read_text(encoding="utf-8")) for p in Path(out).glob("*--seed*--*.json"))}
+    configuration screened with --dev-only did not); `results`: :func:`load_results`."""
+    tested = {(data["method"], data.get("fingerprint")) for by_seed in results.values() for data in by_seed.values()}
     seen = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
+    for row in read_dev_log(out):
         entry = seen.setdefault((row["method"], row["fingerprint"]), (row.get("options", {}), set(), {}))
         entry[1].add(row["seed"])
         if row.get("fraction") == 1.0 and row.get("dev_mean") is not None:
@@ -240,10 +242,9 @@ def dev_configurations(out: Path) -> list[str]:
 
 def dev_curves(out: Path) -> dict:
     """(method, setting) -> [(fraction, mean dev score over seeds)]; the warm-up's dev is fraction 0."""
-    path = Path(out) / "dev-log.jsonl"
-    if not path.exists():
+    rows = read_dev_log(out)
+    if not rows:
         return {}
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     start: dict = {}
     best: dict = {}
     for row in rows:  # each seed's warm-up: its best chunk (the methods' start; ties: the earliest) is 0 %
@@ -300,7 +301,7 @@ def build_report(out: Path, methods: dict, settings, splits: dict) -> str:
                       "position prior cannot do it):"]
         lines += [f"- {method}: {' / '.join(f'{n} of {total}' for n, total in counts)} (seed by seed)"
                   for method, counts in sorted(consistent.items())]
-    lines += ["", "Configurations tried on dev:", *(dev_configurations(out) or ["- none logged"]), ""]
+    lines += ["", "Configurations tried on dev:", *(dev_configurations(out, results) or ["- none logged"]), ""]
     lines += ["Methods: " + "; ".join(f"**{n}**: {m.description}" for n, m in methods.items()), ""]
     text = "\n".join(lines)
     from playpen.files import write_text
