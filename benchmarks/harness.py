@@ -52,10 +52,10 @@ class Setting:
 # ----------------------------------------------------------------------------- the fingerprint cache
 
 def fingerprint(parts, modules=()) -> str:
-    """A result's key: ``parts`` (JSON: options, protocol) and the source of ``modules``
-    (dotted names; a moved module's old name counts with its new file)."""
+    """A result's key: ``parts`` (JSON: options, protocol; other values as their text) and the
+    source of ``modules`` (dotted names; a moved module's old name counts with its new file)."""
     digest = hashlib.sha256()
-    digest.update(json.dumps(parts, sort_keys=True).encode())
+    digest.update(json.dumps(parts, sort_keys=True, default=str).encode())  # a Path: its text
     for name in modules:
         file = Path(importlib.import_module(name).__file__)
         digest.update(name.encode() + file.read_bytes())

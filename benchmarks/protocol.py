@@ -35,7 +35,6 @@ results and their fingerprints are never touched.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import sys
@@ -44,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness import Setting, run_dir_of  # the benchmarks' shared module, beside this script (its folder is on sys.path)
+from harness import fingerprint as harness_fingerprint
 from protocol_forgetting import forgetting_games, run_forgetting
 from protocol_report import build_report, read_dev_log, result_name, scores_of_run
 from protocol_splits import SPLITS_FILE, check_splits, load_splits
@@ -204,7 +204,7 @@ def configure(name: str, method: Method, args, models_dir: Path, init_adapter: P
 
 
 def fingerprint(*parts) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return harness_fingerprint(parts)
 
 
 # ----------------------------------------------------------------------------- playing

@@ -23,14 +23,13 @@ a retrained method measures again. The report's forgetting table: ``protocol_rep
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import shutil
 import time
 from pathlib import Path
 
-from harness import run_dir_of  # the benchmarks' shared module (this folder is on sys.path)
+from harness import fingerprint, run_dir_of  # the benchmarks' shared module (this folder is on sys.path)
 from protocol_report import WARM_UP, forgetting_file
 
 from playpen.envs.turns import max_turns
@@ -144,7 +143,7 @@ def run_forgetting(seeds, names, args, out: Path, work: Path, protocol_games) ->
                  for name, adapter, key, failed in final_configurations(seed, names, out, work)]
     for name, seed, adapter, config_key, failed in jobs:
         adapter_id = None if adapter is None else _relative(adapter, work)
-        key = _fingerprint("forgetting", name, seed, adapter_id, config_key, settings)
+        key = fingerprint(("forgetting", name, seed, adapter_id, config_key, settings))
         path = out / forgetting_file(name, seed)
         if path.exists() and json.loads(path.read_text(encoding="utf-8")).get("fingerprint") == key:
             continue
@@ -165,6 +164,3 @@ def _relative(adapter: Path, work: Path) -> str:
     except ValueError:
         return str(adapter)
 
-
-def _fingerprint(*parts) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
