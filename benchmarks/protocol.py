@@ -44,6 +44,8 @@ from pathlib import Path
 
 from harness import Setting, run_dir_of  # the benchmarks' shared module, beside this script (its folder is on sys.path)
 from harness import fingerprint as harness_fingerprint
+from protocol_choice import SETTING as CHOICE_SETTING
+from protocol_choice import run_choice
 from protocol_forgetting import forgetting_games, run_forgetting
 from protocol_report import build_report, read_dev_log, result_name, scores_of_run
 from protocol_splits import SPLITS_FILE, check_splits, load_splits
@@ -232,6 +234,12 @@ def evaluate_split(adapter: Path | None, split: str, label: str, args, work: Pat
         out[setting.name] = scores_of_run(Path(table.run_dir) / setting.game, items)
     del learner
     return out
+
+
+def split_test_items(args, setting_name: str) -> list[str]:
+    """The test items a setting plays (the first ``--max-items`` of them when given)."""
+    entry = load_splits(args.splits)["games"][next(s.split for s in SETTINGS if s.name == setting_name)]
+    return entry["test"][:args.max_items] if args.max_items else entry["test"]
 
 
 def dev_mean(rows: dict) -> float:
@@ -460,6 +468,11 @@ def main(argv=None) -> int:
                              "each final configuration (cached in forgetting--*.json)")
     parser.add_argument("--forgetting-only", action="store_true",
                         help="only that, for the configurations already finished (nothing trained), then the report")
+    parser.add_argument("--choice", action="store_true",
+                        help="after each seed: the referencegame follower's forced choice over its three answers "
+                             "(log-probabilities; protocol_choice.py) of the base model and each final configuration")
+    parser.add_argument("--choice-only", action="store_true",
+                        help="only that, for the configurations already finished (nothing trained), then the report")
     parser.add_argument("--forgetting-set", default="out_of_domain",
                         help="the game set whose clemscore measures forgetting (its games the protocol trains are "
                              "left out)")
@@ -506,6 +519,10 @@ def main(argv=None) -> int:
         print(f"protocol.py: {args.splits}: {problems[0]}", file=sys.stderr)
         return 2
     forgetting = (args.forgetting or args.forgetting_only) and not args.report
+    choice = (args.choice or args.choice_only) and not args.report
+    if choice and CHOICE_SETTING not in {s.name for s in args.settings}:
+        print(f"protocol.py: --choice needs the {CHOICE_SETTING} setting among --settings", file=sys.stderr)
+        return 2
     if forgetting:  # the set, lm-eval and its tasks: checked before anything runs
         from playpen.errors import PlaypenError
         try:
@@ -516,9 +533,12 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     wanted = [CONTROL] + [m for m in wanted if m not in (CONTROL, WARM_UP)]
     work = out / "work"
-    if args.forgetting_only and not args.report:
+    only = (args.forgetting_only or args.choice_only) and not args.report
+    if only and args.forgetting_only:
         run_forgetting(seeds, wanted, args, out, work, GAMES.split(","))
-    elif not args.report:
+    if only and args.choice_only:
+        run_choice(seeds, wanted, args, out, work, split_test_items(args, CHOICE_SETTING))
+    if not only and not args.report:
         for name in wanted:  # every method's options checked by its trainer before anything runs
             configure(name, method_of(name, args), args, work / "check", None, None, overwrite=True)
         for seed in seeds:
@@ -529,6 +549,8 @@ def main(argv=None) -> int:
                 run_method(name, seed, adapter, args, out, work)
             if forgetting:  # its own files and fingerprints, after the seed's test results
                 run_forgetting([seed], wanted, args, out, work, GAMES.split(","))
+            if choice:
+                run_choice([seed], wanted, args, out, work, split_test_items(args, CHOICE_SETTING))
             build_report(out, METHODS, args.settings, load_splits(args.splits))
     print(build_report(out, METHODS, args.settings, load_splits(args.splits)))
     return 0

@@ -25,6 +25,7 @@ CONTROL, WARM_UP = "continued-sft", "sft"
 ALPHA = 0.05
 MAX_PLAYED_DROP = 5.0  # the issue's target: no untrained game loses more than 5 points of % played
 FORGETTING_PREFIX = "forgetting--"
+CHOICE_PREFIX = "choice--"
 
 
 def result_name(method: str, seed: int, setting: str) -> str:
@@ -35,6 +36,11 @@ def result_name(method: str, seed: int, setting: str) -> str:
 def forgetting_file(method: str, seed: int | None) -> str:
     """``forgetting--<method>--seed<S>.json``; the base model's: ``forgetting--base.json``."""
     return f"{FORGETTING_PREFIX}{method}{'' if seed is None else f'--seed{seed}'}.json"
+
+
+def choice_file(method: str, seed: int | None) -> str:
+    """``choice--<method>--seed<S>.json``; the base model's: ``choice--base.json``."""
+    return f"{CHOICE_PREFIX}{method}{'' if seed is None else f'--seed{seed}'}.json"
 
 
 def scores_of_run(game_dir: Path, items) -> dict:
@@ -58,7 +64,7 @@ def load_results(out: Path) -> dict:
     """(method, setting) -> seed -> the result file's content."""
     found: dict = {}
     for path in sorted(Path(out).glob("*--seed*--*.json")):
-        if path.name.startswith(FORGETTING_PREFIX):  # the forgetting stage's files: load_forgetting
+        if path.name.startswith((FORGETTING_PREFIX, CHOICE_PREFIX)):  # the stages' own files
             continue
         data = json.loads(path.read_text(encoding="utf-8"))
         found.setdefault((data["method"], data["setting"]), {})[data["seed"]] = data
@@ -184,6 +190,60 @@ def forgetting_lines(out: Path) -> list[str]:
     return lines
 
 
+def choice_lines(out: Path, splits: dict) -> list[str]:
+    """The report's forced-choice table (``protocol_choice.py``): per configuration, mean ± sd
+    over seeds of the accuracy of the most likely answer, the target's probability among the
+    three, how often each position is chosen, and the targets chosen right at all of their
+    positions; each method against the control item by item on the target's probability."""
+    found: dict = {}
+    for path in sorted(Path(out).glob(f"{CHOICE_PREFIX}*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        found.setdefault(data["method"], {})[data["seed"]] = data
+    if not found:
+        return []
+    clusters = splits["games"]["referencegame"].get("clusters", {})
+
+    def mean_sd(values: list[float], scale: float = 100.0) -> str:
+        values = [scale * v for v in values]
+        return f"{sum(values) / len(values):.1f}" + (f" ± {stats.sample_sd(values):.1f}" if len(values) > 1 else "")
+
+    lines = ["", "Diagnostic: the referencegame follower's forced choice over the three answers (test; the "
+                 "log-probability of `Answer: first|second|third` after the follower's prompt; chance: 33.3 % "
+                 "accuracy and target probability; a position prior chooses one position far above a third):", "",
+             "| configuration | seeds | items | accuracy % | P(target) % | chosen first / second / third % "
+             "| targets right at every position | P(target) vs control: better/worse, sign-flip p |",
+             "|" + "---|" * 8]
+    order = ["base", WARM_UP, CONTROL] + sorted(m for m in found if m not in ("base", WARM_UP, CONTROL))
+    control = found.get(CONTROL, {})
+    for method in (m for m in order if m in found):
+        by_seed = found[method]
+        seeds = sorted(by_seed, key=lambda s: -1 if s is None else s)
+        runs = [by_seed[s] for s in seeds]
+        accuracy = [sum(r["correct"].values()) / len(r["correct"]) for r in runs]
+        p_target = [sum(r["scores"].values()) / len(r["scores"]) for r in runs]
+        chosen = [sum(1 for r in runs for c in r["choice"].values() if c == k) / sum(len(r["choice"]) for r in runs)
+                  for k in (1, 2, 3)]
+        right = []
+        for r in runs:
+            members: dict = {}
+            for item, ok in r["correct"].items():
+                members.setdefault(clusters.get(item, item), []).append(ok)
+            right.append(f"{sum(all(m) for m in members.values())} of {len(members)}")
+        versus = "—"
+        paired = [s for s in seeds if s is not None and s in control]
+        if method not in ("base", CONTROL) and paired:
+            items = sorted(set.intersection(*(set(by_seed[s]["scores"]) & set(control[s]["scores"]) for s in paired)))
+            per_item = [sum(by_seed[s]["scores"][i] - control[s]["scores"][i] for s in paired) / len(paired)
+                        for i in items]
+            versus = (f"{sum(d > 0 for d in per_item)}/{sum(d < 0 for d in per_item)}, "
+                      f"{_p(stats.sign_flip_test(per_item).p_value)}")
+        name = "base model" if method == "base" else f"{method} (warm-up)" if method == WARM_UP else method
+        lines.append(f"| {name} | {'—' if seeds == [None] else len(seeds)} | {len(runs[0]['scores'])} | "
+                     f"{mean_sd(accuracy)} | {mean_sd(p_target)} | "
+                     f"{' / '.join(f'{100 * c:.0f}' for c in chosen)} | {' / '.join(right)} | {versus} |")
+    return lines
+
+
 def _num(value, digits: int) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
@@ -301,6 +361,7 @@ def build_report(out: Path, methods: dict, settings, splits: dict) -> str:
                       "position prior cannot do it):"]
         lines += [f"- {method}: {' / '.join(f'{n} of {total}' for n, total in counts)} (seed by seed)"
                   for method, counts in sorted(consistent.items())]
+    lines += choice_lines(out, splits)
     lines += ["", "Configurations tried on dev:", *(dev_configurations(out, results) or ["- none logged"]), ""]
     lines += ["Methods: " + "; ".join(f"**{n}**: {m.description}" for n, m in methods.items()), ""]
     text = "\n".join(lines)

@@ -132,6 +132,8 @@ def test_bad_arguments_exit_2(bench, tmp_path, capsys):
     assert "pass --out DIR" in capsys.readouterr().err
     assert protocol.main(["--settings", "taboo/describer", "--out", str(tmp_path)]) == 2
     assert "unknown setting(s) ['taboo/describer']; known: taboo/guesser," in capsys.readouterr().err
+    assert protocol.main(["--choice-only", "--settings", "taboo/guesser", "--out", str(tmp_path)]) == 2
+    assert "--choice needs the referencegame/follower setting among --settings" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())  # refused before anything is written
 
 
@@ -180,6 +182,7 @@ def test_the_runner_end_to_end_with_a_tiny_model(bench, tiny_workspace):
     assert protocol.main(["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration",
                           "--out", str(out)]) == 0
     check_forgetting_stage(bench, out)
+    check_choice_stage(bench, out)
     with pytest.raises(SystemExit, match="played once per configuration"):
         protocol.main(["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration",
                        "--out", str(out), "--max-tokens", "6"])
@@ -259,6 +262,36 @@ def check_forgetting_stage(bench, out):
     assert all(json.loads((out / name).read_text())["num_questions"] == 2 for name in files)
 
 
+def check_choice_stage(bench, out):
+    """--choice-only on the finished seed: the follower's forced choice for the base model and
+    the three final configurations over the test items it played, each in its own file, the
+    test results untouched, the report's table; cached on a second run."""
+    protocol = bench["protocol"]
+    run = ["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration", "--out", str(out)]
+    tested = {p.name: p.read_bytes() for p in out.glob("*--seed7--*.json") if not p.name.startswith("forgetting--")}
+    assert protocol.main([*run, "--choice-only"]) == 0
+    assert {p.name: p.read_bytes() for p in out.glob("*--seed7--*.json")
+            if not p.name.startswith(("forgetting--", "choice--"))} == tested
+    files = sorted(p.name for p in out.glob("choice--*.json"))
+    assert files == ["choice--base.json", "choice--continued-sft--seed7.json", "choice--expert-iteration--seed7.json",
+                     "choice--sft--seed7.json"]
+    items = bench["protocol_splits"].load_splits()["games"]["referencegame"]["test"][:2]
+    for name in files:
+        data = json.loads((out / name).read_text())
+        assert sorted(data["scores"]) == sorted(items) and data["setting"] == "referencegame/follower"
+        assert all(0 < p < 1 for p in data["scores"].values()) and set(data["choice"].values()) <= {1, 2, 3}
+        assert all(len(v) == 3 and max(v) < 0 for v in data["logprobs"].values())
+        assert all(data["correct"][i] == int(data["choice"][i] == data["target"][i]) for i in items)
+    control = json.loads((out / "choice--continued-sft--seed7.json").read_text())
+    assert control["config_fingerprint"] == json.loads(tested["continued-sft--seed7--taboo--guesser.json"])["fingerprint"]
+    base = json.loads((out / "choice--base.json").read_text())
+    assert base["adapter"] is None and base["scores"] != control["scores"]  # the adapter is applied
+    assert "Diagnostic: the referencegame follower's forced choice" in (out / "protocol-report.md").read_text()
+    stamps = {name: (out / name).stat().st_mtime_ns for name in files}
+    assert protocol.main([*run, "--choice"]) == 0  # the loop: cached
+    assert {name: (out / name).stat().st_mtime_ns for name in files} == stamps
+
+
 def test_the_forgetting_table_from_the_files_alone(bench, tmp_path):
     """Before -> after against the base model and, per seed, against the warm-up; mean ± sd over seeds."""
     report = bench["protocol_report"]
@@ -277,3 +310,85 @@ def test_the_forgetting_table_from_the_files_alone(bench, tmp_path):
     assert ("| spin | 2 | 10.0 -> 9.0 ± 1.4 | 13.0 -> 9.0 (-4.0 ± 0.0) | 0.500 -> 0.400 ± 0.000 | "
             "0.460 -> 0.400 (-0.060 ± 0.014) |") in lines
     assert "50 questions" in lines[1] and "debate; 1 instance(s) per experiment: 3 episodes" in lines[1]
+
+
+# ----------------------------------------------------------------------------- the forced-choice diagnostic
+
+def follower_episode(folder: Path, target: int, follower: str = "Player 2") -> None:
+    """An episode folder in clemcore's layout: interactions.json with the giver's turn, the
+    game master's prompt to the follower and the follower's reply."""
+    folder.mkdir(parents=True)
+    giver = "Player 1" if follower == "Player 2" else "Player 2"
+    send = lambda to, text: {"from": "GM", "to": to, "action": {"type": "send message", "content": text}}  # noqa: E731
+    (folder / "interactions.json").write_text(json.dumps({
+        "players": {"GM": {"game_role": "Game Master"}, giver: {"game_role": "Instruction Giver"},
+                    follower: {"game_role": "Instruction Follower"}},
+        "target_position": target,
+        "turns": [[send(giver, "describe the target"),
+                   {"from": giver, "to": "GM", "action": {"type": "get message", "content": "Expression: x"}},
+                   send(follower, f"grids of {folder.name}"),
+                   {"from": follower, "to": "GM", "action": {"type": "get message", "content": "Answer: first"}},
+                   send(follower, "after the reply: not part of the prompt")]]}))
+
+
+def test_the_follower_prompts_come_from_the_episodes(bench, tmp_path):
+    choice = importlib.import_module("protocol_choice")
+    game = tmp_path / "referencegame"
+    follower_episode(game / "letter_grids" / "instance_00003", target=2)
+    follower_episode(game / "letter_grids" / "instance_00004", target=3, follower="Player 1")  # roles by name
+    follower_episode(game / "number_grids" / "instance_00003", target=1)  # not a wanted item
+    found = choice.follower_prompts(game, ["letter_grids/3", "letter_grids/4", "letter_grids/5"])
+    assert found == {
+        "letter_grids/3": {"messages": [{"role": "user", "content": "grids of instance_00003"}], "target": 2},
+        "letter_grids/4": {"messages": [{"role": "user", "content": "grids of instance_00004"}], "target": 3}}
+
+
+def test_the_forced_choice_is_the_full_forward_of_each_answer(bench, tiny_pair):
+    """The log-probabilities from the shared prompt's cache equal those of one forward over
+    prompt + answer; the choice and the target's probability, hand-computed."""
+    import math
+
+    import torch
+    choice = importlib.import_module("protocol_choice")
+    from playpen.rollouts.chat import prompt_ids
+    from playpen.training.preference.rounds import turn_ids
+    model, tokenizer = tiny_pair
+    messages = [{"role": "user", "content": "Which grid? Reply with Answer: first, second or third."}]
+    found = choice.answer_logprobs(model, tokenizer, messages)
+    prompt = prompt_ids(tokenizer, messages)
+    for position, value in zip(choice.POSITIONS, found):
+        answer = turn_ids(tokenizer, messages, f"Answer: {position}")
+        assert answer[-1] == tokenizer.eos_token_id and len(answer) > 2
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([prompt + answer])).logits[0].float()
+        expected = sum(float(torch.log_softmax(logits[len(prompt) - 1 + k], -1)[token])
+                       for k, token in enumerate(answer))
+        assert value == pytest.approx(expected, abs=1e-4)
+    assert len(set(found)) == 3  # three different answers, three different numbers
+    picked = choice.choose([-1.0, -2.0, -3.0], target=2)
+    assert picked["choice"] == 1 and picked["correct"] == 0
+    assert picked["p_target"] == pytest.approx(math.exp(-2) / (math.exp(-1) + math.exp(-2) + math.exp(-3)))
+    assert choice.choose([-5.0, -4.0, -0.5], target=3)["correct"] == 1
+
+
+def test_the_forced_choice_table_from_the_files_alone(bench, tmp_path):
+    """Accuracy, P(target), the positions chosen, targets right at every position and the
+    paired comparison with the control, hand-computed from the choice files."""
+    report = bench["protocol_report"]
+    items = ["letter_grids/0", "letter_grids/1", "letter_grids/2", "letter_grids/3"]  # targets D, D, D, O
+    splits = {"games": {"referencegame": {"clusters": {"letter_grids/0": "D", "letter_grids/1": "D",
+                                                       "letter_grids/2": "D", "letter_grids/3": "O"}}}}
+    files = {("base", None): ([0.3, 0.3, 0.3, 0.3], [0, 0, 1, 0], [1, 1, 1, 1]),
+             ("continued-sft", 1): ([0.4, 0.5, 0.2, 0.3], [1, 1, 0, 0], [1, 2, 1, 1]),
+             ("spin", 1): ([0.6, 0.7, 0.5, 0.3], [1, 1, 1, 0], [1, 2, 3, 1])}
+    for (method, seed), (p, correct, chosen) in files.items():
+        (tmp_path / report.choice_file(method, seed)).write_text(json.dumps({
+            "method": method, "seed": seed, "scores": dict(zip(items, p)), "correct": dict(zip(items, correct)),
+            "choice": dict(zip(items, chosen))}))
+    assert report.load_results(tmp_path) == {}  # not test results
+    lines = report.choice_lines(tmp_path, splits)
+    assert "| base model | — | 4 | 25.0 | 30.0 | 100 / 0 / 0 | 0 of 2 | — |" in lines
+    assert "| continued-sft | 1 | 4 | 50.0 | 35.0 | 75 / 25 / 0 | 0 of 2 | — |" in lines
+    # spin - control per item: +0.2, +0.2, +0.3, 0.0: 3 better, 0 worse; exact sign-flip p over
+    # the 3 non-zero differences: 2 of 2^3 sign patterns as extreme = 0.25
+    assert "| spin | 1 | 4 | 75.0 | 52.5 | 50 / 25 / 25 | 1 of 2 | 3/0, 0.2500 |" in lines
