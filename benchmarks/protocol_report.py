@@ -268,6 +268,23 @@ def consistency(results: dict, settings, splits: dict) -> dict:
     return out
 
 
+def warm_up_lines(results: dict) -> list[str]:
+    """Per seed, the warm-up's dev curve (from its test result files) and where it stopped; a
+    best chunk that was the last one trained is flagged: that warm-up may not have converged."""
+    curves = {seed: data for (method, _), by_seed in results.items() if method == WARM_UP
+              for seed, data in by_seed.items() if data.get("warm_up_curve")}
+    if not curves:
+        return []
+    lines = ["", "Warm-ups (dev score after each chunk of SFT steps; the test played the best chunk):"]
+    for seed, data in sorted(curves.items()):
+        curve = data["warm_up_curve"]
+        points = ", ".join(f"{p['step']}: {p['dev']:.1f}" for p in curve)
+        note = (" — the best chunk is the last one trained: capped by --warmup-max-chunks while still improving, "
+                "so this warm-up may not have converged" if curve[-1]["step"] == data["steps"] else "")
+        lines.append(f"- seed {seed}: tested at {data['steps']} steps ({points}){note}")
+    return lines
+
+
 def read_dev_log(out: Path) -> list[dict]:
     """The rows of ``dev-log.jsonl`` (every dev evaluation, in order); [] before the first."""
     path = Path(out) / "dev-log.jsonl"
@@ -362,6 +379,7 @@ def build_report(out: Path, methods: dict, settings, splits: dict) -> str:
         lines += [f"- {method}: {' / '.join(f'{n} of {total}' for n, total in counts)} (seed by seed)"
                   for method, counts in sorted(consistent.items())]
     lines += choice_lines(out, splits)
+    lines += warm_up_lines(results)
     lines += ["", "Configurations tried on dev:", *(dev_configurations(out, results) or ["- none logged"]), ""]
     lines += ["Methods: " + "; ".join(f"**{n}**: {m.description}" for n, m in methods.items()), ""]
     text = "\n".join(lines)

@@ -392,3 +392,15 @@ def test_the_forced_choice_table_from_the_files_alone(bench, tmp_path):
     # spin - control per item: +0.2, +0.2, +0.3, 0.0: 3 better, 0 worse; exact sign-flip p over
     # the 3 non-zero differences: 2 of 2^3 sign patterns as extreme = 0.25
     assert "| spin | 1 | 4 | 75.0 | 52.5 | 50 / 25 / 25 | 1 of 2 | 3/0, 0.2500 |" in lines
+
+
+def test_the_warm_up_lines_flag_a_warm_up_stopped_while_improving(bench):
+    report = bench["protocol_report"]
+    stopped = {"steps": 16, "warm_up_curve": [{"step": 8, "dev": 10.0}, {"step": 16, "dev": 20.0},
+                                              {"step": 24, "dev": 15.0}, {"step": 32, "dev": 18.0}]}
+    capped = {"steps": 16, "warm_up_curve": [{"step": 8, "dev": 10.0}, {"step": 16, "dev": 12.5}]}
+    lines = report.warm_up_lines({("sft", "taboo/guesser"): {1: stopped, 2: capped},
+                                  ("continued-sft", "taboo/guesser"): {1: {"steps": 16}}})
+    assert lines[2] == "- seed 1: tested at 16 steps (8: 10.0, 16: 20.0, 24: 15.0, 32: 18.0)"
+    assert lines[3].startswith("- seed 2: tested at 16 steps (8: 10.0, 16: 12.5) — the best chunk is the last one")
+    assert len(lines) == 4 and report.warm_up_lines({}) == []
