@@ -210,7 +210,7 @@ def choice_lines(out: Path, splits: dict) -> list[str]:
     lines = ["", "Diagnostic: the referencegame follower's forced choice over the three answers (test; the "
                  "log-probability of `Answer: first|second|third` after the follower's prompt; chance: 33.3 % "
                  "accuracy and target probability; a position prior chooses one position far above a third):", "",
-             "| configuration | seeds | items | accuracy % | P(target) % | chosen first / second / third % "
+             "| configuration | seeds | items | accuracy % | P(target) % | chosen first / second / third % (seeds pooled) "
              "| targets right at every position | P(target) vs control: better/worse, sign-flip p |",
              "|" + "---|" * 8]
     order = ["base", WARM_UP, CONTROL] + sorted(m for m in found if m not in ("base", WARM_UP, CONTROL))
