@@ -276,6 +276,10 @@ def test_a_trainer_file_without_run_suggests_playpen_run(tmp_path, monkeypatch):
 REMOTE = {"model_name": "m", "backend": "openai_compatible", "model_id": "served"}
 
 
+# key values no path or message can contain by chance (pytest's tmp folders are numbered: pytest-123/)
+SECRET, SECRET_INT = "sk-never-printed-Zq8v", 918273645
+
+
 @pytest.mark.parametrize("files, args, expected", [
     ({"model_registry.json": [{"model_name": "m", "backend": "huggingface_local", "huggingface_id": 5,
                                "model_config": HF_CONFIG}]},
@@ -287,9 +291,9 @@ REMOTE = {"model_name": "m", "backend": "openai_compatible", "model_id": "served
                                "model_config": ["premade_chat_template"]}]},
      ["list", "models"], "'model_config' is ['premade_chat_template'], expected an object"),
     ({"model_registry.json": [{**REMOTE, "model_id": 7}]}, ["eval", "-m", "m"], "'model_id' is 7, expected a string"),
-    ({"model_registry.json": [REMOTE], "key.json": {"openai_compatible": {"api_key": 123, "base_url": "http://x/v1"}}},
+    ({"model_registry.json": [REMOTE], "key.json": {"openai_compatible": {"api_key": SECRET_INT, "base_url": "http://x/v1"}}},
      ["eval", "-m", "m", "-g", "taboo"], "field 'openai_compatible.api_key' is a int, expected a string"),
-    ({"model_registry.json": [REMOTE], "key.json": {"openai_compatible": "sk-123"}},
+    ({"model_registry.json": [REMOTE], "key.json": {"openai_compatible": SECRET}},
      ["eval", "-m", "m", "-g", "taboo"], "has no 'openai_compatible' entry"),
     ({"game_registry.json": [{"benchmark_path": 3}]}, ["list", "games"],
      "entry 0: 'benchmark_path' is 3, expected a folder (a non-empty string)"),
@@ -309,7 +313,7 @@ def test_wrong_types_in_registries_and_key_json_are_one_line(tmp_path, monkeypat
         assert result.exit_code == 1 and expected in result.output and "Traceback" not in result.output
     else:
         one_line_error(result, expected)
-    assert "123" not in result.output and "sk-123" not in result.output  # never a key's value
+    assert str(SECRET_INT) not in result.output and SECRET not in result.output  # never a key's value
 
 
 @pytest.mark.parametrize("log, expected", [
