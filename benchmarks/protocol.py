@@ -226,7 +226,7 @@ def evaluate_split(adapter: Path | None, split: str, label: str, args, work: Pat
     chosen = settings or [s for s in args.settings if s.primary or split == "test"]
     for setting in chosen:
         entry = splits["games"][setting.split]
-        items = entry[split][:args.max_items] if args.max_items else entry[split]
+        items = split_items(splits, args, setting.name, split)
         players = setting.players(learner, partner if setting.partner else None)
         table = evaluate(players, [setting.game], results_dir=work / "results", instances=entry["instances"],
                          items=items, batch_size=16, run_name=f"{label}--{split}--{setting.name.replace('/', '-')}",
@@ -236,10 +236,10 @@ def evaluate_split(adapter: Path | None, split: str, label: str, args, work: Pat
     return out
 
 
-def split_test_items(args, setting_name: str) -> list[str]:
-    """The test items a setting plays (the first ``--max-items`` of them when given)."""
-    entry = load_splits(args.splits)["games"][next(s.split for s in SETTINGS if s.name == setting_name)]
-    return entry["test"][:args.max_items] if args.max_items else entry["test"]
+def split_items(splits: dict, args, setting_name: str, split: str) -> list[str]:
+    """The items a setting plays on `split` (the first ``--max-items`` of them when given)."""
+    entry = splits["games"][next(s.split for s in SETTINGS if s.name == setting_name)]
+    return entry[split][:args.max_items] if args.max_items else entry[split]
 
 
 def dev_mean(rows: dict) -> float:
@@ -537,7 +537,7 @@ def main(argv=None) -> int:
     if only and args.forgetting_only:
         run_forgetting(seeds, wanted, args, out, work, GAMES.split(","))
     if only and args.choice_only:
-        run_choice(seeds, wanted, args, out, work, split_test_items(args, CHOICE_SETTING))
+        run_choice(seeds, wanted, args, out, work, split_items(load_splits(args.splits), args, CHOICE_SETTING, "test"))
     if not only and not args.report:
         for name in wanted:  # every method's options checked by its trainer before anything runs
             configure(name, method_of(name, args), args, work / "check", None, None, overwrite=True)
@@ -550,7 +550,7 @@ def main(argv=None) -> int:
             if forgetting:  # its own files and fingerprints, after the seed's test results
                 run_forgetting([seed], wanted, args, out, work, GAMES.split(","))
             if choice:
-                run_choice([seed], wanted, args, out, work, split_test_items(args, CHOICE_SETTING))
+                run_choice([seed], wanted, args, out, work, split_items(load_splits(args.splits), args, CHOICE_SETTING, "test"))
             build_report(out, METHODS, args.settings, load_splits(args.splits))
     print(build_report(out, METHODS, args.settings, load_splits(args.splits)))
     return 0

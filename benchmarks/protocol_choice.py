@@ -34,7 +34,7 @@ from pathlib import Path
 
 from harness import fingerprint  # the benchmarks' shared module (this folder is on sys.path)
 from protocol_forgetting import BASE, _relative, final_configurations
-from protocol_report import choice_file
+from protocol_report import choice_file, item_of
 
 from playpen.files import write_json
 
@@ -43,11 +43,6 @@ GAME = "referencegame"
 FOLLOWER_ROLE = "Instruction Follower"
 POSITIONS = ("first", "second", "third")
 ANSWER = "Answer: {}"
-
-
-def item_of(episode_dir: Path) -> str:
-    """``<experiment>/<instance id>`` of an episode folder (``<experiment>/instance_<id>``)."""
-    return f"{episode_dir.parent.name}/{int(episode_dir.name.rpartition('_')[2])}"
 
 
 def follower_prompts(game_dir: Path, items) -> dict:
@@ -137,7 +132,7 @@ def test_game_dir(work: Path, seed: int, name: str) -> Path:
 def run_choice(seeds, names, args, out: Path, work: Path, items) -> None:
     """The base model once, then every finished final configuration of `seeds`; each cached.
     Prompts come from each configuration's own test episodes (the base model: the first
-    configuration's; the programmatic describer gives every configuration the same)."""
+    configuration's; the programmatic giver gives every configuration the same)."""
     from playpen.models import load_model_by_name
     jobs = []
     for seed in seeds:

@@ -43,6 +43,11 @@ def choice_file(method: str, seed: int | None) -> str:
     return f"{CHOICE_PREFIX}{method}{'' if seed is None else f'--seed{seed}'}.json"
 
 
+def item_of(episode_dir: Path) -> str:
+    """``<experiment>/<instance id>`` of an episode folder (``<experiment>/instance_<id>``)."""
+    return f"{episode_dir.parent.name}/{int(episode_dir.name.rpartition('_')[2])}"
+
+
 def scores_of_run(game_dir: Path, items) -> dict:
     """``{"scores": item -> score, "played": item -> 0/1}`` for `items` from a results
     folder of one game (``<experiment>/instance_<id>/scores.json``): the Main Score of a
@@ -50,7 +55,7 @@ def scores_of_run(game_dir: Path, items) -> dict:
     scores = {item: 0.0 for item in items}
     played = {item: 0 for item in items}
     for path in Path(game_dir).rglob("scores.json"):
-        item = f"{path.parent.parent.name}/{int(path.parent.name.rpartition('_')[2])}"
+        item = item_of(path.parent)
         if item not in scores:
             continue
         episode = json.loads(path.read_text(encoding="utf-8")).get("episode scores", {})
