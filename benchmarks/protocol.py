@@ -46,8 +46,8 @@ from harness import Setting, run_dir_of  # the benchmarks' shared module, beside
 from harness import fingerprint as harness_fingerprint
 from protocol_choice import SETTING as CHOICE_SETTING
 from protocol_choice import run_choice
-from protocol_forgetting import forgetting_games, run_forgetting
-from protocol_report import build_report, read_dev_log, result_name, scores_of_run
+from protocol_forgetting import final_configurations, forgetting_games, run_forgetting
+from protocol_report import build_report, load_results, read_dev_log, result_name, scores_of_run
 from protocol_splits import SPLITS_FILE, check_splits, load_splits
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -428,6 +428,42 @@ def test_and_write(name: str, method: Method, seed: int, key: str, config, optio
         "teacher": method.teacher, "description": method.description, "dev_curve": curve})
 
 
+# ----------------------------------------------------------------------------- settings added after selection
+
+def run_added(seeds, names, args, out: Path, work: Path) -> None:
+    """``--add-settings``: every finished configuration of the seeds (its final adapter, the one
+    its test played) plays the test split of settings that were not in its run, once. Its dev
+    choices (the warm-up's stop, which method went to test) never saw them, so the test split
+    stays untouched by tuning; the files are the usual result files, marked ``added`` and keyed
+    by the configuration's fingerprint (a retrained configuration is refused, not mixed)."""
+    for seed in seeds:
+        for name, adapter, key, failed in final_configurations(seed, names, out, work):
+            own = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(out.glob(f"{name}--seed{seed}--*.json"))]
+            original = next((r for r in own if not r.get("added")), None)
+            todo = []
+            for setting in args.add_settings:
+                path = out / result_name(name, seed, setting.name)
+                if path.exists():
+                    if json.loads(path.read_text(encoding="utf-8")).get("fingerprint") != key:
+                        raise SystemExit(f"protocol.py: {path.name} is of another configuration than {name} seed "
+                                         f"{seed}'s: the test split is played once per configuration")
+                    continue
+                todo.append(setting)
+            if not todo or original is None:
+                continue
+            print(f"== added: {name} seed {seed} on {', '.join(s.name for s in todo)} (test)", flush=True)
+            test = evaluate_split(adapter, "test", f"seed{seed}-{name}", args, work, settings=todo)
+            kept = {k: v for k, v in original.items()
+                    if k not in ("method", "seed", "game", "setting", "split", "scores", "played", "primary")}
+            write_results(out, name, method_of(name, args), seed, key, test, {**kept, "added": True})
+
+
+def report_settings(args, out: Path) -> tuple:
+    """The settings the report reads: those selected, added, or with result files in `out`."""
+    named = {s.name for s in (*args.settings, *args.add_settings)} | {s for _, s in load_results(out)}
+    return tuple(s for s in SETTINGS if s.name in named)
+
+
 def run_warm_up_test(seed: int, adapter: Path, args, out: Path, work: Path) -> None:
     """The warm-up is a final configuration too (method ``sft``): its test scores, once."""
     key = fingerprint(WARM_UP, warm_up_key(work, seed), adapter.name)
@@ -473,6 +509,11 @@ def main(argv=None) -> int:
                              "(log-probabilities; protocol_choice.py) of the base model and each final configuration")
     parser.add_argument("--choice-only", action="store_true",
                         help="only that, for the configurations already finished (nothing trained), then the report")
+    parser.add_argument("--add-settings", default="",
+                        help="settings the finished configurations also play on test, once, after their selection "
+                             "(after each seed; not in the warm-up's dev criterion nor the fingerprints)")
+    parser.add_argument("--add-only", action="store_true",
+                        help="only --add-settings, for the finished configurations of --seeds (nothing trained)")
     parser.add_argument("--forgetting-set", default="out_of_domain",
                         help="the game set whose clemscore measures forgetting (its games the protocol trains are "
                              "left out)")
@@ -502,6 +543,15 @@ def main(argv=None) -> int:
         print(f"protocol.py: unknown setting(s) {unknown_settings}; known: {','.join(named)}", file=sys.stderr)
         return 2
     args.settings = tuple(s for s in SETTINGS if s.name in chosen) if chosen else SETTINGS
+    added = [n for n in args.add_settings.split(",") if n]
+    if [n for n in added if n not in named] or {s.name for s in args.settings} & set(added):
+        print(f"protocol.py: --add-settings {args.add_settings!r}: expected settings outside --settings, of: "
+              f"{','.join(named)}", file=sys.stderr)
+        return 2
+    if args.add_only and not added:
+        print("protocol.py: --add-only needs --add-settings", file=sys.stderr)
+        return 2
+    args.add_settings = tuple(s for s in SETTINGS if s.name in added)
     args.train_games = tuple(g for g in args.train_games.split(",") if g)
     wanted = [m for m in args.methods.split(",") if m]
     unknown = [m for m in wanted if m not in METHODS]
@@ -533,7 +583,9 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     wanted = [CONTROL] + [m for m in wanted if m not in (CONTROL, WARM_UP)]
     work = out / "work"
-    only = (args.forgetting_only or args.choice_only) and not args.report
+    only = (args.forgetting_only or args.choice_only or args.add_only) and not args.report
+    if only and args.add_only:
+        run_added(seeds, wanted, args, out, work)
     if only and args.forgetting_only:
         run_forgetting(seeds, wanted, args, out, work, GAMES.split(","))
     if only and args.choice_only:
@@ -547,12 +599,14 @@ def main(argv=None) -> int:
                 run_warm_up_test(seed, adapter, args, out, work)
             for name in wanted:
                 run_method(name, seed, adapter, args, out, work)
+            if args.add_settings and not args.dev_only:
+                run_added([seed], wanted, args, out, work)
             if forgetting:  # its own files and fingerprints, after the seed's test results
                 run_forgetting([seed], wanted, args, out, work, GAMES.split(","))
             if choice:
                 run_choice([seed], wanted, args, out, work, split_items(load_splits(args.splits), args, CHOICE_SETTING, "test"))
-            build_report(out, METHODS, args.settings, load_splits(args.splits))
-    print(build_report(out, METHODS, args.settings, load_splits(args.splits)))
+            build_report(out, METHODS, report_settings(args, out), load_splits(args.splits))
+    print(build_report(out, METHODS, report_settings(args, out), load_splits(args.splits)))
     return 0
 
 

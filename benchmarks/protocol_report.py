@@ -98,7 +98,8 @@ def compare(mine: dict, control: dict, cluster_of: dict) -> dict | None:
             "sign_flip_p": stats.sign_flip_test(per_item).p_value, "wilcoxon_p": stats.wilcoxon_test(per_item).p_value,
             "detectable": stats.detectable_effect(stats.sample_sd(per_item), len(items)),
             "better": sum(d > 0 for d in per_item), "worse": sum(d < 0 for d in per_item),
-            "failed": any(mine[s].get("failed") for s in seeds)}
+            "failed": any(mine[s].get("failed") for s in seeds),
+            "added": any(mine[s].get("added") or control[s].get("added") for s in seeds)}
 
 
 def comparisons(results: dict, settings, splits: dict) -> dict:
@@ -356,7 +357,9 @@ def build_report(out: Path, methods: dict, settings, splits: dict) -> str:
     lines = ["# The learning protocol: each method against continued SFT (test split)", "",
              f"Per item: method − control, mean over shared seeds; p: exact two-sided sign-flip over the items; "
              f"Holm over methods × primary settings; interval: 95 % bootstrap clustered by item and seed; "
-             f"detectable: the effect a paired test on these items detects at α {ALPHA}, power 0.8.", "",
+             f"detectable: the effect a paired test on these items detects at α {ALPHA}, power 0.8. "
+             f"(added): a setting the finished configurations played on test after their selection "
+             f"(`--add-settings`), in the Holm family like the others.", "",
              "| method | setting | seeds | items | method (± sd over seeds) | played % | control | gain [95 %] "
              "| better/worse | sign-flip p | Holm p | Wilcoxon p | detectable |", "|" + "---|" * 13]
     ordered = sorted(rows.items(), key=lambda kv: (not kv[1]["primary"], kv[0][1], -kv[1]["gain"]))
@@ -365,7 +368,8 @@ def build_report(out: Path, methods: dict, settings, splits: dict) -> str:
         detectable = f"{r['detectable']:.1f}" if r["detectable"] > 0 else "—"  # no spread: not estimable
         if r["failed"]:
             mark += " (failed: the warm-up unchanged)"
-        lines.append(f"| {method}{mark} | {setting}{'' if r['primary'] else ' (diagnostic)'} | {r['seeds']} | "
+        kind = ("" if r["primary"] else " (diagnostic)") + (" (added)" if r["added"] else "")
+        lines.append(f"| {method}{mark} | {setting}{kind} | {r['seeds']} | "
                      f"{r['items']} | {r['method_mean']:.1f} ± {r['method_sd']:.1f} | {r['played']:.0f} | "
                      f"{r['control_mean']:.1f} | {r['gain']:+.1f} "
                      f"[{r['low']:+.1f}, {r['high']:+.1f}] | {r['better']}/{r['worse']} | {_p(r['sign_flip_p'])} | "
@@ -424,9 +428,10 @@ def plot(rows: dict, curves: dict, settings, out: Path) -> None:
         fig.tight_layout()
         fig.savefig(out / "protocol-gains.png", dpi=100)
         plt.close(fig)
-    if curves:
-        fig, axes = plt.subplots(1, len(primary), figsize=(4.2 * len(primary), 3.2), squeeze=False)
-        for ax, setting in zip(axes[0], primary):
+    curved = [s for s in primary if any(k[1] == s for k in curves)]  # an added setting has no dev curve
+    if curved:
+        fig, axes = plt.subplots(1, len(curved), figsize=(4.2 * len(curved), 3.2), squeeze=False)
+        for ax, setting in zip(axes[0], curved):
             for (method, s), points in sorted(curves.items()):
                 if s == setting:
                     ax.plot([100 * f for f, _ in points], [v for _, v in points], marker="o", label=method)

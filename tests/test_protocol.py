@@ -134,6 +134,8 @@ def test_bad_arguments_exit_2(bench, tmp_path, capsys):
     assert "unknown setting(s) ['taboo/describer']; known: taboo/guesser," in capsys.readouterr().err
     assert protocol.main(["--choice-only", "--settings", "taboo/guesser", "--out", str(tmp_path)]) == 2
     assert "--choice needs the referencegame/follower setting among --settings" in capsys.readouterr().err
+    assert protocol.main(["--add-only", "--out", str(tmp_path)]) == 2
+    assert "--add-only needs --add-settings" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())  # refused before anything is written
 
 
@@ -216,6 +218,33 @@ def test_dev_only_screens_without_touching_the_test_split(bench, tiny_workspace,
     assert control["steps"] == 4 and [p["fraction"] for p in control["dev_curve"]] == [0.25, 0.5, 0.75, 1.0]
     assert control["train_seconds"] == log[-1]["train_seconds"] and len(control["scores"]) == 2
     assert (out / "sft--seed8--taboo--guesser.json").exists()  # the warm-up's test, once, now
+    check_added_setting(bench, out, argv)
+
+
+def check_added_setting(bench, out, argv):
+    """--add-only --add-settings: the finished configurations (warm-up and control) play the
+    added setting's test split once, in result files marked added with their configuration's
+    fingerprint; their own results untouched; the report's row says so; cached on a second run;
+    a selected setting cannot be added."""
+    protocol = bench["protocol"]
+    run = [a for a in argv if a != "--dev-only"] + ["--add-settings", "taboo/self-play"]
+    tested = {p.name: p.read_bytes() for p in out.glob("*--seed8--*.json")}
+    assert protocol.main([*run, "--add-only"]) == 0
+    assert {p.name: p.read_bytes() for p in out.glob("*--seed8--*guesser.json")} == tested
+    items = bench["protocol_splits"].load_splits()["games"]["taboo"]["test"][:2]
+    for name in ("sft", "continued-sft"):
+        added = json.loads((out / f"{name}--seed8--taboo--self-play.json").read_text())
+        own = json.loads(tested[f"{name}--seed8--taboo--guesser.json"])
+        assert added["added"] is True and added["setting"] == "taboo/self-play" and added["split"] == "test"
+        assert added["fingerprint"] == own["fingerprint"] and added["steps"] == own["steps"]
+        assert sorted(added["scores"]) == sorted(items) and set(added["played"].values()) <= {0, 1}
+    assert "| sft | taboo/self-play (added) | 1 | 2 |" in (out / "protocol-report.md").read_text()
+    stamp = (out / "sft--seed8--taboo--self-play.json").stat().st_mtime_ns
+    assert protocol.main([*run, "--add-only"]) == 0
+    assert (out / "sft--seed8--taboo--self-play.json").stat().st_mtime_ns == stamp
+    assert protocol.main([*argv, "--add-only", "--add-settings", "taboo/guesser"]) == 2
+
+
 def check_forgetting_stage(bench, out):
     """--forgetting-only on the finished seed: the base model and the three final
     configurations measured on the out-of-domain games no method trains and the static task,
