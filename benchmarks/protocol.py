@@ -4,6 +4,7 @@
     python benchmarks/protocol.py --report                                         # report + plots only
     python benchmarks/protocol.py --quick --out /tmp/protocol -l tiny-random       # minutes: the plumbing
     python benchmarks/protocol.py --forgetting-only --seeds 1,2,3                  # forgetting of the finished seeds
+    python benchmarks/protocol.py --add-only --add-settings taboo/self-play        # a setting added after selection
 
 Per seed: an SFT-LoRA warm-up on the programmatic players' won training episodes, trained
 in chunks of ``--warmup-chunk`` steps until its dev score stops improving
@@ -47,7 +48,7 @@ from harness import fingerprint as harness_fingerprint
 from protocol_choice import SETTING as CHOICE_SETTING
 from protocol_choice import run_choice
 from protocol_forgetting import final_configurations, forgetting_games, run_forgetting
-from protocol_report import build_report, load_results, read_dev_log, result_name, scores_of_run
+from protocol_report import build_report, load_results, read_dev_log, result_name, run_folder, scores_of_run
 from protocol_splits import SPLITS_FILE, check_splits, load_splits
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -229,7 +230,7 @@ def evaluate_split(adapter: Path | None, split: str, label: str, args, work: Pat
         items = split_items(splits, args, setting.name, split)
         players = setting.players(learner, partner if setting.partner else None)
         table = evaluate(players, [setting.game], results_dir=work / "results", instances=entry["instances"],
-                         items=items, batch_size=16, run_name=f"{label}--{split}--{setting.name.replace('/', '-')}",
+                         items=items, batch_size=16, run_name=run_folder(label, split, setting.name),
                          overwrite=True)
         out[setting.name] = scores_of_run(Path(table.run_dir) / setting.game, items)
     del learner

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from harness import fingerprint  # the benchmarks' shared module (this folder is on sys.path)
 from protocol_forgetting import BASE, _relative, final_configurations
-from protocol_report import choice_file, item_of
+from protocol_report import choice_file, item_of, run_folder
 
 from playpen.files import write_json
 
@@ -126,7 +126,7 @@ def measure(learner, prompts: dict) -> dict:
 
 def test_game_dir(work: Path, seed: int, name: str) -> Path:
     """Where the configuration's test episodes of the follower setting are (protocol.evaluate_split)."""
-    return work / "results" / f"seed{seed}-{name}--test--{SETTING.replace('/', '-')}" / GAME
+    return work / "results" / run_folder(f"seed{seed}-{name}", "test", SETTING) / GAME
 
 
 def run_choice(seeds, names, args, out: Path, work: Path, items) -> None:

@@ -33,6 +33,12 @@ def result_name(method: str, seed: int, setting: str) -> str:
     return f"{method}--seed{seed}--{setting.replace('/', '--')}.json"
 
 
+def run_folder(label: str, split: str, setting: str) -> str:
+    """The results folder of one split's play of one setting (``<label>--<split>--<game>-<role>``);
+    a final configuration's test label is ``seed<S>-<method>``."""
+    return f"{label}--{split}--{setting.replace('/', '-')}"
+
+
 def forgetting_file(method: str, seed: int | None) -> str:
     """``forgetting--<method>--seed<S>.json``; the base model's: ``forgetting--base.json``."""
     return f"{FORGETTING_PREFIX}{method}{'' if seed is None else f'--seed{seed}'}.json"
