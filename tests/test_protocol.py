@@ -243,6 +243,10 @@ def check_added_setting(bench, out, argv):
     assert protocol.main([*run, "--add-only"]) == 0
     assert (out / "sft--seed8--taboo--self-play.json").stat().st_mtime_ns == stamp
     assert protocol.main([*argv, "--add-only", "--add-settings", "taboo/guesser"]) == 2
+    # the report of a folder reads every setting its result files hold, not only the selected ones
+    (out / "protocol-report.md").unlink()
+    assert protocol.main([a for a in argv if a != "--dev-only"] + ["--report"]) == 0
+    assert "| sft | taboo/self-play (added) | 1 | 2 |" in (out / "protocol-report.md").read_text()
 
 
 def check_forgetting_stage(bench, out):
