@@ -47,8 +47,8 @@ from harness import Setting, run_dir_of  # the benchmarks' shared module, beside
 from harness import fingerprint as harness_fingerprint
 from protocol_choice import SETTING as CHOICE_SETTING
 from protocol_choice import run_choice
-from protocol_forgetting import final_configurations, forgetting_games, run_forgetting
-from protocol_report import build_report, load_results, read_dev_log, result_name, run_folder, scores_of_run
+from protocol_forgetting import final_configurations, final_results, forgetting_games, run_forgetting
+from protocol_report import build_report, read_dev_log, result_name, run_folder, scores_of_run
 from protocol_splits import SPLITS_FILE, check_splits, load_splits
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -438,31 +438,16 @@ def run_added(seeds, names, args, out: Path, work: Path) -> None:
     stays untouched by tuning; the files are the usual result files, marked ``added`` and keyed
     by the configuration's fingerprint (a retrained configuration is refused, not mixed)."""
     for seed in seeds:
-        for name, adapter, key, failed in final_configurations(seed, names, out, work):
-            own = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(out.glob(f"{name}--seed{seed}--*.json"))]
-            original = next((r for r in own if not r.get("added")), None)
-            todo = []
-            for setting in args.add_settings:
-                path = out / result_name(name, seed, setting.name)
-                if path.exists():
-                    if json.loads(path.read_text(encoding="utf-8")).get("fingerprint") != key:
-                        raise SystemExit(f"protocol.py: {path.name} is of another configuration than {name} seed "
-                                         f"{seed}'s: the test split is played once per configuration")
-                    continue
-                todo.append(setting)
-            if not todo or original is None:
+        for name, adapter, key, _ in final_configurations(seed, names, out, work):
+            todo = [s for s in args.add_settings if not cached(out, name, seed, key, [s])]
+            if not todo:
                 continue
+            original = next(r for r in final_results(out, name, seed) if not r.get("added"))
             print(f"== added: {name} seed {seed} on {', '.join(s.name for s in todo)} (test)", flush=True)
             test = evaluate_split(adapter, "test", f"seed{seed}-{name}", args, work, settings=todo)
             kept = {k: v for k, v in original.items()
                     if k not in ("method", "seed", "game", "setting", "split", "scores", "played", "primary")}
             write_results(out, name, method_of(name, args), seed, key, test, {**kept, "added": True})
-
-
-def report_settings(args, out: Path) -> tuple:
-    """The settings the report reads: those selected, added, or with result files in `out`."""
-    named = {s.name for s in (*args.settings, *args.add_settings)} | {s for _, s in load_results(out)}
-    return tuple(s for s in SETTINGS if s.name in named)
 
 
 def run_warm_up_test(seed: int, adapter: Path, args, out: Path, work: Path) -> None:
@@ -606,8 +591,8 @@ def main(argv=None) -> int:
                 run_forgetting([seed], wanted, args, out, work, GAMES.split(","))
             if choice:
                 run_choice([seed], wanted, args, out, work, split_items(load_splits(args.splits), args, CHOICE_SETTING, "test"))
-            build_report(out, METHODS, report_settings(args, out), load_splits(args.splits))
-    print(build_report(out, METHODS, report_settings(args, out), load_splits(args.splits)))
+            build_report(out, METHODS, SETTINGS, load_splits(args.splits))
+    print(build_report(out, METHODS, SETTINGS, load_splits(args.splits)))
     return 0
 
 

@@ -63,7 +63,7 @@ def final_configurations(seed: int, names, out: Path, work: Path) -> list[tuple[
     finished configurations: those whose test results exist (the warm-up's adapter: its
     marker's, when it is the one its test played)."""
     marker = work / f"seed-{seed}" / "warm-up.json"
-    tested = _results(out, WARM_UP, seed)
+    tested = final_results(out, WARM_UP, seed)
     if not marker.exists() or not tested:
         return []
     warm = json.loads(marker.read_text(encoding="utf-8"))
@@ -74,7 +74,7 @@ def final_configurations(seed: int, names, out: Path, work: Path) -> list[tuple[
     for name in names:
         if name == WARM_UP:
             continue
-        results = _results(out, name, seed)
+        results = final_results(out, name, seed)
         if not results:
             continue  # not finished (or not run) for this seed
         failed = any(r.get("failed") for r in results)
@@ -90,8 +90,9 @@ def final_configurations(seed: int, names, out: Path, work: Path) -> list[tuple[
     return found
 
 
-def _results(out: Path, name: str, seed: int) -> list[dict]:
-    """The test results of one configuration (``<method>--seed<S>--<game>--<role>.json``)."""
+def final_results(out: Path, name: str, seed: int) -> list[dict]:
+    """The test results of one configuration (``<method>--seed<S>--<game>--<role>.json``; with
+    the settings added after its selection)."""
     return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(out.glob(f"{name}--seed{seed}--*.json"))]
 
 
