@@ -136,6 +136,10 @@ METHODS = {
                                 description="GRPO in taboo self-play with a running baseline, KL to the warm-up "
                                             "and a supervised anchor"),
 }
+# the CPU's budget: half the episodes per round (12 instances x 4 samples), the rest as above
+METHODS["expert-iteration-12x4"] = replace(
+    METHODS["expert-iteration"], options={**METHODS["expert-iteration"].options, "instances_per_round": 12},
+    description="expert iteration as above with half the episodes per round (12 instances x 4 samples)")
 # the rule-keeping describer (added after the taboo self-play records: its describer breaks the
 # taboo rule in ~70 % of episodes): the learner describes, the programmatic guesser guesses; its
 # own clues of the episodes the guesser won are imitated. Fixed before it ran; tested once.
@@ -144,10 +148,6 @@ METHODS["expert-iteration-describer"] = replace(
                                           "roles": "Describer"},
     trains=("taboo",), description="expert iteration as the taboo describer with the programmatic guesser: "
                                    "its own clues of won episodes, 4 rounds")
-# the CPU's budget: half the episodes per round (12 instances x 4 samples), the rest as above
-METHODS["expert-iteration-12x4"] = replace(
-    METHODS["expert-iteration"], options={**METHODS["expert-iteration"].options, "instances_per_round": 12},
-    description="expert iteration as above with half the episodes per round (12 instances x 4 samples)")
 
 
 # ----------------------------------------------------------------------------- configuration

@@ -157,6 +157,23 @@ def test_a_selection_narrows_the_games_and_joins_the_fingerprint(bench):
         protocol.method_of("expert-iteration-selfplay", SimpleNamespace(settings=(), train_games=("privateshared",)))
 
 
+def test_the_describer_configuration_learns_the_describer_with_the_programmatic_guesser(bench, tmp_path):
+    """expert-iteration-describer: the selection keeps its role (it is taboo's Describer, not a
+    learner role the narrowing drops), the programmatic partner guesses, and the budget's 128
+    examples are 16 steps of 8 conversations over 4 rounds; the trainer's own checks pass
+    without a model loaded."""
+    protocol = bench["protocol"]
+    args = SimpleNamespace(settings=protocol.SETTINGS[:1], train_games=("taboo", "referencegame"), quick=False,
+                           budget_examples=128, learner="smol-135m")
+    method = protocol.method_of("expert-iteration-describer", args)
+    assert method.teacher == "programmatic" and method.trains == ("taboo",)
+    cls, config, _ = protocol.configure("expert-iteration-describer", method, args, tmp_path, None, None)
+    assert cls.__name__ == "ExpertIterationTrainer"
+    assert (config.roles, config.game_list, config.max_steps, config.rounds) == ("Describer", ["taboo"], 16, 4)
+    with pytest.raises(SystemExit, match="trains none of --train-games arith_solver"):
+        protocol.method_of("expert-iteration-describer", SimpleNamespace(settings=(), train_games=("arith_solver",)))
+
+
 def test_the_runner_end_to_end_with_a_tiny_model(bench, tiny_workspace):
     """--quick: the warm-up (2 chunks of 1 step, dev after each), the control and expert
     iteration (which the random model cannot feed: nothing won, recorded as failed) at a
