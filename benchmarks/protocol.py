@@ -382,7 +382,7 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
     if cached(out, name, seed, key, args.settings):
         print(f"== {name} seed {seed}: cached", flush=True)
         return
-    from playpen.errors import PlaypenError
+    from playpen.errors import DatasetError
     from playpen.training.common.checkpoints import checkpoint_step, checkpoints
     steps = options["max_steps"]
     screened = screened_curve(out, name, seed, key)
@@ -400,7 +400,8 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
     started = time.time()
     try:
         train(cls, config, method, args, seed, work / f"seed-{seed}" / "records")
-    except PlaypenError as error:  # e.g. nothing won to imitate: the policy stays the warm-up's
+    except DatasetError as error:  # its play gave it nothing to learn (e.g. nothing won): the policy stays the
+        # warm-up's, a result of the method; any other error (a locked run folder, a full disk) stops the run
         print(f"== {name} seed {seed}: failed: {error}", flush=True)
         if args.dev_only:
             return
@@ -468,6 +469,28 @@ def run_warm_up_test(seed: int, adapter: Path, args, out: Path, work: Path) -> N
     write_results(out, WARM_UP, method_of(WARM_UP, args), seed, key, test, {
         "steps": int(adapter.name.rpartition("-")[2]), "description": METHODS[WARM_UP].description,
         "warm_up_curve": marker["curve"]})
+
+
+# ----------------------------------------------------------------------------- the run
+
+def run_seeds(seeds, wanted, args, out: Path, work: Path, forgetting: bool, choice: bool) -> None:
+    """Per seed: the warm-up, its test, every method (the control first), the added settings,
+    forgetting and the forced choice; the report after each seed."""
+    for name in wanted:  # every method's options checked by its trainer before anything runs
+        configure(name, method_of(name, args), args, work / "check", None, None, overwrite=True)
+    for seed in seeds:
+        adapter = warm_up(seed, args, out, work)
+        if not args.dev_only:
+            run_warm_up_test(seed, adapter, args, out, work)
+        for name in wanted:
+            run_method(name, seed, adapter, args, out, work)
+        if args.add_settings and not args.dev_only:
+            run_added([seed], wanted, args, out, work)
+        if forgetting:  # its own files and fingerprints, after the seed's test results
+            run_forgetting([seed], wanted, args, out, work, GAMES.split(","))
+        if choice:
+            run_choice([seed], wanted, args, out, work, split_items(load_splits(args.splits), args, CHOICE_SETTING, "test"))
+        build_report(out, METHODS, SETTINGS, load_splits(args.splits))
 
 
 def main(argv=None) -> int:
@@ -585,21 +608,12 @@ def main(argv=None) -> int:
     if only and args.choice_only:
         run_choice(seeds, wanted, args, out, work, split_items(load_splits(args.splits), args, CHOICE_SETTING, "test"))
     if not only and not args.report:
-        for name in wanted:  # every method's options checked by its trainer before anything runs
-            configure(name, method_of(name, args), args, work / "check", None, None, overwrite=True)
-        for seed in seeds:
-            adapter = warm_up(seed, args, out, work)
-            if not args.dev_only:
-                run_warm_up_test(seed, adapter, args, out, work)
-            for name in wanted:
-                run_method(name, seed, adapter, args, out, work)
-            if args.add_settings and not args.dev_only:
-                run_added([seed], wanted, args, out, work)
-            if forgetting:  # its own files and fingerprints, after the seed's test results
-                run_forgetting([seed], wanted, args, out, work, GAMES.split(","))
-            if choice:
-                run_choice([seed], wanted, args, out, work, split_items(load_splits(args.splits), args, CHOICE_SETTING, "test"))
-            build_report(out, METHODS, SETTINGS, load_splits(args.splits))
+        from playpen.errors import PlaypenError
+        try:
+            run_seeds(seeds, wanted, args, out, work, forgetting, choice)
+        except PlaypenError as error:  # one line; what finished is cached and a rerun goes on from there
+            print(f"protocol.py: {error}", file=sys.stderr)
+            return 1
     print(build_report(out, METHODS, SETTINGS, load_splits(args.splits)))
     return 0
 

@@ -207,6 +207,28 @@ def test_the_runner_end_to_end_with_a_tiny_model(bench, tiny_workspace):
                        "--out", str(out), "--max-tokens", "6"])
 
 
+def test_an_error_of_the_run_stops_it_instead_of_recording_a_failed_method(bench, tiny_workspace, monkeypatch, capsys):
+    """Only a method whose play gave it nothing to learn (DatasetError) is recorded as failed with
+    the warm-up's scores; any other error of a training run (here the control's folder locked by
+    another run) stops the protocol with one line and exit 1, and writes no result for it."""
+    from playpen.errors import RunLockedError
+    protocol = bench["protocol"]
+    real_train = protocol.train
+
+    def train(cls, config, method, *rest):
+        if getattr(config, "init_adapter", ""):  # the control: it starts from the warm-up
+            raise RunLockedError("models/continued-sft is in use by another run (PID 1)")
+        return real_train(cls, config, method, *rest)
+
+    monkeypatch.setattr(protocol, "train", train)
+    out = tiny_workspace / "protocol-locked"
+    assert protocol.main(["--quick", "-l", "tiny-random", "--seeds", "9", "--methods", "continued-sft",
+                          "--settings", "taboo/guesser", "--out", str(out)]) == 1
+    assert "protocol.py: models/continued-sft is in use by another run (PID 1)" in capsys.readouterr().err
+    assert (out / "sft--seed9--taboo--guesser.json").exists()  # the warm-up finished and keeps its result
+    assert not list(out.glob("continued-sft--*.json"))
+
+
 def test_dev_only_screens_without_touching_the_test_split(bench, tiny_workspace, capsys):
     """--dev-only: the warm-up and the method train and log their dev curves; no test result
     is written (the warm-up's neither); a second run finds the curve and trains nothing."""
