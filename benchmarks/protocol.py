@@ -601,19 +601,20 @@ def main(argv=None) -> int:
     wanted = [CONTROL] + [m for m in wanted if m not in (CONTROL, WARM_UP)]
     work = out / "work"
     only = (args.forgetting_only or args.choice_only or args.add_only) and not args.report
-    if only and args.add_only:
-        run_added(seeds, wanted, args, out, work)
-    if only and args.forgetting_only:
-        run_forgetting(seeds, wanted, args, out, work, GAMES.split(","))
-    if only and args.choice_only:
-        run_choice(seeds, wanted, args, out, work, split_items(load_splits(args.splits), args, CHOICE_SETTING, "test"))
-    if not only and not args.report:
-        from playpen.errors import PlaypenError
-        try:
+    from playpen.errors import PlaypenError
+    try:
+        if only and args.add_only:
+            run_added(seeds, wanted, args, out, work)
+        if only and args.forgetting_only:
+            run_forgetting(seeds, wanted, args, out, work, GAMES.split(","))
+        if only and args.choice_only:
+            run_choice(seeds, wanted, args, out, work,
+                       split_items(load_splits(args.splits), args, CHOICE_SETTING, "test"))
+        if not only and not args.report:
             run_seeds(seeds, wanted, args, out, work, forgetting, choice)
-        except PlaypenError as error:  # one line; what finished is cached and a rerun goes on from there
-            print(f"protocol.py: {error}", file=sys.stderr)
-            return 1
+    except PlaypenError as error:  # one line, for every stage; what finished is cached and a rerun goes on
+        print(f"protocol.py: {error}", file=sys.stderr)
+        return 1
     print(build_report(out, METHODS, SETTINGS, load_splits(args.splits)))
     return 0
 
