@@ -56,6 +56,41 @@ def test_many_items_exact_on_a_grid_sampled_otherwise():
     assert 0 < first.p_value < 0.05
 
 
+def seed_averaged_thirds(rng, n):
+    """Per-item differences as the protocol makes them: three seeds' scores (taboo's grid,
+    0 / 33.3 / 66.7 / 100) minus a control's, averaged over the seeds in float."""
+    scores = (0.0, 100 / 3, 200 / 3, 100.0)
+    return [sum(rng.choice(scores) - rng.choice(scores) for _ in range(3)) / 3 for _ in range(n)]
+
+
+def brute_force_wilcoxon(differences):
+    """W+ over every sign pattern, ranks from magnitudes rounded to 9 decimals (exact ties)."""
+    nonzero = [d for d in differences if abs(d) > 1e-9]
+    magnitudes = [round(abs(d), 9) for d in nonzero]
+    ranks = [sum(m < x for m in magnitudes) + (sum(m == x for m in magnitudes) + 1) / 2 for x in magnitudes]
+    observed = sum(r for r, d in zip(ranks, nonzero) if d > 0)
+    center = sum(ranks) / 2
+    hits = sum(abs(sum(r for r, s in zip(ranks, signs) if s > 0) - center) >= abs(observed - center) - 1e-9
+               for signs in itertools.product((1, -1), repeat=len(nonzero)))
+    return hits / 2 ** len(nonzero)
+
+
+def test_seed_averaged_thirds_against_every_pattern():
+    # sums equal in exact arithmetic (33.33 + 66.67 = 100) land a grid unit apart after
+    # rounding each difference; they must count as ties, as brute force counts them
+    rng = random.Random(11)
+    for n in (6, 10, 13, 16):
+        d = seed_averaged_thirds(rng, n)
+        nonzero = [x for x in d if abs(x) > 1e-9]
+        assert stats.sign_flip_test(d).p_value == pytest.approx(brute_force_sign_flip(nonzero), abs=1e-12)
+        assert stats.sign_flip_test(d, "greater").p_value == pytest.approx(
+            brute_force_sign_flip(nonzero, "greater"), abs=1e-12)
+        assert stats.wilcoxon_test(d).p_value == pytest.approx(brute_force_wilcoxon(d), abs=1e-12)
+    # the rounding case the old count got wrong: every pattern's |T| ties the observed one
+    d = [100 / 3, 100 / 3, -200 / 3]
+    assert stats.sign_flip_test(d).p_value == pytest.approx(brute_force_sign_flip(d)) == pytest.approx(1.0)
+
+
 def test_wilcoxon_ranks_and_p_values():
     # |d| = 1, 2, 2, 4 -> ranks 1, 2.5, 2.5, 4; W+ = 1 + 2.5 + 4 = 7.5
     assert stats.signed_ranks([1, -2, 2, 4]) == [(1.0, 1), (2.5, -1), (2.5, 1), (4.0, 1)]

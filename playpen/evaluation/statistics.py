@@ -27,8 +27,10 @@ every sign pattern of up to 20 differences (2^20), and of any number of differen
 lie on a coarse grid, as game scores do (0, 33.3, 100); beyond it, sampling."""
 MONTE_CARLO_DRAWS = 100_000
 RESOLUTION = 1e-6
-"""Differences are compared at this resolution: two sums closer than it are a tie (a
-float sum of 33.33... + 66.66... must equal 100.0)."""
+"""Differences are counted on this grid. Each rounds to it by at most half a unit, so two
+sums of n differences that are equal in exact arithmetic (a seed-averaged 33.33... + 66.66...
+and 100.0) may land up to n units apart: sums within n units are counted as ties. Game
+scores differ by far more than n millionths, so no genuinely distinct sums are merged."""
 
 
 @dataclass(frozen=True)
@@ -54,14 +56,16 @@ def _grid(values: Iterable[float]) -> list[int]:
     return [int(round(abs(v) / RESOLUTION)) for v in values]
 
 
-def _tail(counts: Mapping[int, int], total: int, observed: int, alternative: str, center: int = 0) -> float:
-    """P(T >= obs), P(T <= obs) or P(|T - c| >= |obs - c|) from a count per value of T."""
+def _tail(counts: Mapping[int, int], total: int, observed: int, alternative: str, center: int = 0,
+          tolerance: int = 0) -> float:
+    """P(T >= obs), P(T <= obs) or P(|T - c| >= |obs - c|) from a count per value of T; values
+    within ``tolerance`` of the bound count as ties (they are equal before rounding)."""
     if alternative == "greater":
-        hits = sum(c for t, c in counts.items() if t >= observed)
+        hits = sum(c for t, c in counts.items() if t >= observed - tolerance)
     elif alternative == "less":
-        hits = sum(c for t, c in counts.items() if t <= observed)
+        hits = sum(c for t, c in counts.items() if t <= observed + tolerance)
     else:
-        hits = sum(c for t, c in counts.items() if abs(t - center) >= abs(observed - center))
+        hits = sum(c for t, c in counts.items() if abs(t - center) >= abs(observed - center) - tolerance)
     return hits / total
 
 
@@ -76,7 +80,9 @@ def sign_flip_test(differences: Sequence[float], alternative: str = "two-sided",
     patterns are counted by their sums, one difference at a time (``exact``: every pattern
     of up to 20 differences, and more whenever the sums take at most :data:`MAX_STATES`
     values); otherwise ``draws`` random patterns from ``seed`` estimate it (``monte-carlo``:
-    p = (1 + hits) / (1 + draws), never 0). With no nonzero difference p is 1. Example:
+    p = (1 + hits) / (1 + draws), never 0). Sums equal before rounding to the
+    :data:`RESOLUTION` grid count as ties (within n grid units), so seed-averaged differences
+    (thirds) give the p of exact arithmetic. With no nonzero difference p is 1. Example:
     5 items better and none worse give one-sided 1/32 and two-sided 1/16.
     """
     _check_alternative(alternative)
@@ -97,25 +103,27 @@ def sign_flip_test(differences: Sequence[float], alternative: str = "two-sided",
         if len(counts) > MAX_STATES:
             break
     else:
-        return TestResult(_tail(counts, 1 << n, observed, alternative), statistic, n, "exact", alternative)
+        return TestResult(_tail(counts, 1 << n, observed, alternative, tolerance=n), statistic, n, "exact",
+                          alternative)
     rng = random.Random(seed)
     hits = 0
     for _ in range(draws):
         total = sum(m if rng.random() < 0.5 else -m for m in magnitudes)
-        hits += (total >= observed if alternative == "greater" else total <= observed if alternative == "less"
-                 else abs(total) >= abs(observed))
+        hits += (total >= observed - n if alternative == "greater" else total <= observed + n
+                 if alternative == "less" else abs(total) >= abs(observed) - n)
     return TestResult((1 + hits) / (1 + draws), statistic, n, "monte-carlo", alternative, draws, seed)
 
 
 def signed_ranks(differences: Sequence[float]) -> list[tuple[float, int]]:
-    """(rank of |d|, sign) of every nonzero difference; tied magnitudes share their mean rank."""
+    """(rank of |d|, sign) of every nonzero difference; tied magnitudes (equal on the
+    :data:`RESOLUTION` grid up to one unit of rounding) share their mean rank."""
     nonzero = [(m, 1 if d > 0 else -1) for d, m in zip(differences, _grid(differences)) if m]
     order = sorted(range(len(nonzero)), key=lambda i: nonzero[i][0])
     ranks = [0.0] * len(nonzero)
     i = 0
-    while i < len(order):
+    while i < len(order):  # magnitudes within one grid unit of a tie group's first are tied
         j = i
-        while j + 1 < len(order) and nonzero[order[j + 1]][0] == nonzero[order[i]][0]:
+        while j + 1 < len(order) and nonzero[order[j + 1]][0] - nonzero[order[i]][0] <= 1:
             j += 1
         for k in range(i, j + 1):
             ranks[order[k]] = (i + j) / 2 + 1
