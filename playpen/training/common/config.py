@@ -46,7 +46,8 @@ def report_to(value: str):
 # option name -> (check, what is valid); applied to the fields a config has
 _RULES = {
     "max_steps": (lambda v: v >= 1, "an integer >= 1"),
-    "learning_rate": (lambda v: v > 0, "a number > 0"),
+    # 0 is a null update: the whole path (train, save, load, evaluate) with the weights unchanged
+    "learning_rate": (lambda v: v >= 0, "a number >= 0 (0 = a null update: the path runs, the weights stay)"),
     "save_steps": (lambda v: v >= 1, "an integer >= 1"),
     "save_total_limit": (lambda v: v >= 1, "an integer >= 1"),
     "eval_max_instances": (lambda v: v >= 0, "an integer >= 0 (0 = all)"),
