@@ -149,6 +149,18 @@ METHODS["expert-iteration-describer"] = replace(
     trains=("taboo",), description="expert iteration as the taboo describer with the programmatic guesser: "
                                    "its own clues of won episodes, 4 rounds")
 
+# the trust checks (issue 39), fixed before they ran. A null update: expert iteration as the
+# describer (the arm that fell furthest below its start without training the tested role) at
+# learning rate 0, one round: its test episodes must be the warm-up's, item for item.
+METHODS["null-expert-iteration-describer"] = replace(
+    METHODS["expert-iteration-describer"],
+    options={**METHODS["expert-iteration-describer"].options, "learning_rate": 0.0, "rounds": 1},
+    description="expert iteration as the describer at learning rate 0, one round: must reproduce the warm-up")
+# the role-matched control: continued SFT on the taboo guesser's demonstrations only, the same
+# rows and steps as the arms (does imitation of the tested role alone also fall? then drift)
+METHODS["role-matched-sft"] = Method("sft", dict(SFT_DATA, games="taboo", roles="Guesser"), trains=("taboo",),
+                                     description="the warm-up's SFT continued on taboo guesser demonstrations only")
+
 
 # ----------------------------------------------------------------------------- configuration
 
@@ -276,8 +288,10 @@ def train(cls, config, method: Method, args, seed: int, records: Path) -> None:
 
 
 def summaries(dev: dict) -> dict:
-    """Per setting: the mean score and the item count of a split's evaluation (for the log)."""
-    return {name: {"mean": round(sum(r["scores"].values()) / max(1, len(r["scores"])), 3), "items": len(r["scores"])}
+    """Per setting: the mean score, the item count and every item's score of a split's
+    evaluation (for the log: a screen can then be tested item by item, across seeds)."""
+    return {name: {"mean": round(sum(r["scores"].values()) / max(1, len(r["scores"])), 3), "items": len(r["scores"]),
+                   "scores": {item: round(v, 3) for item, v in sorted(r["scores"].items())}}
             for name, r in dev.items()}
 
 

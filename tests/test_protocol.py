@@ -241,7 +241,8 @@ def test_dev_only_screens_without_touching_the_test_split(bench, tiny_workspace,
     log = [json.loads(line) for line in (out / "dev-log.jsonl").read_text().splitlines()]
     control = [r for r in log if r["method"] == "continued-sft"]
     assert [r["fraction"] for r in control] == [0.25, 0.5, 0.75, 1.0]
-    assert all(r["train_seconds"] > 0 and r["dev"]["taboo/guesser"]["items"] == 2 for r in control)
+    assert all(r["train_seconds"] > 0 and r["dev"]["taboo/guesser"]["items"] == 2
+               == len(r["dev"]["taboo/guesser"]["scores"]) for r in control)
     capsys.readouterr()
     # an interrupted warm-up (its marker not yet written) goes on from the chunks the dev log holds
     (out / "work" / "seed-8" / "warm-up.json").unlink()
