@@ -1,4 +1,4 @@
-"""GRPO advantages against a chosen baseline, groups without signal dropped, and a run
+"""GRPO advantages against a chosen baseline, groups without signal set to 0, and a run
 without signal named on the console.
 
 TRL's GRPOTrainer subtracts each group's mean reward (``--baseline group``). Two other
@@ -28,10 +28,12 @@ solvers' never share a group, groups may differ in size, and every baseline abov
 per (episode type, role) and level. The advantages used are logged per level and role
 (``advantage/<level>/<role>/mean``, ``.../num``).
 
-Every baseline divides by the group's reward std (Bessel-corrected, + 1e-4, as TRL does).
-A group whose scored rewards are all equal (or that has fewer than two scored rows) is
-**dropped**: its advantages are 0 (exactly), whatever the baseline; the fraction is logged
-per step (``grpo/dropped_groups``). Rows whose role never got a turn (reward NaN) are out
+Every baseline divides by the group's reward std (Bessel-corrected, + 1e-4, as TRL does;
+``--scale-rewards group``), by the std of the step's scored rewards (``batch``) or by 1 (``none``).
+A group whose scored rewards are all equal (or that has fewer than two scored rows) carries
+no reward signal (it is *dropped* from the policy gradient): its advantages are 0 (exactly),
+whatever the baseline; its rows stay in the step for the KL term and the token count
+(:mod:`.objective`); the fraction is logged per step (``grpo/dropped_groups``). Rows whose role never got a turn (reward NaN) are out
 of every mean and get advantage 0.
 
 :class:`BatchAdvantages` puts them into a generation batch of TRL's: playpen's GRPO trainer
@@ -50,6 +52,7 @@ from playpen.outcomes import EpisodeOutcome
 from playpen.training.common.config import option
 
 BASELINES = ("group", "running", "chance", "episodic", "constant")
+SCALES = ("group", "batch", "none")
 CREDITS = ("flat", "hierarchical")
 MOMENTUM = 0.9
 NO_SIGNAL_STEPS = 3
@@ -63,7 +66,7 @@ class CreditOptions:
     baseline: str = option("group", "advantage baseline: group (the group's mean), running (the role's running "
                                     "mean), episodic (the same, updated every episode), constant "
                                     "(--baseline-constant) or chance (the game's chance level); equal-reward groups "
-                                    "are dropped")
+                                    "get advantage 0")
     credit: str = option("flat", "credit assignment: flat (TRL's groups of --num-generations) or hierarchical "
                                  "(groups by level, episode type, role and group; docs/hierarchical.md)")
     baseline_decay: float = option(MOMENTUM, "decay of the running and episodic baselines (the old value's weight)")
@@ -92,17 +95,21 @@ class Advantages:
     def __init__(self, baseline: str = "group", group_size: int = 2, chance: Optional[dict] = None,
                  momentum: float = MOMENTUM, hint: str = "", no_signal_steps: int = NO_SIGNAL_STEPS,
                  echo: Callable[[str], None] = lambda line: print(line, flush=True), *,
-                 credit: str = "flat", constant: float = 0.0, role_baselines: Optional[dict] = None):
+                 credit: str = "flat", constant: float = 0.0, role_baselines: Optional[dict] = None,
+                 scale: str = "group"):
         for name in [baseline, *(role_baselines or {}).values()]:
             if name not in BASELINES:
                 raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, got {name!r}")
         if credit not in CREDITS:
             raise ValueError(f"credit must be one of {', '.join(CREDITS)}, got {credit!r}")
+        if scale not in SCALES:
+            raise ValueError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"decay must be in [0, 1), got {momentum}")
         self.baseline, self.group_size, self.chance = baseline, group_size, dict(chance or {})
         self.momentum, self.hint, self.no_signal_steps, self.echo = momentum, hint, no_signal_steps, echo
         self.credit, self.constant, self.role_baselines = credit, float(constant), dict(role_baselines or {})
+        self.scale = scale
         self.running: dict[tuple, float] = {}
         self.episodic: dict[tuple, float] = {}
         self.silent_steps = 0
@@ -129,6 +136,7 @@ class Advantages:
         row_base = self._episodic_bases(rewards, roles, keys, step_mean)
         out = [0.0] * n
         dropped, flat = 0, []
+        batch_std = _std([float(r) for r in rewards if _scored(r)]) if self.scale == "batch" else 0.0
         for rows in groups:
             scored = [i for i in rows if _scored(rewards[i])]
             values = [float(rewards[i]) for i in scored]
@@ -137,7 +145,8 @@ class Advantages:
                 flat += values
                 continue
             mean = sum(values) / len(values)
-            std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+            std = {"group": _std(values), "batch": batch_std, "none": 0.0}[self.scale]
+            divisor = 1.0 if self.scale == "none" else std + 1e-4
             key, kind = keys[rows[0]], self.baseline_of(roles[rows[0]])
             for i in scored:
                 base = {"group": mean, "running": self.running.get(key, step_mean.get(key, mean)),
@@ -145,7 +154,7 @@ class Advantages:
                         "constant": self.constant}[kind]
                 if base is None:
                     raise ValueError(f"no chance level for {key[1]} in {key[0]}")
-                out[i] = (float(rewards[i]) - base) / (std + 1e-4)
+                out[i] = (float(rewards[i]) - base) / divisor
         self.metrics = {"grpo/dropped_groups": dropped / len(groups) if groups else 0.0}
         for key, mean in step_mean.items():
             old = self.running.get(key)
@@ -195,6 +204,14 @@ class Advantages:
                 else "within every group all episodes got the same reward")
         self.echo(f"[playpen] no learning signal: in the last {self.silent_steps} steps {what}, so every group "
                   f"was dropped and nothing is learned. {self.hint}".rstrip())
+
+
+def _std(values: list[float]) -> float:
+    """Bessel-corrected standard deviation (0 for fewer than two values)."""
+    if len(values) < 2:
+        return 0.0
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def _scored(value) -> bool:

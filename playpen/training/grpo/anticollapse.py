@@ -20,6 +20,7 @@ from playpen.registry import close_matches
 from playpen.training.grpo.advantages import BASELINES, Advantages, chance_rewards
 from playpen.training.grpo.mixes import (PAST, PROGRAMMATIC, SELF, TEACHER, PartnerMix, chance_level, check_game_shares,
                                          check_partners, game_dataset_slots, parse_weights)
+from playpen.training.grpo.objective import validate_objective
 from playpen.training.grpo.offpolicy import PolicyLagGuard
 from playpen.training.grpo.past import PastPolicies
 from playpen.training.preference.rounds import check_init_adapter
@@ -41,7 +42,9 @@ def validate_options(cfg) -> None:
 
 
 def validate_credit(cfg) -> None:
-    """TrainingSetupError for a ``--baseline`` or a ``--role-baselines`` value that does not exist."""
+    """TrainingSetupError for a ``--baseline`` or a ``--role-baselines`` value that does not exist,
+    or an option of the loss out of range (:func:`~playpen.training.grpo.objective.validate_objective`)."""
+    validate_objective(cfg)
     if cfg.baseline not in BASELINES:
         raise TrainingSetupError(f"option --baseline: '{cfg.baseline}' is not valid; expected one of "
                                  f"{', '.join(BASELINES)}")
@@ -133,7 +136,8 @@ def advantages(cfg, game_roles: dict[str, list[str]], reward_fn) -> Advantages:
         hint = ("Mix in a competent partner (--partners programmatic:0.5,self:0.5) or raise the sampling "
                 "temperature (-T) so that the episodes of a group differ.")
     return Advantages(cfg.baseline, cfg.num_generations, chance=chance, hint=hint, momentum=cfg.baseline_decay,
-                      credit=cfg.credit, constant=cfg.baseline_constant, role_baselines=role_baselines(cfg))
+                      credit=cfg.credit, constant=cfg.baseline_constant, role_baselines=role_baselines(cfg),
+                      scale=cfg.scale_rewards)
 
 
 def role_baselines(cfg) -> dict[str, str]:

@@ -43,9 +43,10 @@ from playpen.training.common import lifecycle
 from playpen.training.common.config import option, split_list
 from playpen.training.common.plotting import LOG_FILE
 from playpen.training.grpo import anticollapse
-from playpen.training.grpo.advantages import BatchAdvantages, CreditOptions
+from playpen.training.grpo.advantages import BatchAdvantages
 from playpen.training.grpo.anticollapse import validate_options
 from playpen.training.grpo.mixes import PartnerMix, parse_weights
+from playpen.training.grpo.objective import ObjectiveOptions
 from playpen.training.rubrics.files import RUBRIC_HELP, merged_metrics, read_rubric
 from playpen.training.sft.anchor import SFTAnchor, demonstration_rows
 
@@ -315,7 +316,7 @@ def _merge_stats(stats: list) -> dict[str, float]:
 # ----------------------------------------------------------------------------- a trainer's parts
 
 @dataclass
-class GRPOOptions(CreditOptions):
+class GRPOOptions(ObjectiveOptions):
     """GRPO over games (also sets GRPO's own defaults of the run and LoRA options)."""
 
     roles: str = option("", "roles to train (comma-separated; empty = all)")

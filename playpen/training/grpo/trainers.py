@@ -1,6 +1,8 @@
 """The GRPO trainers over games: :class:`GRPOSelfPlayTrainer` (``playpen run grpo``: the learner
 plays every role) and :class:`GRPOTeacherTrainer` (``playpen run grpo-teacher``: a frozen teacher
-plays the roles the learner does not train). Their options and outputs:
+plays the roles the learner does not train). The loss they minimise, every term set by playpen
+(``--loss-type``, ``--epsilon``, ``--scale-rewards``, ``--beta``, ``--baseline``), is written out
+in :mod:`playpen.training.grpo.objective`, with the order in which to read the GRPO files. Their options and outputs:
 ``examples/trl/grpo_trainer_lora_sp.py`` and ``grpo_trainer_lora_mp.py``.
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import LoraOptions, RunConfig, report_to
 from playpen.training.grpo import anticollapse
+from playpen.training.grpo.objective import objective_args
 from playpen.training.grpo.parts import GRPOOptions, grpo_parts
 from playpen.training.grpo.steps import GRPOStepOptions, step_args
 
@@ -30,7 +33,7 @@ def grpo_args(cfg, run_dir: Path, *, rows: int, num_generations: int, temperatur
         logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
         save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to), seed=seed,
         disable_tqdm=True, log_completions=False,
-        **step_args(rows, cfg.micro_batch_size, cfg.gradient_checkpointing),
+        **step_args(rows, cfg.micro_batch_size, cfg.gradient_checkpointing), **objective_args(cfg),
         reward_weights=list(reward_weights), dataloader_num_workers=0, share_prompts=cfg.share_prompts,
         **lifecycle.precision_kwargs())
 

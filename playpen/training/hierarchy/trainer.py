@@ -18,7 +18,8 @@ from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import LoraOptions, RunConfig, option
 from playpen.training.common.plotting import LOG_FILE
 from playpen.training.grpo import anticollapse
-from playpen.training.grpo.advantages import BatchAdvantages, CreditOptions
+from playpen.training.grpo.advantages import BatchAdvantages
+from playpen.training.grpo.objective import ObjectiveOptions
 from playpen.training.grpo.mixes import check_partners
 from playpen.training.grpo.parts import load_rubric, reward_functions
 from playpen.training.grpo.steps import GRPOStepOptions
@@ -31,7 +32,7 @@ from playpen.training.rubrics.files import RUBRIC_HELP
 
 
 @dataclass
-class HierarchicalOptions(CreditOptions):
+class HierarchicalOptions(ObjectiveOptions):
     """Hierarchical GRPO on proposer-solver (and --baseline, --role-baselines, --max-policy-lag, ... as in
     the other GRPO trainers)."""
 
