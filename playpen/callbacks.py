@@ -110,6 +110,12 @@ class CallbackList(BaseCallback):
             cb.on_learn_end()
 
 
+# what the training bar shows, when a step logs it: the loss, the reward, the share of GRPO
+# groups without reward signal, of aborted episodes, and the KL to the reference
+PROGRESS_METRICS = {"train/loss": "loss", "rollout/reward_mean": "reward_mean", "grpo/dropped_groups": "no_signal",
+                    "rollout/aborted_rate": "aborted", "train/kl": "kl"}
+
+
 class ProgressCallback(BaseCallback):
     """tqdm bars for rollouts (episodes) and training (steps), on stderr."""
 
@@ -142,8 +148,8 @@ class ProgressCallback(BaseCallback):
     def _on_train_step(self, step, metrics):
         if self._train_bar is not None:
             self._train_bar.update(step - self._train_bar.n)
-            shown = {k.split("/")[-1]: round(v, 4) for k, v in metrics.items()
-                     if isinstance(v, (int, float)) and k in ("train/loss", "rollout/reward_mean")}
+            shown = {name: round(metrics[key], 4) for key, name in PROGRESS_METRICS.items()
+                     if isinstance(metrics.get(key), (int, float))}
             if shown:
                 self._train_bar.set_postfix(shown, refresh=False)
         return True

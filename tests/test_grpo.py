@@ -67,8 +67,11 @@ def test_grpo_selfplay_raises_the_toy_reward(toy_workspace):
     steps = [r for r in log if r["event"] == "train_step"]
     assert [s["step"] for s in steps] == [1, 2, 3, 4, 5]
     for key in ("reward/WordSayer/mean", "reward/WordSayer/std", "rollout/percent_played",
-                "rollout/reward_mean", "train/loss", "rollout/tokens_per_s", "rollout/episodes"):
+                "rollout/reward_mean", "train/loss", "rollout/tokens_per_s", "rollout/episodes",
+                "rollout/aborted_rate", "rollout/turns_mean"):
         assert key in steps[0], key
+    # every rollout after the first came from weights the previous step changed
+    assert [s["rollout/adapter_changed"] for s in steps[1:]] == [1.0] * 4 and "rollout/adapter_changed" not in steps[0]
     assert all(s["rollout/episodes"] == 16 for s in steps)
     assert sum(r["event"] == "episode" for r in log) == 5 * 16
     # every finished episode is on disk in clemcore's layout
@@ -242,3 +245,24 @@ def test_steps_without_signal_skip_their_passes(toy_workspace):
             assert all(s["time/forward_s"] < 0.05 and s["train/loss"] == 0.0 for s in steps)
             weights = load_file(training.latest_checkpoint(run_dir) / "adapter_model.safetensors")
             assert all(float(w.abs().sum()) == 0.0 for n, w in weights.items() if "lora_B" in n)
+
+
+# ----------------------------------------------------------------------------- the run's health
+
+def test_the_policy_watch_says_once_when_the_generating_weights_stop_changing():
+    import torch
+    from playpen.training.grpo.watch import PolicyWatch, rollout_health
+    layer = torch.nn.Linear(3, 2)
+    said = []
+    watch = PolicyWatch(learning_rate=1e-4, stale_steps=2, echo=said.append)
+    assert watch.check(layer, 0) == {}  # the first rollout has nothing to compare with
+    with torch.no_grad():
+        layer.weight.add_(1e-3)
+    assert watch.check(layer, 1) == {"rollout/adapter_changed": 1.0}
+    assert [watch.check(layer, s)["rollout/adapter_changed"] for s in (2, 3, 4)] == [0.0, 0.0, 0.0]
+    assert len(said) == 1 and "generated with the same weights" in said[0] and "1e-04" in said[0]
+    quiet = PolicyWatch(learning_rate=0.0, stale_steps=1, echo=said.append)  # a null update: expected
+    quiet.check(layer, 0), quiet.check(layer, 1), quiet.check(layer, 2)
+    assert len(said) == 1
+    assert rollout_health(["success", "aborted", "failure", "aborted"], [2, 1, 3, 2]) == \
+        {"rollout/aborted_rate": 0.5, "rollout/turns_mean": 2.0}

@@ -133,5 +133,7 @@ def test_expert_iteration_at_learning_rate_zero_reproduces_its_start(toy_workspa
 def test_grpo_at_learning_rate_zero_reproduces_its_start(toy_workspace, start):
     run_trainer("grpo_trainer_lora_sp.py", games="sayword", train_instances="instances", max_steps=2,
                 num_generations=4, groups_per_step=1, reward="binary", beta=0.02, init_adapter=str(start), **COMMON)
-    after = last_checkpoint(toy_workspace / "models" / "grpo+lora" / "tiny-yesno" / "selfplay")
-    assert_null_update(start, after, ["sayword"])
+    run_dir = toy_workspace / "models" / "grpo+lora" / "tiny-yesno" / "selfplay"
+    assert_null_update(start, last_checkpoint(run_dir), ["sayword"])
+    log = [json.loads(line) for line in (run_dir / "playpen-log.jsonl").read_text().splitlines()]
+    assert [r["rollout/adapter_changed"] for r in log if r["event"] == "train_step"][1:] == [0.0]

@@ -47,6 +47,7 @@ from playpen.training.grpo.advantages import BatchAdvantages
 from playpen.training.grpo.anticollapse import validate_options
 from playpen.training.grpo.mixes import PartnerMix, parse_weights
 from playpen.training.grpo.objective import ObjectiveOptions
+from playpen.training.grpo.watch import PolicyWatch, rollout_health
 from playpen.training.rubrics.files import RUBRIC_HELP, merged_metrics, read_rubric
 from playpen.training.sft.anchor import SFTAnchor, demonstration_rows
 
@@ -159,7 +160,8 @@ class GameRollout:
                  game_roles: dict[str, list[str]], teacher: Any = None, sampling: Any = None,
                  records_dir: Any = None, callbacks: Any = None, reward_fn: Optional[Callable] = None,
                  max_concurrent_episodes: int = 16, instances: str = TRAIN_INSTANCES, seed: int = 0,
-                 mix: Any = None, augment: bool = False, rubric: Any = None, augment_variants: int = 0):
+                 mix: Any = None, augment: bool = False, rubric: Any = None, augment_variants: int = 0,
+                 learning_rate: float = 0.0):
         self.learner_name = learner_name
         self.tokenizer = tokenizer
         self.num_generations = num_generations
@@ -180,6 +182,7 @@ class GameRollout:
         self.last_rows: dict[str, list] = {}
         self.last_metrics: dict[str, float] = {}
         self.num_calls = 0
+        self.watch = PolicyWatch(learning_rate)  # do the rollouts come from the weights being trained?
 
     # TRL calls this with the generation batch's prompts (each slot repeated G times)
     def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
@@ -195,10 +198,13 @@ class GameRollout:
         step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
         names = self.mix.assign(step * len(slots), len(slots))
         with generating_model(trainer) as model:  # out of its DDP wrapper
+            watched = self.watch.check(model, step)
             learner = Learner(model, self.tokenizer, self.learner_name, self.sampling)
             episodes = self._play(learner, slots, names, step, trainer.model)
         self.num_calls += 1
         out = self._rows(slots, names, episodes)
+        self.last_metrics.update(watched)
+        self.last_metrics.update(rollout_health(out["outcome"], out["num_turns"]))
         # TRL would take a step on nothing. The step trains on every rank's rows together, so
         # it stops only when no rank has a trainable turn (a rank whose slots all ended before
         # the role spoke contributes masked rows, as a group of such episodes does on one rank);
@@ -258,7 +264,7 @@ class GameRollout:
 
     def _rows(self, slots: list[Slot], names: list[str], episodes: dict) -> dict[str, list]:
         out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask",
-                                                "reward", "outcome", "main_score", "role", "game")}
+                                                "reward", "outcome", "main_score", "role", "game", "num_turns")}
         eos = self.tokenizer.eos_token_id
         for slot, name in zip(slots, names):
             played = episodes.get((slot.instance, slot.role, name), [])[:self.num_generations]
@@ -266,6 +272,7 @@ class GameRollout:
                 # the role never got a turn (the episode ended or failed before it): an empty row
                 append_row(out, _pick(episode, slot.role), eos)
                 out["outcome"].append(episode.outcome)
+                out["num_turns"].append(float(episode.num_turns))
                 out["main_score"].append(float(episode.main_score))
                 out["role"].append(slot.role)
                 out["game"].append(slot.game)
@@ -429,7 +436,7 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
         reward_fn=reward_fn, max_concurrent_episodes=cfg.max_concurrent_episodes, instances=cfg.train_instances,
         seed=playpen.seed, mix=anticollapse.partner_mix(playpen, teacher, tokenizer, sampling),
         augment=cfg.augment, rubric=load_rubric(cfg.rubric, playpen.learner, run.run_dir),
-        augment_variants=cfg.augment_variants)
+        augment_variants=cfg.augment_variants, learning_rate=cfg.learning_rate)
     advantages = anticollapse.advantages(cfg, roles_of_games, reward_fn)
     model, peft_config = lifecycle.model_of(playpen.learner), cfg.lora_config()
     if cfg.init_adapter:
