@@ -67,7 +67,7 @@ def test_grpo_trains_what_a_side_call_only_learner_said(toy_workspace):
     trained on one masked EOS per row (num_tokens 2, no reward) and said nothing."""
     from playpen.models import load_model_by_name
     from playpen.rollouts import SamplingConfig
-    from playpen.training import grpo
+    from playpen.training.grpo import parts as grpo
     learner = load_model_by_name("tiny-random", gen_args=dict(temperature=1.0, max_tokens=4), role="learner")
     per_instance, roles = grpo.training_slots(["oracle"], instances="instances")
     assert roles == {"oracle": ["Oracle"]}
@@ -94,7 +94,7 @@ def test_a_grpo_step_with_no_trainable_turn_stops_with_one_line(toy_workspace):
     from playpen.models import load_model_by_name
     from playpen.rollouts import SamplingConfig
     from playpen.rollouts.partners import Partner, TurnResponse
-    from playpen.training import grpo
+    from playpen.training.grpo import parts as grpo
 
     class Mumbler(Partner):
         def respond(self, requests):

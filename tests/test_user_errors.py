@@ -209,8 +209,8 @@ def test_a_run_folder_with_checkpoints_names_models_dir(tmp_path, monkeypatch):
     """A second game's run in the same workspace meets the first one's checkpoints."""
     monkeypatch.chdir(tmp_path)
     from playpen.errors import PlaypenError
-    from playpen.training.config import RunConfig
-    from playpen.training.run import TrainingRun
+    from playpen.training.common.config import RunConfig
+    from playpen.training.common.lifecycle import TrainingRun
     run_dir = tmp_path / "models" / "sft+lora" / "m"
     (run_dir / "checkpoint-2").mkdir(parents=True)
     (run_dir / "checkpoint-2" / "trainer_state.json").write_text('{"global_step": 2}')

@@ -18,8 +18,7 @@ from playpen.distributed import check_groups
 from playpen.envs.turns import DEFAULT_MAX_TURNS, check_max_turns, turn_limit
 from playpen.errors import Interrupted, PlaypenError, TrainerFileError
 from playpen.training import catalog
-# parse_config lived here before the pipeline (a trainer) needed it: kept importable from here
-from playpen.training.common.base import BasePlayPen, config_fields, field_help, option_name, parse_config  # noqa: F401
+from playpen.training.common.base import BasePlayPen, config_fields, field_help, option_name, parse_config
 
 
 # ----------------------------------------------------------------------------- trainer file

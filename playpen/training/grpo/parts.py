@@ -394,7 +394,7 @@ class GRPOParts:
 
 
 def load_rubric(path: str, learner: Any, run_dir) -> Any:
-    """The :class:`~playpen.training.rubrics.Rubric` of ``--rubric`` (None without one), its
+    """The :class:`~playpen.training.rubrics.rubric.Rubric` of ``--rubric`` (None without one), its
     judges loaded; unparsable judge replies are logged to ``rubric-judge.jsonl`` in the run folder."""
     if not path:
         return None
