@@ -195,8 +195,8 @@ def run(trainer, *, learner: str, teacher: str | None, temperature: float, max_t
     from playpen.models import load_model_by_name
     game_registry = registry.clem_game_registry()
     gen_args = dict(temperature=temperature, max_tokens=max_tokens)
-    from playpen.seeding import seed_everything
-    seed_everything(seed)
+    from transformers import set_seed
+    set_seed(seed)  # python, numpy, torch (every device)
     learner_model = load_model_by_name(learner, gen_args=gen_args, role="learner")
     teacher_model = load_model_by_name(teacher, gen_args=gen_args, role="teacher") if teacher else None
     playpen = cls(learner_model, teacher_model, config=config, output_dir=output_dir, seed=seed)
