@@ -34,7 +34,7 @@ from playpen.callbacks import CallbackList, JsonlLogCallback
 from playpen.distributed import any_rank, check_groups, generating_model
 from playpen.envs.loading import game_roles
 from playpen.errors import GRPOSetupError
-from playpen.models import check_adapter
+from playpen.models import load_init_adapter
 from playpen.registry import TRAIN_INSTANCES, close_matches
 from playpen.rewards import BinaryReward, OutcomeReward
 from playpen.rollouts import InstanceRef, rollout
@@ -432,8 +432,7 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
     advantages = anticollapse.advantages(cfg, roles_of_games, reward_fn)
     model, peft_config = lifecycle.model_of(playpen.learner), cfg.lora_config()
     if cfg.init_adapter:
-        from peft import PeftModel
-        model = PeftModel.from_pretrained(model, str(check_adapter(cfg.init_adapter)), is_trainable=True)
+        model = load_init_adapter(model, cfg.init_adapter)
         lifecycle.set_lora_dropout(model, cfg.lora_dropout)
         peft_config = None
     anchor = None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from playpen.callbacks import CallbackList, JsonlLogCallback
 from playpen.errors import TrainingSetupError
-from playpen.models import check_adapter
+from playpen.models import load_init_adapter
 from playpen.rewards import BinaryReward, OutcomeReward
 from playpen.rollouts.types import SamplingConfig
 from playpen.training.common import lifecycle
@@ -132,8 +132,7 @@ class HierarchicalGRPOTrainer(BasePlayPen):
         guard = anticollapse.guard(cfg)
         model, peft_config = lifecycle.model_of(self.learner), cfg.lora_config()
         if cfg.init_adapter:
-            from peft import PeftModel
-            model = PeftModel.from_pretrained(model, str(check_adapter(cfg.init_adapter)), is_trainable=True)
+            model = load_init_adapter(model, cfg.init_adapter)
             lifecycle.set_lora_dropout(model, cfg.lora_dropout)
             peft_config = None
 
