@@ -205,7 +205,7 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
             self.guard = NonFiniteGuard()  # steps with NaN/inf gradients never reach the weights
 
         def on_train_begin(self, args, state, control, **kwargs):
-            prepare_for_training()  # allocator and log-prob tiles: benchmarks/memory.py
+            prepare_for_training()  # the allocator: benchmarks/memory.py
             self._last_time, self._last_cpu = time.time(), time.process_time()
             self._last_tokens = getattr(state, "num_input_tokens_seen", 0) or 0
             # playpen rotates (on_save, safely); transformers' rotation is turned off
