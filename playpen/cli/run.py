@@ -174,6 +174,19 @@ def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, seed, m
             output_dir=Path(output_dir), extra_args=ctx.args)
 
 
+def check_games(config) -> None:
+    """Every game of ``--games`` is registered (one line with close matches, before clemcore
+    or a model loads, so that a refused run writes nothing). Not checked for a run that only
+    filters a dataset or records folder by game name and does not evaluate."""
+    games = getattr(config, "game_list", None)
+    only_filters = not getattr(config, "evaluate", True) and (getattr(config, "dataset", "")
+                                                               or getattr(config, "records", ""))
+    if not isinstance(games, list) or only_filters:
+        return
+    for game in games:
+        registry.resolve_game(game)
+
+
 def prepare(trainer, *, learner: str, teacher: str | None, extra_args: list[str], num_processes: int = 1):
     """The trainer class and its config, every name and option checked (no model loads)."""
     cls = trainer_class(trainer)
@@ -183,6 +196,7 @@ def prepare(trainer, *, learner: str, teacher: str | None, extra_args: list[str]
     check_model_name(learner, "learner")
     if teacher:
         check_model_name(teacher, "teacher")
+    check_games(config)
     cls.check(config, learner, teacher)
     if num_processes > 1 and hasattr(config, "groups_per_step"):  # GRPO: whole groups on every rank
         check_groups(config.groups_per_step, num_processes)
@@ -200,7 +214,12 @@ def run(trainer, *, learner: str, teacher: str | None, temperature: float, max_t
     learner_model = load_model_by_name(learner, gen_args=gen_args, role="learner")
     teacher_model = load_model_by_name(teacher, gen_args=gen_args, role="teacher") if teacher else None
     playpen = cls(learner_model, teacher_model, config=config, output_dir=output_dir, seed=seed)
-    playpen.learn(game_registry)
+    try:
+        playpen.learn(game_registry)
+    except PlaypenError:
+        for training_run in playpen.runs:
+            training_run.abandon()
+        raise
     if playpen.interrupted_by is not None:  # saved and stopped: `playpen run ... && next` must stop
         raise Interrupted(playpen.interrupted_by, "checkpoint saved; continue with --resume")
 

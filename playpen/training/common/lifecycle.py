@@ -296,6 +296,7 @@ class TrainingRun:
         cfg = playpen.config
         self.playpen, self.run_dir, self.games, self.eval_prefix = playpen, Path(run_dir), games, eval_prefix
         self.lock = self._lock()
+        self.trained = False
         try:
             removed = remove_partial(self.run_dir) if distributed.is_main() else []
             if removed:
@@ -316,6 +317,15 @@ class TrainingRun:
         self.interrupt = GracefulInterrupt()
         self.checkpoint: Optional[Path] = None
         self.started = time.time()
+        if isinstance(getattr(playpen, "runs", None), list):
+            playpen.runs.append(self)
+
+    def abandon(self) -> None:
+        """The trainer stopped at a user mistake before this run trained (data that is not
+        there, a game it cannot play): release the lock and remove the folders the run
+        created if nothing else was written into them. A run that trained keeps everything."""
+        if not self.trained:
+            self._unlock()
 
     def _lock(self) -> FolderLock:
         missing = [d for d in (self.run_dir, *self.run_dir.parents) if not d.exists()]
@@ -347,6 +357,7 @@ class TrainingRun:
         """``trainer.train()``, from the checkpoint to resume from if any; the first Ctrl-C
         saves a checkpoint and stops. Returns the last complete checkpoint."""
         callbacks = self.playpen.callbacks
+        self.trained = True
         callbacks.on_learn_start(self.playpen.name, self.playpen.config.max_steps)
         try:
             with self.interrupt:
