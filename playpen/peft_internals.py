@@ -11,6 +11,8 @@ for speed, and need a LoRA layer's parts:
   that an adapter is plain LoRA (``lora_variant``, ``use_dora``, ``lora_bias``,
   ``lora_dropout``), ``merged_adapters``, ``disable_adapters``, ``base_layer``, and
   ``peft.tuners.lora.layer.VARIANT_KWARG_KEYS`` (keywords of a variant's forward);
+- :func:`set_lora_dropout` replaces the dropout modules of every LoRA layer (``lora_dropout``)
+  of an adapter a trainer continues;
 - the static decoder (:mod:`playpen.inference.static`) decodes with an adapter merged into a
   copy of the base weights: ``active_adapters``, ``merged``, ``get_base_layer()``,
   ``get_delta_weight(name)`` and, while the copy is in place, the layer's private
@@ -134,3 +136,24 @@ def set_adapters_disabled(layer, disabled: bool) -> bool:
     before = layer._disable_adapters
     layer._disable_adapters = disabled
     return before
+
+
+# ----------------------------------------------------------------------------- training options
+
+def set_lora_dropout(model, p: float) -> int:
+    """Give every LoRA layer of a peft ``model`` dropout ``p`` (0: none). Returns the
+    number of layers changed. An adapter loaded from a checkpoint keeps the dropout it was
+    trained with unless told otherwise; GRPO wants none (the trained policy must be the
+    one that sampled, and on a CPU dropout nearly doubles the cost of a forward pass:
+    benchmarks/lora_dropout.py)."""
+    import torch
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"LoRA dropout must be in [0, 1), got {p}")
+    changed = 0
+    for module in model.modules():
+        dropouts = getattr(module, "lora_dropout", None)
+        if isinstance(dropouts, torch.nn.ModuleDict):
+            for name in list(dropouts.keys()):
+                dropouts[name] = torch.nn.Dropout(p) if p > 0 else torch.nn.Identity()
+                changed += 1
+    return changed

@@ -15,7 +15,7 @@ import click
 from playpen import registry
 from playpen.cli import remote_options, set_remote_limits
 from playpen.distributed import check_groups
-from playpen.envs.turns import DEFAULT_MAX_TURNS, check_max_turns, turn_limit
+from playpen.envs.turns import MAX_TURNS_HELP, check_max_turns, turn_limit
 from playpen.errors import Interrupted, PlaypenError, TrainerFileError
 from playpen.training import catalog
 from playpen.training.common.base import BasePlayPen, config_fields, field_help, option_name, parse_config
@@ -111,9 +111,7 @@ def trainer_help(trainer: str | Path) -> str:
 @click.option("-L", "--max-tokens", type=int, default=300, show_default=True,
               help="Maximum new tokens per generated turn.")
 @click.option("--seed", type=int, default=42, show_default=True, help="Global seed.")
-@click.option("--max-turns", type=int, default=DEFAULT_MAX_TURNS, show_default=True,
-              help="An episode of the trainer's rollouts still running after this many turns ends as "
-                   "aborted (a game that never ends with the model); 0: no limit.")
+@click.option("--max-turns", type=int, default=None, help=MAX_TURNS_HELP)
 @click.option("-o", "--output-dir", type=click.Path(), default="playpen-records",
               show_default=True, help="Root folder for records and run outputs.")
 @remote_options
@@ -161,7 +159,8 @@ def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, seed, m
         prepare(trainer, learner=learner, teacher=teacher, extra_args=ctx.args, num_processes=num_processes or 1)
         from playpen.launch import launch
         args = ["run", trainer, "-l", learner, *(["-t", teacher] if teacher else []), "-T", repr(temperature),
-                "-L", str(max_tokens), "--seed", str(seed), "--max-turns", str(max_turns), "-o", str(output_dir),
+                "-L", str(max_tokens), "--seed", str(seed), "-o", str(output_dir),
+                *(["--max-turns", str(max_turns)] if max_turns is not None else []),
                 "--connect-timeout", repr(connect_timeout), "--read-timeout", repr(read_timeout),
                 "--retries", str(retries), "--retry-budget", repr(retry_budget), *ctx.args]
         debug = (ctx.find_root().obj or {}).get("debug")

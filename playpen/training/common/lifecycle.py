@@ -75,27 +75,6 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9+._-]", "-", name.replace("/", "--"))
 
 
-# ----------------------------------------------------------------------------- options
-
-def set_lora_dropout(model, p: float) -> int:
-    """Give every LoRA layer of a peft ``model`` dropout ``p`` (0: none). Returns the
-    number of layers changed. An adapter loaded from a checkpoint keeps the dropout it was
-    trained with unless told otherwise; GRPO wants none (the trained policy must be the
-    one that sampled, and on a CPU dropout nearly doubles the cost of a forward pass:
-    benchmarks/lora_dropout.py)."""
-    import torch
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"LoRA dropout must be in [0, 1), got {p}")
-    changed = 0
-    for module in model.modules():
-        dropouts = getattr(module, "lora_dropout", None)
-        if isinstance(dropouts, torch.nn.ModuleDict):
-            for name in list(dropouts.keys()):
-                dropouts[name] = torch.nn.Dropout(p) if p > 0 else torch.nn.Identity()
-                changed += 1
-    return changed
-
-
 # ----------------------------------------------------------------------------- Ctrl-C, SIGTERM
 
 class GracefulInterrupt:

@@ -35,6 +35,7 @@ from playpen.distributed import any_rank, check_groups, generating_model
 from playpen.envs.loading import game_roles
 from playpen.errors import GRPOSetupError
 from playpen.models import load_init_adapter
+from playpen.peft_internals import set_lora_dropout
 from playpen.registry import TRAIN_INSTANCES, close_matches
 from playpen.rewards import BinaryReward, OutcomeReward
 from playpen.rollouts import InstanceRef, rollout
@@ -433,7 +434,7 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
     model, peft_config = lifecycle.model_of(playpen.learner), cfg.lora_config()
     if cfg.init_adapter:
         model = load_init_adapter(model, cfg.init_adapter)
-        lifecycle.set_lora_dropout(model, cfg.lora_dropout)
+        set_lora_dropout(model, cfg.lora_dropout)
         peft_config = None
     anchor = None
     if cfg.sft_coef > 0:  # demonstrations of the trained roles, played (and kept) beside the records

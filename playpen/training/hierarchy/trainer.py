@@ -11,6 +11,7 @@ from pathlib import Path
 from playpen.callbacks import CallbackList, JsonlLogCallback
 from playpen.errors import TrainingSetupError
 from playpen.models import load_init_adapter
+from playpen.peft_internals import set_lora_dropout
 from playpen.rewards import BinaryReward, OutcomeReward
 from playpen.rollouts.types import SamplingConfig
 from playpen.training.common import lifecycle
@@ -133,7 +134,7 @@ class HierarchicalGRPOTrainer(BasePlayPen):
         model, peft_config = lifecycle.model_of(self.learner), cfg.lora_config()
         if cfg.init_adapter:
             model = load_init_adapter(model, cfg.init_adapter)
-            lifecycle.set_lora_dropout(model, cfg.lora_dropout)
+            set_lora_dropout(model, cfg.lora_dropout)
             peft_config = None
 
         def extra_metrics() -> dict:
