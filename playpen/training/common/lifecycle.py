@@ -383,6 +383,8 @@ class TrainingRun:
         write_json(self.run_dir / "playpen-run.json", summary, indent=1)
         plot_run(self.run_dir)
         print(f"[playpen] {saved}: {self.checkpoint}  curve: {self.run_dir / CURVE_FILE}", flush=True)
+        if saved == "adapter" and self.checkpoint is not None:
+            print(f"[playpen] play it by name: playpen register NAME {self.run_dir}", flush=True)
         if self.interrupt.requested:
             print(f"[playpen] stopped by {summary['signal']}: continue with --resume", flush=True)
             distributed.barrier()  # the other ranks wait for this summary before they exit (non-zero)
