@@ -410,7 +410,7 @@ def main(argv=None) -> int:
 def run_methods(wanted: list[str], args, out: Path) -> None:
     from playpen.errors import PlaypenError
     from playpen.files import write_json
-    from playpen.seeding import seed_everything
+    from transformers import set_seed
     work = out / "learning"
     sft_adapter: Path | None = None
 
@@ -428,7 +428,7 @@ def run_methods(wanted: list[str], args, out: Path) -> None:
             sft_adapter = Path(data["adapter"])
             return sft_adapter
         print("== sft (warm-up)", flush=True)
-        seed_everything(args.seed)
+        set_seed(args.seed)
         sft_adapter, facts = train("sft", method, args, work, None)
         facts.update(evaluate_settings(args.learner, sft_adapter, method_label(args.learner, "sft"), args, work))
         write_json(cache_path(out, "sft"), {"method": "sft", "fingerprint": fingerprint("sft", method, args),
@@ -463,7 +463,7 @@ def run_methods(wanted: list[str], args, out: Path) -> None:
             continue
         adapter = warm_up()
         print(f"== {name}", flush=True)
-        seed_everything(args.seed)
+        set_seed(args.seed)
         try:
             final, facts = train(name, method, args, work, adapter)
         except PlaypenError as error:  # the method itself could not go on: a result too, shown as such

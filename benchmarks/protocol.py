@@ -277,8 +277,8 @@ def log_dev(out: Path, **row) -> None:
 
 def train(cls, config, method: Method, args, seed: int, records: Path) -> None:
     from playpen.models import load_model_by_name
-    from playpen.seeding import seed_everything
-    seed_everything(seed)
+    from transformers import set_seed
+    set_seed(seed)  # python, numpy, torch (every device)
     gen_args = dict(temperature=method.temperature, max_tokens=args.max_tokens)
     learner = load_model_by_name(args.learner, gen_args=gen_args, role="learner")
     teacher = load_model_by_name(method.teacher, gen_args=gen_args, role="teacher") if method.teacher else None

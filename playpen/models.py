@@ -23,7 +23,7 @@ from playpen.distributed import device_map
 from playpen.errors import AdapterError, MissingKeyError, PlaypenError, RegistryError
 from playpen.registry import KEY_FILE, close_matches, read_json
 
-__all__ = ["load_model_by_name", "check_model_name", "check_adapter", "check_key_for", "check_backend_for",
+__all__ = ["load_model_by_name", "check_model_name", "check_adapter", "load_init_adapter", "check_key_for", "check_backend_for",
            "backend_names", "adapter_tag", "ROLES",
            # the embedded default model (playpen.default_model)
            "DEFAULT_MODEL", "MARKER_FILE", "MODELS_DIR_ENV", "check_model_dir", "default_model_dir",
@@ -58,6 +58,16 @@ def check_adapter(adapter: str | Path, base_model: Optional[str] = None) -> Path
             raise AdapterError(f"adapter '{adapter}' was trained on base model '{trained_on}', not on "
                                f"'{base_model}': an adapter only fits the model it was trained on")
     return path.resolve()
+
+
+def load_init_adapter(model, adapter: str | Path, *, trainable: bool = True, name: str = "default"):
+    """``model`` with the PEFT adapter of folder ``adapter`` on it (checked first, so that a
+    wrong folder is one line naming what is missing, not peft's traceback): the one way a
+    trainer starts from an adapter — ``--init-adapter``, a resumed checkpoint, the previous
+    round's or stage's. peft puts the adapter's layers into ``model`` itself; the returned
+    ``PeftModel`` is the wrapper to train (``trainable``: its LoRA weights take gradients)."""
+    from peft import PeftModel
+    return PeftModel.from_pretrained(model, str(check_adapter(adapter)), adapter_name=name, is_trainable=trainable)
 
 
 def same_model(a: str, b: str) -> bool:

@@ -53,6 +53,3 @@ class BinaryReward:
             return self.aborted
         return 1.0 if outcome.outcome == "success" else 0.0
 
-
-def default_reward() -> RewardFunction:
-    return OutcomeReward()

@@ -67,7 +67,7 @@ def test_grpo_trains_what_a_side_call_only_learner_said(toy_workspace):
     trained on one masked EOS per row (num_tokens 2, no reward) and said nothing."""
     from playpen.models import load_model_by_name
     from playpen.rollouts import SamplingConfig
-    from playpen.training import grpo
+    from playpen.training.grpo import parts as grpo
     learner = load_model_by_name("tiny-random", gen_args=dict(temperature=1.0, max_tokens=4), role="learner")
     per_instance, roles = grpo.training_slots(["oracle"], instances="instances")
     assert roles == {"oracle": ["Oracle"]}
@@ -94,7 +94,7 @@ def test_a_grpo_step_with_no_trainable_turn_stops_with_one_line(toy_workspace):
     from playpen.models import load_model_by_name
     from playpen.rollouts import SamplingConfig
     from playpen.rollouts.partners import Partner, TurnResponse
-    from playpen.training import grpo
+    from playpen.training.grpo import parts as grpo
 
     class Mumbler(Partner):
         def respond(self, requests):
@@ -176,6 +176,29 @@ def test_eval_ends_an_endless_episode_at_max_turns(toy_workspace, monkeypatch):
     assert result.exit_code == 2 and "option --max-turns: -1 is not valid; expected an integer >= 0" in result.output
 
 
+def test_a_game_that_declares_its_turn_limit_gets_it_by_default(tiny_workspace, monkeypatch):
+    """Without --max-turns each game takes the "max_turns" of its clemgame.json (stubborn
+    declares 3 here); --max-turns still wins; a game that declares none gets 200 (issue 40:
+    200 turns of clean_up held one episode for ~30 minutes on a CPU)."""
+    from playpen.envs import turns
+    bench = tiny_workspace / "bench"
+    shutil.copytree(TOYGAMES_DIR / "stubborn", bench / "stubborn")
+    spec = json.loads((bench / "stubborn" / "clemgame.json").read_text())
+    (bench / "stubborn" / "clemgame.json").write_text(json.dumps({**spec, "max_turns": 3}))
+    (tiny_workspace / "game_registry.json").write_text(json.dumps([{"benchmark_path": str(bench)}]))
+    for args, limit in (([], 3), (["--max-turns", "2"], 2)):
+        monkeypatch.setattr(turns, "_said", set())  # said once per game and process
+        result = invoke("eval", "-m", "tiny-random", "-g", "stubborn", "-n", "1", "-L", "3", "--overwrite", *args)
+        assert result.exit_code == 0, result.output
+        assert f"[playpen] stubborn: episode pick 0 the episode did not end within {limit} turns" in result.output
+    from types import SimpleNamespace
+    assert turns.game_turn_limit(SimpleNamespace(game_name="clean_up")) == turns.DEFAULT_MAX_TURNS == 200
+    assert turns.game_turn_limit(SimpleNamespace(max_turns="3")) == 200  # not an integer: not a declaration
+    assert turns.game_turn_limit(SimpleNamespace(max_turns=3), 0) == 0
+    help_text = " ".join(invoke("eval", "--help").output.split())
+    assert "the game's own limit" in help_text and "half an hour" in help_text
+
+
 # ----------------------------------------------------------------------------- playpen dataset on probe-only episodes
 
 def test_dataset_names_side_call_only_players_as_the_reason(toy_workspace):
@@ -235,8 +258,8 @@ def test_playpen_run_max_turns_is_the_limit_of_the_trainers_rollouts(tiny_worksp
     result = invoke("run", "t.py", "-l", "tiny-random", "--max-turns", "7")
     assert result.exit_code == 0, result.output
     assert (tiny_workspace / "limit").read_text() == "7"
-    from playpen.envs.turns import DEFAULT_MAX_TURNS, max_turns
-    assert max_turns() == DEFAULT_MAX_TURNS  # the command's limit does not outlive it
+    from playpen.envs.turns import max_turns
+    assert max_turns() is None  # each game's own limit again: the command's limit does not outlive it
     result = invoke("run", "t.py", "-l", "tiny-random", "--max-turns", "-2")
     assert result.exit_code == 2 and "option --max-turns: -2 is not valid" in result.output
 

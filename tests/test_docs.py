@@ -84,3 +84,32 @@ def test_the_readme_stays_a_front_door():
     assert len(readme.encode("utf-8")) <= 12_500, "README.md grew past ~12 KB: move detail into docs/"
     for command in ("make demo", "make test"):
         assert command in readme and command.split()[1] + ":" in (REPO / "Makefile").read_text()
+
+
+def test_own_games_picks_a_copy_by_path_as_clemcore_does(tmp_path, monkeypatch):
+    """docs/own-games.md §5: `clem run -g '{"game_name": ..., "game_path": ...}'` picks the copy
+    whose game_path is the string clemcore registered (the benchmark_path entry joined with the
+    folder); another spelling of the same folder matches nothing. Checked with clemcore's own
+    selector, the function `clem run` calls (issue 40: the doc once promised an absolute path)."""
+    import shutil
+
+    from clemcore.clemgame.registry import GameRegistry
+
+    from playpen.registry import packaged_games_dir
+    bench = tmp_path / "outside" / "bench"
+    bench.mkdir(parents=True)
+    shutil.copytree(packaged_games_dir() / "builtin" / "wordle", bench / "wordle")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "game_registry.json").write_text(json.dumps([{"benchmark_path": "../outside/bench"}]))
+    monkeypatch.chdir(workspace)
+    registry = GameRegistry.from_directories_and_cwd_files()
+    listed = sorted({spec.game_path for spec in registry if spec.game_name == "wordle"})
+    assert listed == ["../outside/bench/wordle"]  # what `clem list games -v` shows
+    picked = registry.get_game_specs_that_unify_with('{"game_name": "wordle", "game_path": "../outside/bench/wordle"}',
+                                                     verbose=False)
+    assert [(s.game_name, s.game_path) for s in picked] == [("wordle", "../outside/bench/wordle")]
+    for other_spelling in (str(bench / "wordle"), "../outside/bench/wordle/"):
+        with pytest.raises(ValueError, match="No games found matching the game selector"):
+            registry.get_game_specs_that_unify_with(json.dumps({"game_name": "wordle", "game_path": other_spelling}),
+                                                    verbose=False)

@@ -3,6 +3,7 @@ their own results folder; a registered peft_model plays under `clem run`; user e
 import csv
 import json
 import math
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -27,6 +28,25 @@ def test_table_arithmetic_matches_clem_eval_rules():
     assert table.overall.percent_played == 25.0 and table.overall.quality == 100.0
     assert table.clemscore == 25.0
     assert "n/a" in table.to_text() and json.dumps(table.to_dict())
+
+
+def test_the_tables_keep_their_columns_for_long_game_names():
+    """A game name over 24 characters once pushed its row's numbers out from under their
+    headers (issue 40): every number ends where its header ends, in the eval table and in
+    the comparison of two runs."""
+    from playpen.evaluation.compare import Change, Comparison
+    long_name = "a_third_party_game_with_a_long_name_v2"
+    scores = [{"game": long_name, "Aborted": 0, "Main Score": 80}, {"game": "taboo", "Aborted": 1, "Main Score": 0}]
+    lines = table_from_scores("m", scores).to_text().splitlines()
+    header, rows = lines[1], lines[2:]
+    ends = [m.end() for m in re.finditer(r"episodes|% played|quality|clemscore", header)]
+    for row in rows:
+        assert [m.end() for m in re.finditer(r"\S+", row)][-4:] == ends, (header, row)
+    change = Comparison("before", "after", (Change(f"{long_name} % played", 50.0, 75.0, 1), Change("clemscore", 10.0, 12.0)))
+    lines = change.to_text().splitlines()
+    ends = [m.end() for m in re.finditer(r"before|after|change", lines[2])]
+    for row in lines[3:]:
+        assert [m.end() for m in re.finditer(r"\S+", row)][-3:] == ends, (lines[2], row)
 
 
 def test_adapter_tag_is_readable_and_folder_safe(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 from rollout_helpers import p_yes
 from click.testing import CliRunner
 
+from playpen import peft_internals
 from playpen.cli import cli
 from playpen.training.common import lifecycle as training
 from playpen.training.grpo import parts as grpo
@@ -177,12 +178,12 @@ def test_set_lora_dropout_replaces_every_lora_dropout(tiny_model_dir):
                 for d in m.lora_dropout.values()]
     layers = len(dropouts())
     assert layers > 0 and all(isinstance(d, torch.nn.Dropout) and d.p == 0.05 for d in dropouts())
-    assert training.set_lora_dropout(model, 0.0) == layers
+    assert peft_internals.set_lora_dropout(model, 0.0) == layers
     assert all(isinstance(d, torch.nn.Identity) for d in dropouts())
-    assert training.set_lora_dropout(model, 0.2) == layers
+    assert peft_internals.set_lora_dropout(model, 0.2) == layers
     assert all(isinstance(d, torch.nn.Dropout) and d.p == 0.2 for d in dropouts())
     with pytest.raises(ValueError, match=r"in \[0, 1\)"):
-        training.set_lora_dropout(model, 1.0)
+        peft_internals.set_lora_dropout(model, 1.0)
 
 
 def test_grpo_from_an_adapter_trains_without_its_dropout(toy_workspace, tiny_model_dir, tmp_path, monkeypatch):
@@ -194,12 +195,12 @@ def test_grpo_from_an_adapter_trains_without_its_dropout(toy_workspace, tiny_mod
                    LoraConfig(r=4, lora_dropout=0.05, target_modules="all-linear",
                               task_type="CAUSAL_LM")).save_pretrained(adapter)
     seen = {}
-    original = training.set_lora_dropout
+    original = peft_internals.set_lora_dropout
 
     def spy(model, p):
         seen["p"], seen["changed"] = p, original(model, p)
         return seen["changed"]
-    monkeypatch.setattr(training, "set_lora_dropout", spy)
+    monkeypatch.setattr(grpo, "set_lora_dropout", spy)
     result = CliRunner().invoke(cli, ["run", str(SP_TRAINER), "-l", "tiny-random", "-L", "3", "--games", "sayword",
                                       "--train-instances", "instances", "--max-steps", "1", "--no-evaluate",
                                       "--num-generations", "2", "--init-adapter", str(adapter)])

@@ -422,13 +422,12 @@ def test_playpen_serve_passes_its_turn_limit_and_refuses_a_bad_one(stubborn_work
     import uvicorn
     from playpen.cli import cli
     from playpen.envs import interop
-    from playpen.envs.turns import DEFAULT_MAX_TURNS
     seen = []
     monkeypatch.setattr(interop, "openenv_app", lambda game, **options: seen.append(options["max_turns"]))
     monkeypatch.setattr(uvicorn, "run", lambda app, **options: None)
-    for args, limit in (([], DEFAULT_MAX_TURNS), (["--max-turns", "5"], 5), (["--max-turns", "0"], 0)):
+    for args in ([], ["--max-turns", "5"], ["--max-turns", "0"]):
         result = CliRunner().invoke(cli, ["serve", "-g", "stubborn", "--port", str(free_port()), *args])
         assert result.exit_code == 0, result.output
-    assert seen == [DEFAULT_MAX_TURNS, 5, 0]
+    assert seen == [None, 5, 0]  # None: each game's own limit
     result = CliRunner().invoke(cli, ["serve", "-g", "stubborn", "--max-turns", "-1"])
     assert result.exit_code == 2 and "option --max-turns: -1 is not valid; expected an integer >= 0" in result.output

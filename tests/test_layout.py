@@ -263,3 +263,42 @@ def test_benchmark_scripts_import_the_harness_not_each_other():
                       if t in scripts and t != name and not t.startswith(f"{name}_")]
     assert "harness" in sources and "harness" not in scripts
     assert not wrong, wrong
+
+
+IMPORT_HOOKS = ("sys.meta_path", "sys.path_hooks", "MetaPathFinder", "PathEntryFinder", "importlib.abc.Loader")
+
+
+def shims_in(source: str, is_package: bool) -> list[str]:
+    """What makes a module a compatibility shim for old import paths: an import hook, a star
+    import (a package re-exporting a module it replaced), a package-level ``__getattr__``
+    answering names that live elsewhere. The project has had no release to be compatible with
+    (issue 40 deleted the import hook for 24 old module paths and the star re-exports of six family
+    packages)."""
+    found = [f"import hook ({hook})" for hook in IMPORT_HOOKS if hook in source]
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
+            found.append(f"star import from {node.module}")
+        if is_package and isinstance(node, (ast.FunctionDef, ast.Assign)) and "__getattr__" in (
+                [node.name] if isinstance(node, ast.FunctionDef) else [getattr(t, "id", "") for t in node.targets]):
+            found.append("package __getattr__")
+    return found
+
+
+# the top-level package's __getattr__ is its lazy public API (an explicit table of names, so that
+# `import playpen` loads no torch), not a forwarder of old paths
+LAZY_EXPORTS = {"playpen"}
+
+
+def test_no_shim_for_old_import_paths():
+    shims = {name: found for name, path in _modules().items() if name not in LAZY_EXPORTS
+             if (found := shims_in(path.read_text(encoding="utf-8"), path.name == "__init__.py"))}
+    assert not shims, shims
+
+
+def test_the_shim_finder_finds_the_shims_that_were_deleted():
+    assert shims_in("from playpen.training.grpo.parts import *  # noqa: F401,F403\n", True) == [
+        "star import from playpen.training.grpo.parts"]
+    assert shims_in("__getattr__ = former_names(__name__, _former)\n", True) == ["package __getattr__"]
+    assert shims_in("import sys\ndef install():\n    sys.meta_path.insert(0, Finder())\n", False) == [
+        "import hook (sys.meta_path)"]
+    assert shims_in("from playpen.training.grpo.parts import training_slots\n", True) == []

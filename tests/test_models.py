@@ -125,3 +125,38 @@ def test_clem_run_smol_from_workspace_root(tmp_path, clem):
     assert episodes, done.stdout + done.stderr
     requests = list(results.rglob("*requests.json"))
     assert requests and "smol-135m" in json.dumps(json.loads(requests[0].read_text()))
+
+
+def test_load_init_adapter_is_peft_loading_the_checked_folder(tiny_model_dir, tmp_path):
+    """Every trainer starts from an adapter through models.load_init_adapter: the model it
+    returns answers as peft's own loading of the folder does, its LoRA weights train (or
+    stay frozen, for evaluation), and a folder that is no adapter is one AdapterError."""
+    import torch
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from playpen.errors import AdapterError
+    from playpen.models import load_init_adapter
+
+    torch.manual_seed(0)
+    trained = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+                             LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM",
+                                        init_lora_weights=False))
+    trained.save_pretrained(tmp_path / "adapter")
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    with torch.no_grad():
+        expected = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+                                             str(tmp_path / "adapter"))(input_ids=ids).logits
+        base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)(input_ids=ids).logits
+    model = load_init_adapter(AutoModelForCausalLM.from_pretrained(tiny_model_dir), tmp_path / "adapter")
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    assert torch.allclose(logits, expected) and not torch.allclose(logits, base)
+    lora = [p for n, p in model.named_parameters() if "lora_" in n]
+    assert lora and all(p.requires_grad for p in lora)
+    frozen = load_init_adapter(AutoModelForCausalLM.from_pretrained(tiny_model_dir), str(tmp_path / "adapter"),
+                               trainable=False)
+    assert not any(p.requires_grad for p in frozen.parameters())
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(AdapterError, match="has no adapter_config.json"):
+        load_init_adapter(AutoModelForCausalLM.from_pretrained(tiny_model_dir), tmp_path / "empty")

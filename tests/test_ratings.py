@@ -2,9 +2,9 @@
 bootstrap intervals, the rating history and its plot, the table, bad input.
 
 The OpenSkill numbers below are closed forms of Weng & Lin's Plackett–Luce update
-(Algorithm 4) for the case at hand, written out in the comments; they also agree with the
-openskill package's PlackettLuce to 1e-12 (checked once, outside the test suite, which does
-not depend on it).
+(Algorithm 4) for the case at hand, written out in the comments, and the ratings playpen's
+own implementation of the update gave on a fixed match list before the ``openskill``
+package replaced it (issue 40).
 """
 import json
 import math
@@ -179,11 +179,59 @@ def test_openskill_sigma_shrinks():
         assert sigmas[-1] < 0.6 * sigmas[0]
 
 
-def test_openskill_extreme_ratings_do_not_overflow():
-    model = OpenSkill(tau=0.0)
-    model.ratings.update({"giant": (1e5, 1.0), "ant": (-1e5, 1.0)})
-    model.update([["ant"], ["giant"]], [0, 1])
-    assert all(math.isfinite(v) for r in model.ratings.values() for v in r)
+# Forty two-player results (`>` a win for the left player, `<` a loss, `=` a draw) and a few
+# games of teams with ties; the ratings after them are those playpen's hand-written
+# Plackett–Luce update (deleted in issue 40) gave, printed with repr before it was deleted.
+FIXED_MATCHES = ("T<L F2<F1 F2>P L>F1 F1>T F1>F2 F2<P P>L L=F2 F1=P F1=F2 T<F1 F1>T P<L P<F1 P>L T>F2 F1>P T>L "
+                 "F2=T P>F1 L<F1 T>F1 L<T P>L T<F1 T<F1 F1=F2 L=F1 F1>P F1>P P<F1 T>P F2<P F1>L L<F1 F2=L F2>T "
+                 "F2<L P<F2")
+OLD_DEFAULTS = {"L": (20.719247737878266, 5.657031050244734), "F1": (35.320195344391074, 5.152384137156972),
+                "F2": (21.4971456600741, 5.684862922567989), "T": (23.632629901440875, 5.790921983810305),
+                "P": (22.42108325821338, 5.422604690617438)}
+OLD_OTHER_PARAMS = {"L": (16.498549650560612, 4.571654431624756), "F1": (28.390624052755797, 4.14058769297144),
+                    "F2": (17.149942659212797, 4.587141702853447), "T": (18.904813943274345, 4.680070897308873),
+                    "P": (17.86420958022984, 4.3520207549338386)}
+TEAM_GAMES = [([["a"], ["b", "c"], ["d"]], [2, 0, 1]), ([["a"], ["b"], ["c"]], [0, 0, 1]),
+              ([["d"], ["a", "b"]], [0, 1]), ([["c"], ["d"], ["a"], ["b"]], [1, 0, 1, 2]),
+              ([["a", "d"], ["b", "c"]], [0, 0])]
+OLD_TEAM_GAMES = {"a": (19.566975004360835, 7.685768995079303), "b": (21.6699082871275, 7.682466483609721),
+                  "c": (24.686161529594138, 7.783119413043236), "d": (31.95975916449732, 7.859770067071509)}
+
+
+def fixed_matches() -> list[Match]:
+    score = {">": 1.0, "<": 0.0, "=": 0.5}
+    out = []
+    for i, text in enumerate(FIXED_MATCHES.split()):
+        sign = next(c for c in text if c in score)
+        a, b = text.split(sign)
+        out.append(Match(a, b, score[sign], "g", str(i)))
+    return out
+
+
+def flat(ratings: dict) -> dict:
+    return {(name, part): value for name, pair in ratings.items() for part, value in zip("ms", pair)}
+
+
+def test_openskill_gives_the_ratings_of_the_hand_written_update_it_replaced():
+    from openskill.models import PlackettLuce
+    matches = fixed_matches()
+    assert len(matches) == 40 and sum(m.score_a == 0.5 for m in matches) == 7
+    for params, old in (({}, OLD_DEFAULTS),
+                        (dict(mu=20.0, sigma=7.0, beta=3.0, kappa=1e-3, tau=0.0), OLD_OTHER_PARAMS)):
+        model = openskill_from_matches(matches, **params)
+        assert flat(model.ratings) == pytest.approx(flat(old), rel=1e-12, abs=1e-12)
+        # the same numbers from the package used directly, with the same defaults
+        package, beliefs = PlackettLuce(**params), {}
+        for m in matches:
+            ranks = [0, 0] if m.score_a == 0.5 else [1 - m.score_a, m.score_a]
+            (a,), (b,) = package.rate([[beliefs.get(m.a, package.rating())], [beliefs.get(m.b, package.rating())]],
+                                      ranks=ranks)
+            beliefs[m.a], beliefs[m.b] = a, b
+        assert flat({n: (r.mu, r.sigma) for n, r in beliefs.items()}) == pytest.approx(flat(old), rel=1e-12, abs=1e-12)
+    teams = OpenSkill()
+    for players, ranks in TEAM_GAMES:
+        teams.update(players, ranks)
+    assert flat(teams.ratings) == pytest.approx(flat(OLD_TEAM_GAMES), rel=1e-12, abs=1e-12)
 
 
 # ----------------------------------------------------------------------------- Bradley–Terry

@@ -7,10 +7,15 @@ import os
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
+from playpen import BasePlayPen, RunConfig
 from playpen.cli import cli
+from playpen.errors import DatasetError
+from playpen.training.common.lifecycle import TrainingRun
 
 LORA_TRAINER = "sft"
 HF_CONFIG = {"premade_chat_template": True, "eos_to_cull": "<\\|im_end\\|>"}
@@ -209,8 +214,8 @@ def test_a_run_folder_with_checkpoints_names_models_dir(tmp_path, monkeypatch):
     """A second game's run in the same workspace meets the first one's checkpoints."""
     monkeypatch.chdir(tmp_path)
     from playpen.errors import PlaypenError
-    from playpen.training.config import RunConfig
-    from playpen.training.run import TrainingRun
+    from playpen.training.common.config import RunConfig
+    from playpen.training.common.lifecycle import TrainingRun
     run_dir = tmp_path / "models" / "sft+lora" / "m"
     (run_dir / "checkpoint-2").mkdir(parents=True)
     (run_dir / "checkpoint-2" / "trainer_state.json").write_text('{"global_step": 2}')
@@ -426,3 +431,41 @@ def test_a_half_written_scores_file_in_the_run_folder_is_one_line(tmp_path, monk
     scores.write_text('{"episode scores": {')
     one_line_error(invoke("eval", "-m", "programmatic", "-g", "wordle", "-n", "1"),
                    f"{scores.relative_to(tmp_path)}: not a scores file (JSONDecodeError")
+
+
+# ----------------------------------------------------------------------------- issue 40: tried as a new user would
+
+def test_a_run_refused_for_an_unknown_game_leaves_nothing_behind(tiny_workspace):
+    """`playpen run sft --games nosuchgame` once left an empty run folder with its lock file
+    and a clembench.log: a refused run writes nothing."""
+    before = {p.relative_to(tiny_workspace) for p in tiny_workspace.rglob("*")}
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    done = subprocess.run([sys.executable, "-m", "playpen", "run", LORA_TRAINER, "-l", "tiny-random", "--games",
+                           "nosuchgame"], cwd=tiny_workspace, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("playpen: error: unknown game 'nosuchgame'.") and "Traceback" not in done.stderr
+    after = {p.relative_to(tiny_workspace) for p in tiny_workspace.rglob("*")}
+    assert after == before, sorted(map(str, after - before))
+
+
+class Refusing(BasePlayPen):
+    """Opens its run, then finds a user mistake before it trains (as SFT does when the
+    demonstrations hold nothing to learn)."""
+
+    config_class = RunConfig
+
+    def learn(self, game_registry):
+        TrainingRun(self, Path(self.config.models_dir) / "refusing" / "m", self.config.game_list, "")
+        raise DatasetError("nothing to learn")
+
+
+def test_a_run_that_refuses_after_opening_its_folder_leaves_nothing_behind(tiny_workspace, monkeypatch):
+    """A mistake found after the run folder was locked (the data, not the options): the lock
+    file and the folders the run created go again."""
+    from playpen.cli import run as run_command
+    monkeypatch.setattr(run_command, "trainer_class", lambda trainer: Refusing)
+    before = {p.relative_to(tiny_workspace) for p in tiny_workspace.rglob("*")}
+    one_line_error(invoke("run", "refusing", "-l", "tiny-random", "--games", "taboo", "--no-evaluate"),
+                   "nothing to learn")
+    created = {p.relative_to(tiny_workspace) for p in tiny_workspace.rglob("*")} - before
+    assert not [p for p in created if p.parts[0] == "models"], sorted(map(str, created))

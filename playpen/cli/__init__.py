@@ -48,6 +48,7 @@ class LazyGroup(click.Group):
         "check": ("playpen.cli.check", "check_command"),
         "tournament": ("playpen.cli.tournament", "tournament_command"),
         "serve": ("playpen.cli.serve", "serve_command"),
+        "register": ("playpen.cli.register", "register_command"),
     }
 
     def list_commands(self, ctx):

@@ -9,7 +9,7 @@ import click
 
 from playpen.cli import remote_options, set_remote_limits, split_values
 from playpen.cli.run import check_generation_options, check_output_folder
-from playpen.envs.turns import DEFAULT_MAX_TURNS, check_max_turns, turn_limit
+from playpen.envs.turns import MAX_TURNS_HELP, check_max_turns, turn_limit
 from playpen.errors import EvaluationError, GameLoadError
 from playpen.evaluation.game_sets import load_game_sets
 from playpen.evaluation.static_suite import load_tasks
@@ -62,9 +62,7 @@ from playpen.registry import all_game_entries, game_specs, resolve_game
 @click.option("--threads", type=click.IntRange(min=0), default=None,
               help="torch CPU threads while playing; 0 = torch's default [default: 1 for a local model on "
                    "the CPU, torch's default otherwise; see benchmarks/README.md].")
-@click.option("--max-turns", type=int, default=DEFAULT_MAX_TURNS, show_default=True,
-              help="An episode still running after this many turns ends as aborted, with a note naming the "
-                   "game (a game that never ends with this model); 0: no limit.")
+@click.option("--max-turns", type=int, default=None, help=MAX_TURNS_HELP)
 @remote_options
 def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_paths, limit, compare, adapter,
                  partner, instances, results_dir, run_name, overwrite, max_instances, batch_size, temperature,

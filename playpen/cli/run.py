@@ -15,11 +15,10 @@ import click
 from playpen import registry
 from playpen.cli import remote_options, set_remote_limits
 from playpen.distributed import check_groups
-from playpen.envs.turns import DEFAULT_MAX_TURNS, check_max_turns, turn_limit
+from playpen.envs.turns import MAX_TURNS_HELP, check_max_turns, turn_limit
 from playpen.errors import Interrupted, PlaypenError, TrainerFileError
 from playpen.training import catalog
-# parse_config lived here before the pipeline (a trainer) needed it: kept importable from here
-from playpen.training.common.base import BasePlayPen, config_fields, field_help, option_name, parse_config  # noqa: F401
+from playpen.training.common.base import BasePlayPen, config_fields, field_help, option_name, parse_config
 
 
 # ----------------------------------------------------------------------------- trainer file
@@ -112,9 +111,7 @@ def trainer_help(trainer: str | Path) -> str:
 @click.option("-L", "--max-tokens", type=int, default=300, show_default=True,
               help="Maximum new tokens per generated turn.")
 @click.option("--seed", type=int, default=42, show_default=True, help="Global seed.")
-@click.option("--max-turns", type=int, default=DEFAULT_MAX_TURNS, show_default=True,
-              help="An episode of the trainer's rollouts still running after this many turns ends as "
-                   "aborted (a game that never ends with the model); 0: no limit.")
+@click.option("--max-turns", type=int, default=None, help=MAX_TURNS_HELP)
 @click.option("-o", "--output-dir", type=click.Path(), default="playpen-records",
               show_default=True, help="Root folder for records and run outputs.")
 @remote_options
@@ -162,7 +159,8 @@ def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, seed, m
         prepare(trainer, learner=learner, teacher=teacher, extra_args=ctx.args, num_processes=num_processes or 1)
         from playpen.launch import launch
         args = ["run", trainer, "-l", learner, *(["-t", teacher] if teacher else []), "-T", repr(temperature),
-                "-L", str(max_tokens), "--seed", str(seed), "--max-turns", str(max_turns), "-o", str(output_dir),
+                "-L", str(max_tokens), "--seed", str(seed), "-o", str(output_dir),
+                *(["--max-turns", str(max_turns)] if max_turns is not None else []),
                 "--connect-timeout", repr(connect_timeout), "--read-timeout", repr(read_timeout),
                 "--retries", str(retries), "--retry-budget", repr(retry_budget), *ctx.args]
         debug = (ctx.find_root().obj or {}).get("debug")
@@ -175,6 +173,19 @@ def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, seed, m
             output_dir=Path(output_dir), extra_args=ctx.args)
 
 
+def check_games(config) -> None:
+    """Every game of ``--games`` is registered (one line with close matches, before clemcore
+    or a model loads, so that a refused run writes nothing). Not checked for a run that only
+    filters a dataset or records folder by game name and does not evaluate."""
+    games = getattr(config, "game_list", None)
+    only_filters = not getattr(config, "evaluate", True) and (getattr(config, "dataset", "")
+                                                               or getattr(config, "records", ""))
+    if not isinstance(games, list) or only_filters:
+        return
+    for game in games:
+        registry.resolve_game(game)
+
+
 def prepare(trainer, *, learner: str, teacher: str | None, extra_args: list[str], num_processes: int = 1):
     """The trainer class and its config, every name and option checked (no model loads)."""
     cls = trainer_class(trainer)
@@ -184,6 +195,7 @@ def prepare(trainer, *, learner: str, teacher: str | None, extra_args: list[str]
     check_model_name(learner, "learner")
     if teacher:
         check_model_name(teacher, "teacher")
+    check_games(config)
     cls.check(config, learner, teacher)
     if num_processes > 1 and hasattr(config, "groups_per_step"):  # GRPO: whole groups on every rank
         check_groups(config.groups_per_step, num_processes)
@@ -196,12 +208,17 @@ def run(trainer, *, learner: str, teacher: str | None, temperature: float, max_t
     from playpen.models import load_model_by_name
     game_registry = registry.clem_game_registry()
     gen_args = dict(temperature=temperature, max_tokens=max_tokens)
-    from playpen.seeding import seed_everything
-    seed_everything(seed)
+    from transformers import set_seed
+    set_seed(seed)  # python, numpy, torch (every device)
     learner_model = load_model_by_name(learner, gen_args=gen_args, role="learner")
     teacher_model = load_model_by_name(teacher, gen_args=gen_args, role="teacher") if teacher else None
     playpen = cls(learner_model, teacher_model, config=config, output_dir=output_dir, seed=seed)
-    playpen.learn(game_registry)
+    try:
+        playpen.learn(game_registry)
+    except PlaypenError:
+        for training_run in playpen.runs:
+            training_run.abandon()
+        raise
     if playpen.interrupted_by is not None:  # saved and stopped: `playpen run ... && next` must stop
         raise Interrupted(playpen.interrupted_by, "checkpoint saved; continue with --resume")
 

@@ -7,7 +7,7 @@ import socket
 import click
 
 from playpen.cli import split_values
-from playpen.envs.turns import DEFAULT_MAX_TURNS, check_max_turns
+from playpen.envs.turns import MAX_TURNS_HELP, check_max_turns
 
 
 def parse_env_agents(values) -> dict[str, str]:
@@ -50,9 +50,7 @@ def check_port_free(host: str, port: int):
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
 @click.option("-r", "--results-dir", default="playpen-records/openenv", show_default=True,
               help="Every episode is written here in clemcore's results layout.")
-@click.option("--max-turns", type=int, default=DEFAULT_MAX_TURNS, show_default=True,
-              help="An episode still running after this many turns ends as aborted, with a note naming the "
-                   "game (a game that never ends with the client's answers); 0: no limit.")
+@click.option("--max-turns", type=int, default=None, help=MAX_TURNS_HELP)
 def serve_command(game, learner_agent, env_agents, instances, single_pass, temperature, max_tokens, host, port,
                   results_dir, max_turns):
     """Serve GAME as an OpenEnv environment: the client plays one seat, env agents the others.

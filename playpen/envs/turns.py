@@ -3,10 +3,12 @@ aborted, with a note in its interactions naming the limit.
 
 A game whose round ends only on a valid move never ends with a model that never finds the
 format: ``playpen eval`` once ran 9.5 minutes on one such episode, each turn slower as the
-prompt grew. The limit is generous by default (:data:`DEFAULT_MAX_TURNS`, far above the
-longest clembench episodes) and set per process (``playpen eval --max-turns``, ``playpen run
---max-turns``) or per call (``rollout(max_turns=...)``, ``pettingzoo_env(max_turns=...)``,
-``playpen serve --max-turns``); 0 turns it off.
+prompt grew. By default each game takes its own limit, ``"max_turns"`` in its
+``clemgame.json`` spec, where it declares one, and :data:`DEFAULT_MAX_TURNS` (far above the
+longest clembench episodes) where it does not; a limit set per process (``playpen eval
+--max-turns``, ``playpen run --max-turns``) or per call (``rollout(max_turns=...)``,
+``pettingzoo_env(max_turns=...)``, ``playpen serve --max-turns``) applies to every game;
+0 turns it off.
 
 The limit lives in the game master itself (:func:`limit_turns`), so that clemcore's runners
 (``playpen eval`` plays through them) and playpen's rollout loop end such episodes alike.
@@ -20,27 +22,36 @@ from typing import Any, Optional
 from playpen.errors import PlaypenError
 
 DEFAULT_MAX_TURNS = 200
-"""Steps (player turns) an episode may take; clembench's longest episodes take well under 100."""
+"""Steps (player turns) an episode of a game that declares no limit may take; clembench's
+longest episodes take well under 100."""
 
-_max_turns = DEFAULT_MAX_TURNS
+MAX_TURNS_HELP = ("An episode still running after this many turns (player steps) ends as aborted, with a note "
+                  "naming the game (a game that never ends with this model); 0: no limit. Default: the game's own "
+                  "limit (\"max_turns\" in its clemgame.json), else 200. A turn is one generation of up to -L tokens "
+                  "over a prompt that grows every turn: with smol-135m on a CPU about 1-10 s, so 200 turns can hold "
+                  "one episode for half an hour.")
+
+_max_turns: Optional[int] = None  # None: each game's own limit
 _said: set[str] = set()
 
 
-def check_max_turns(limit: int) -> None:
-    """A PlaypenError for a limit that is no integer >= 0 (before any model loads)."""
-    if type(limit) is not int or limit < 0:
+def check_max_turns(limit: Optional[int]) -> None:
+    """A PlaypenError for a limit that is no integer >= 0 (before any model loads); None
+    (each game's own limit) is fine."""
+    if limit is not None and (type(limit) is not int or limit < 0):
         raise PlaypenError(f"option --max-turns: {limit!r} is not valid; expected an integer >= 0 (0: no limit)")
 
 
-def set_max_turns(limit: int) -> None:
-    """The limit of every episode played from now on in this process (0: none)."""
+def set_max_turns(limit: Optional[int]) -> None:
+    """The limit of every episode played from now on in this process (0: none; None: each
+    game's own)."""
     global _max_turns
     check_max_turns(limit)
     _max_turns = limit
 
 
 @contextlib.contextmanager
-def turn_limit(limit: int):
+def turn_limit(limit: Optional[int]):
     """:func:`set_max_turns` for the duration of a command (the earlier limit restored after)."""
     before = _max_turns
     set_max_turns(limit)
@@ -50,16 +61,27 @@ def turn_limit(limit: int):
         set_max_turns(before)
 
 
-def max_turns(limit: Optional[int] = None) -> int:
-    """``limit``, or the process's limit when None."""
+def max_turns(limit: Optional[int] = None) -> Optional[int]:
+    """``limit``, or the process's limit when None (None again: each game's own)."""
     return _max_turns if limit is None else limit
+
+
+def game_turn_limit(game_spec: Any, limit: Optional[int] = None) -> int:
+    """The limit of an episode of the game of ``game_spec``: ``limit`` or the process's, else
+    the ``"max_turns"`` its spec declares (an integer >= 1), else :data:`DEFAULT_MAX_TURNS`."""
+    limit = max_turns(limit)
+    if limit is not None:
+        return limit
+    declared = getattr(game_spec, "max_turns", None)
+    return declared if type(declared) is int and declared >= 1 else DEFAULT_MAX_TURNS
 
 
 def limit_turns(master: Any, limit: Optional[int] = None) -> Any:
     """Make ``master`` end its episode as aborted after ``limit`` steps (None: the process's
-    limit; 0: no limit). Its class becomes a subclass whose ``step`` counts the turns (the
-    game's own code is untouched); returns the master."""
-    limit = max_turns(limit)
+    limit, else the game's own, :func:`game_turn_limit`; 0: no limit). Its class becomes a
+    subclass whose ``step`` counts the turns (the game's own code is untouched); returns the
+    master."""
+    limit = game_turn_limit(getattr(master, "game_spec", None), limit)
     if limit:
         master.__class__ = _limited_class(type(master))
         master.playpen_turn_limit, master.playpen_turns = limit, 0

@@ -85,14 +85,16 @@ class EvalTable:
                 "instances": dict(self.instances)}
 
     def to_text(self) -> str:
+        # the first column as wide as the longest name: a long one never pushes its row's numbers
+        width = max([24] + [len(s.game) for s in (*self.games, self.overall)])
         lines = [f"clemscore table for {self.run_name}",
-                 f"{'game':<24} {'episodes':>8} {'% played':>9} {'quality':>8} {'clemscore':>9}"
+                 f"{'game':<{width}} {'episodes':>8} {'% played':>9} {'quality':>8} {'clemscore':>9}"
                  + ("  instances" if self.instances else "")]
 
         def fmt(s: GameScore) -> str:
             quality = "n/a" if math.isnan(s.quality) else f"{s.quality:.2f}"
             played_on = f"  in/{self.instances[s.game]}.json" if s.game in self.instances else ""
-            return (f"{s.game:<24} {s.num_episodes:>8} {s.percent_played:>9.2f} {quality:>8} "
+            return (f"{s.game:<{width}} {s.num_episodes:>8} {s.percent_played:>9.2f} {quality:>8} "
                     f"{s.clemscore:>9.2f}{played_on}")
         lines += [fmt(g) for g in self.games]
         lines.append(fmt(self.overall))

@@ -78,9 +78,10 @@ class Comparison:
         def num(x: float, digits: int, signed: bool = False) -> str:
             return "n/a" if math.isnan(x) else (f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}")
         over = any(r.over_text() for r in self.rows)
+        width = max([40] + [len(r.name) for r in self.rows])
         lines = [f"before: {self.before}", f"after:  {self.after}",
-                 f"{'':<40} {'before':>9} {'after':>9} {'change':>9}" + "  over (before / after)" * over]
-        lines += [(f"{r.name:<40} {num(r.before, r.digits):>9} {num(r.after, r.digits):>9} "
+                 f"{'':<{width}} {'before':>9} {'after':>9} {'change':>9}" + "  over (before / after)" * over]
+        lines += [(f"{r.name:<{width}} {num(r.before, r.digits):>9} {num(r.after, r.digits):>9} "
                    f"{num(r.delta, r.digits, True):>9}  {r.over_text()}").rstrip() for r in self.rows]
         return "\n".join(lines)
 

@@ -44,6 +44,9 @@ import weakref
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
+from playpen.peft_internals import (adapter_names, adapter_scaling, adapter_weights, adapters_bypassed, base_forward,
+                                    lora_linear_class, plain_adapters, variant_kwarg_keys)
+
 ENABLED = os.environ.get("PLAYPEN_MIXED_LORA", "1").strip() not in ("0", "false", "no", "off")
 """Whether :func:`mixed_lora` uses the stacked path (``PLAYPEN_MIXED_LORA=0``: peft's)."""
 
@@ -76,7 +79,7 @@ class _Stack:
         if names != self.names:
             return False
         for i, name in enumerate(names):
-            a, b = module.lora_A[name].weight, module.lora_B[name].weight
+            a, b = adapter_weights(module, name)
             if (a.data_ptr() != self.A[i].data_ptr() or b.data_ptr() != self.B[i].data_ptr()
                     or a.shape != self.A.shape[1:] or b.shape != self.B.shape[1:]
                     or a.dtype != self.A.dtype or b.dtype != self.B.dtype
@@ -89,21 +92,8 @@ def _plain_adapters(module) -> dict:
     """The layer's adapters the stacked path can answer, by kind ``(rank, dtype, device)``;
     the others (variants, a LoRA bias, an active dropout, odd weights) are left out and send
     any batch naming them to peft."""
-    import torch
     kinds: dict = {}
-    for name, lora_a in module.lora_A.items():
-        lora_b = module.lora_B[name] if name in module.lora_B else None
-        if lora_b is None or name in getattr(module, "lora_variant", {}) or module.use_dora.get(name, False):
-            continue
-        if module.lora_bias.get(name, False) or getattr(lora_a, "bias", None) is not None \
-                or getattr(lora_b, "bias", None) is not None:
-            continue
-        dropout = module.lora_dropout[name] if name in module.lora_dropout else None
-        if dropout is not None and dropout.training and not isinstance(dropout, torch.nn.Identity):
-            continue
-        a, b = getattr(lora_a, "weight", None), getattr(lora_b, "weight", None)
-        if type(a) is not torch.nn.Parameter or type(b) is not torch.nn.Parameter:
-            continue  # DTensors, quantised or meta weights: peft's business
+    for name, (a, b) in plain_adapters(module).items():
         if a.dim() != 2 or b.dim() != 2 or a.shape[0] != b.shape[1] or a.dtype != b.dtype \
                 or a.device != b.device or a.device.type == "meta" or not a.dtype.is_floating_point:
             continue
@@ -114,12 +104,12 @@ def _plain_adapters(module) -> dict:
 def _build(module, names: tuple) -> _Stack:
     """A new stack holding ``names``' current weights; the weights become its views."""
     import torch
-    first_a, first_b = module.lora_A[names[0]].weight, module.lora_B[names[0]].weight
+    first_a, first_b = adapter_weights(module, names[0])
     A = torch.empty((len(names),) + tuple(first_a.shape), dtype=first_a.dtype, device=first_a.device)
     B = torch.empty((len(names),) + tuple(first_b.shape), dtype=first_b.dtype, device=first_b.device)
     with torch.no_grad():
         for i, name in enumerate(names):
-            a, b = module.lora_A[name].weight, module.lora_B[name].weight
+            a, b = adapter_weights(module, name)
             A[i].copy_(a)
             B[i].copy_(b)
             a.data = A[i]
@@ -149,15 +139,15 @@ class _Session:
         self.plans: dict = {}
         self.names_obj: Any = None
         self.names_key: tuple = ()
-        self.variant_keys: tuple = _variant_keys()
+        self.variant_keys: tuple = variant_kwarg_keys()
 
     def prepare(self, module) -> None:
         stacks = stacks_of(module)
         supported = set()
         for stack in stacks:
-            stack.scales = tuple(float(module.scaling[name]) for name in stack.names)
+            stack.scales = tuple(adapter_scaling(module, name) for name in stack.names)
             supported.update(stack.names)
-        unsupported = frozenset(name for name in module.lora_A.keys() if name not in supported)
+        unsupported = frozenset(name for name in adapter_names(module) if name not in supported)
         key = (tuple((s.names, s.scales, s.rank, s.A.shape[2], s.B.shape[1], s.A.dtype, s.A.device) for s in stacks),
                unsupported)
         layout = self.layouts.setdefault(key, len(self.layouts))
@@ -225,8 +215,8 @@ class _Session:
 def _forward(session: _Session, module, original, x, *args, **kwargs):
     import torch
     names = kwargs.get("adapter_names")
-    if (names is None or x.dim() < 2 or torch.is_grad_enabled() or module.training or module.merged_adapters
-            or module.disable_adapters or module not in session.layer
+    if (names is None or x.dim() < 2 or torch.is_grad_enabled() or module.training or adapters_bypassed(module)
+            or module not in session.layer
             or any(kwargs.get(k) is not None for k in session.variant_keys)):
         return original(x, *args, **kwargs)
     rows, features = x.shape[0], x.shape[-1]
@@ -236,7 +226,7 @@ def _forward(session: _Session, module, original, x, *args, **kwargs):
     del kwargs["adapter_names"]
     for k in session.variant_keys:
         kwargs.pop(k, None)
-    result = module.base_layer(x, *args, **kwargs)
+    result = base_forward(module, x, *args, **kwargs)
     if not plan:
         return result
     stacks = session.layer[module][0]
@@ -267,30 +257,13 @@ def _forward(session: _Session, module, original, x, *args, **kwargs):
     return result
 
 
-@functools.lru_cache(maxsize=1)
-def _variant_keys() -> tuple:
-    try:
-        from peft.tuners.lora.layer import VARIANT_KWARG_KEYS
-    except ImportError:  # an older peft: no variant keywords
-        return ()
-    return tuple(VARIANT_KWARG_KEYS)
-
-
-def _lora_linear_class() -> Optional[type]:
-    try:
-        from peft.tuners.lora.layer import Linear
-    except ImportError:
-        return None
-    return Linear
-
-
 @contextmanager
 def mixed_lora(model: Any, enabled: Optional[bool] = None) -> Iterator[int]:
     """While active, ``model``'s plain peft LoRA linear layers answer forwards with
     per-row ``adapter_names`` by the stacked path (see the module doc); yields the number
     of layers that got it (0: peft everywhere). Pass ``adapter_names`` to the model as
     usual: peft still checks the names and hands them to every layer."""
-    linear = _lora_linear_class()
+    linear = lora_linear_class()
     if not (ENABLED if enabled is None else enabled) or linear is None:
         yield 0
         return

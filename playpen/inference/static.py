@@ -74,6 +74,7 @@ from playpen.inference.model_facts import device_of, eos_token_ids
 from playpen.inference.sampling import check_finite_scores, choose_tokens
 from playpen.inference.transformers_compat import cache_kwarg, supports_kv_reuse
 from playpen.inference.types import Generation
+from playpen.peft_internals import base_weight, delta_weight, lora_layers, mergeable_adapter, set_adapters_disabled
 
 # Row buckets: a captured step serves any live row count up to its bucket.
 ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -324,33 +325,26 @@ class StaticDecoder:
         then take peft's own path. Captured steps read the buffers, so a refresh in place is
         all a new call needs."""
         import torch
-        try:
-            from peft.tuners.lora import Linear as LoraLinear
-            from peft.tuners.lora import LoraLayer
-        except ImportError:  # no peft: a plain model has nothing to merge
-            return False
-        layers = [m for m in self.model.modules() if isinstance(m, LoraLayer)]
-        if not layers:
+        layers = lora_layers(self.model)
+        if not layers:  # a plain model (or no peft): nothing to merge
             return False
         names = []
         for module in layers:
-            name = adapter if adapter is not None else (module.active_adapters[0] if len(module.active_adapters) == 1
-                                                        else None)
-            if name is None or not isinstance(module, LoraLinear) or module.merged \
-                    or (name != "__base__" and (name not in module.lora_A or module.use_dora.get(name))):
+            name = mergeable_adapter(module, adapter)
+            if name is None:
                 return False
             names.append(name)
         if self.lora and (len(self.lora) != len(layers) or any(a is not b for (a, _, _), b in zip(self.lora, layers))):
             self.release()  # another set of layers: the captured steps read the old buffers
         if not self.lora:
-            self.lora = [(m, n, torch.empty_like(m.get_base_layer().weight)) for m, n in zip(layers, names)]
+            self.lora = [(m, n, torch.empty_like(base_weight(m))) for m, n in zip(layers, names)]
         elif [n for _, n, _ in self.lora] != names:
             self.lora = [(m, n, buffer) for (m, _, buffer), n in zip(self.lora, names)]
         with torch.no_grad():
             for module, name, buffer in self.lora:
-                buffer.copy_(module.get_base_layer().weight)
+                buffer.copy_(base_weight(module))
                 if name != "__base__":
-                    buffer.add_(module.get_delta_weight(name).to(buffer.dtype))
+                    buffer.add_(delta_weight(module, name).to(buffer.dtype))
         self.merged_adapter = adapter
         return True
 
@@ -367,15 +361,14 @@ class StaticDecoder:
             saved = []
             try:
                 for module, _, buffer in self.lora:
-                    base = module.get_base_layer()
-                    saved.append((module, base, base.weight.data, module._disable_adapters))
-                    base.weight.data = buffer
-                    module._disable_adapters = True
+                    weight = base_weight(module)
+                    saved.append((module, weight, weight.data, set_adapters_disabled(module, True)))
+                    weight.data = buffer
                 yield
             finally:
-                for module, base, weight, disabled in saved:
-                    base.weight.data = weight
-                    module._disable_adapters = disabled
+                for module, weight, data, disabled in saved:
+                    weight.data = data
+                    set_adapters_disabled(module, disabled)
         return swapped()
 
     def _ensure(self, rows: int, columns: int, reference: list) -> None:

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Optional
 
 from playpen.errors import PlaypenError
 from playpen.files import write_json
-from playpen.models import check_adapter
+from playpen.models import check_adapter, load_init_adapter
 from playpen.registry import close_matches
 from playpen.rollouts.types import Learner, SamplingConfig
 
@@ -153,9 +153,9 @@ class Population:
         None is returned); later adapters are added to it by the caller."""
         if hasattr(self.model, "peft_config"):
             return self.model
-        from peft import PeftModel, get_peft_model
+        from peft import get_peft_model
         if load_from is not None:
-            self.model = PeftModel.from_pretrained(self.model, str(load_from), adapter_name=name, is_trainable=True)
+            self.model = load_init_adapter(self.model, load_from, name=name)
         else:
             self.model = get_peft_model(self.model, config, adapter_name=name)
         return None

@@ -1,39 +1,31 @@
 """OpenSkill ratings: the Plackett–Luce model of Weng & Lin (2011) for any number of
-teams, with ties."""
+teams, with ties, computed by the ``openskill`` package; this module keeps playpen's
+players by name and checks their games."""
 from __future__ import annotations
 
 import math
 from typing import Iterable, Sequence, Union
 
+from openskill.models import PlackettLuce
+
 from playpen.ratings.matches import Match, RatingError, _check_matches, _check_name, _check_pair
 
 
 class OpenSkill:
-    """Bayesian ratings with the Plackett–Luce model of Weng & Lin (2011, "A Bayesian
-    approximation method for online ranking", Algorithm 4), the model the OpenSkill papers
-    use: any number of teams per game, ties, a belief ``(mu, sigma)`` per player.
+    """Bayesian ratings, a belief ``(mu, sigma)`` per player, updated by the ``openskill``
+    package's :class:`~openskill.models.PlackettLuce` (Weng & Lin 2011, Algorithm 4): any
+    number of teams per game, ties. Until issue 40 playpen wrote the update itself;
+    ``tests/test_ratings.py`` keeps that version's ratings on a fixed match list and checks
+    the package gives them.
 
-    Defaults follow TrueSkill's conventions (which OpenSkill shares): ``mu = 25``,
-    ``sigma = 25/3`` (a new player is anywhere in 0..50 at three sigma), ``beta = 25/6``
-    (the spread of one performance around the skill: the skill gap that wins about 76 % of
-    two-player games), ``kappa = 1e-4`` (the smallest factor a variance may shrink by in
-    one update, which keeps it positive) and ``tau = 25/300``, a hundredth of the prior
-    sigma (dynamics: ``tau²`` is added to every variance before a game, so sigma never
-    freezes and a player that keeps improving — a learner — is followed). ``tau=0`` gives
-    the static model. Change ``sigma``, ``beta`` and ``tau`` with ``mu`` to use another scale.
-
-    One game, teams ``i`` with ranks ``r_i`` (lower is better): team skill
-    ``mu_i = Σ mu_ij``, ``sigma_i² = Σ sigma_ij²``, ``c² = Σ_i (sigma_i² + beta²)``,
-    ``C_q = Σ_{s: r_s ≥ r_q} exp(mu_s / c)``, ``A_q = |{s: r_s = r_q}|`` and, summed over
-    the teams ``q`` with ``r_q ≤ r_i``::
-
-        Omega_i = sigma_i² / c · Σ_q (δ_qi − p_iq) / A_q,         p_iq = exp(mu_i / c) / C_q
-        Delta_i = gamma_i · sigma_i² / c² · Σ_q p_iq (1 − p_iq) / A_q,   gamma_i = sigma_i / c
-
-    and each player j of team i moves by its share of the team's variance::
-
-        mu_ij     += sigma_ij² / sigma_i² · Omega_i
-        sigma_ij² *= max(1 − sigma_ij² / sigma_i² · Delta_i, kappa)
+    The defaults are the package's (TrueSkill's conventions): ``mu = 25``, ``sigma = 25/3``
+    (a new player is anywhere in 0..50 at three sigma), ``beta = 25/6`` (the spread of one
+    performance around the skill: the gap that wins about 76 % of two-player games),
+    ``kappa = 1e-4`` (the smallest factor a variance may shrink by in one update) and
+    ``tau = 25/300``, a hundredth of the prior sigma (``tau²`` is added to every variance
+    before a game, so sigma never freezes and a learner that keeps improving is followed;
+    ``tau=0`` gives the static model). Change ``sigma``, ``beta`` and ``tau`` with ``mu`` to
+    use another scale.
     """
 
     def __init__(self, mu: float = 25.0, sigma: float = 25.0 / 3.0, beta: float = 25.0 / 6.0,
@@ -45,6 +37,7 @@ class OpenSkill:
             raise RatingError("OpenSkill needs sigma > 0, beta > 0, kappa > 0 and tau >= 0")
         self.mu, self.sigma, self.beta = float(mu), float(sigma), float(beta)
         self.kappa, self.tau = float(kappa), float(tau)
+        self.model = PlackettLuce(mu=self.mu, sigma=self.sigma, beta=self.beta, kappa=self.kappa, tau=self.tau)
         self.ratings: dict[str, tuple[float, float]] = {}
 
     def rating(self, name: str) -> tuple[float, float]:
@@ -61,31 +54,10 @@ class OpenSkill:
         """Record one game: ``teams[i]`` finished at ``ranks[i]`` (lower is better, equal
         ranks tie). Two or more teams, each with at least one player, nobody twice."""
         self._check(teams, ranks)
-        variances = [[self.rating(p)[1] ** 2 + self.tau ** 2 for p in team] for team in teams]
-        mus = [[self.rating(p)[0] for p in team] for team in teams]
-        team_mu = [sum(m) for m in mus]
-        team_var = [sum(v) for v in variances]
-        c = math.sqrt(sum(v + self.beta ** 2 for v in team_var))
-        # exp(mu_i / c) only enters as ratios: shifting by the largest mu avoids overflow
-        top = max(team_mu)
-        strength = [math.exp((m - top) / c) for m in team_mu]
-        n = len(teams)
-        sums = [sum(strength[s] for s in range(n) if ranks[s] >= ranks[q]) for q in range(n)]
-        ties = [sum(1 for s in range(n) if ranks[s] == ranks[q]) for q in range(n)]
-        for i in range(n):
-            omega = delta = 0.0
-            for q in range(n):
-                if ranks[q] > ranks[i]:
-                    continue
-                p = strength[i] / sums[q]
-                omega += ((1.0 if q == i else 0.0) - p) / ties[q]
-                delta += p * (1.0 - p) / ties[q]
-            omega *= team_var[i] / c
-            delta *= (math.sqrt(team_var[i]) / c) * team_var[i] / c ** 2
-            for name, mu, var in zip(teams[i], mus[i], variances[i]):
-                share = var / team_var[i]
-                new_var = var * max(1.0 - share * delta, self.kappa)
-                self.ratings[name] = (mu + share * omega, math.sqrt(new_var))
+        beliefs = [[self.model.rating(*self.rating(name), name=name) for name in team] for team in teams]
+        for team in self.model.rate(beliefs, ranks=[float(r) for r in ranks]):
+            for player in team:
+                self.ratings[player.name] = (player.mu, player.sigma)
 
     def update_match(self, a: str, b: str, score_a: float) -> None:
         """A two-player match in Elo's terms: a win, a draw (0.5) or a loss for ``a``."""

@@ -80,8 +80,8 @@ def rollout(games: Union[str, Sequence[str]],
             and logprobs are those of the uncached path up to floating-point noise.
         max_turns: an episode still running after this many turns (steps) ends as aborted, with a
             note in its interactions (a game that never ends with this model); None: the
-            process's limit (``playpen run --max-turns``, default
-            :data:`playpen.envs.turns.DEFAULT_MAX_TURNS`), 0: no limit.
+            process's limit (``playpen run --max-turns``; by default each game's own,
+            :func:`playpen.envs.turns.game_turn_limit`), 0: no limit.
     """
     started = time.perf_counter()
     if num_repeats < 1:

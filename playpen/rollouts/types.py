@@ -6,7 +6,6 @@ the inference engine's (:mod:`playpen.inference.types`), re-exported here.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
@@ -16,8 +15,6 @@ from playpen.inference.types import SamplingConfig
 
 # The learner plays a role when a partner entry maps it to this value (or omits it).
 LEARNER = "learner"
-# Responder kinds of a turn (see TurnRecord.responder).
-RESPONDER_KINDS = ("learner", "teacher", "programmatic")
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -321,7 +318,3 @@ class RolloutResult:
             out["group_id"].append(t.group_id)
         return out
 
-
-def nan_to_none(value: float) -> Optional[float]:
-    """JSON-friendly main score."""
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value

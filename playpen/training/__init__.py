@@ -9,17 +9,11 @@ classes (``playpen run --list``; :mod:`playpen.training.catalog` names them):
   (proposer-solver), :mod:`~playpen.training.pipeline` (stages of the others);
 - :mod:`~playpen.training.rubrics`: rewards from rubric files and judges.
 
-The flat module names of earlier releases (``playpen.training.run``, ``.grpo_steps``, ...) still
-import, as the moved modules themselves, for one release (:mod:`playpen.old_paths`:
-importing this package puts its finder on ``sys.meta_path``). Importing this package loads no
-torch, transformers or TRL.
+Importing this package loads no torch, transformers or TRL.
 """
-from playpen import old_paths
 from playpen.training.common.base import BasePlayPen, config_fields, field_help
 from playpen.training.common.config import (DemonstrationOptions, LoraOptions, RunConfig, option, report_to,
                                             split_list, target_modules)
-
-old_paths.install()
 
 __all__ = ["BasePlayPen", "config_fields", "field_help", "RunConfig", "LoraOptions", "DemonstrationOptions",
            "option", "split_list", "target_modules", "report_to"]

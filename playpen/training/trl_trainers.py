@@ -7,11 +7,16 @@ after construction. What is private here, tested with trl 1.16 (the range pinned
 pyproject.toml; widen it when a newer TRL passes the tests):
 
 - ``GRPOTrainer._generate_and_score_completions``, ``._get_per_token_logps_and_entropies``,
-  ``._prepare_inputs``, ``._compute_loss`` and the module attribute
-  ``trl.trainer.grpo_trainer.shuffle_sequence_dict`` (swapped while a step is cut into
-  micro-batches);
+  ``._compute_loss``, and ``._prepare_inputs`` with the attributes its training branch keeps
+  (``_step``, ``_buffered_inputs``; overridden to cut a step into micro-batches by prompt);
 - ``DPOTrainer._prepare_dataset`` and ``._compute_loss``;
+- the log-prob kernel's tile sizes, module constants TRL reads at call time
+  (``trl.kernels.chunked_logprob.TOKEN_CHUNK_SIZE``,
+  ``trl.trainer.utils._CHUNKED_LOGPROB_CHUNK_SIZE``: :func:`use_cpu_logprob_tiles`);
 - the logger ``trl.trainer.grpo_trainer`` (one warning filtered).
+
+``tests/test_library_surfaces.py`` checks each of these names, and the signatures playpen
+calls, against the installed TRL.
 
 Imports torch and TRL: import it where a trainer is built, never on ``playpen --help``'s path.
 """
@@ -25,9 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
-import trl.trainer.grpo_trainer as trl_grpo
+import trl.kernels.chunked_logprob as trl_kernel
+import trl.trainer.utils as trl_utils
 from transformers import TrainerCallback
 from trl import DPOConfig, DPOTrainer, GRPOConfig, GRPOTrainer
+from trl.trainer.utils import split_pixel_values_by_grid, split_tensor_dict, unsplit_pixel_values_by_grid
 
 from playpen.training.common.memory import StepClock, release_memory
 from playpen.training.grpo.advantages import BatchAdvantages
@@ -52,6 +59,23 @@ class PlaypenDPOConfig(DPOConfig):
 
 
 # ----------------------------------------------------------------------------- GRPO
+
+LOGPROB_TILE_TOKENS = 512
+LOGPROB_TILE_VOCAB = 8192
+
+
+def use_cpu_logprob_tiles() -> bool:
+    """On a CPU, TRL's per-token log-prob kernel in small tiles (False on a GPU: left as TRL
+    has it). TRL's tiles of 4096 tokens x 32768 vocabulary entries are 512 MB in fp32 with
+    temporaries a few times that: 1 GB more peak for a batch of 2 x 512 tokens on smol-135m
+    (``benchmarks/memory.py``). TRL offers no option for them: they are module constants it
+    reads at call time, so this sets them for the process."""
+    if torch.cuda.is_available():
+        return False
+    trl_kernel.TOKEN_CHUNK_SIZE = min(trl_kernel.TOKEN_CHUNK_SIZE, LOGPROB_TILE_TOKENS)
+    trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE = min(trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE, LOGPROB_TILE_VOCAB)
+    return True
+
 
 class _NoTurnRows:
     """A filter for TRL's GRPO logger: playpen gives a row no reward (NaN from every reward
@@ -90,6 +114,7 @@ class PlaypenGRPOTrainer(GRPOTrainer):
 
     def __init__(self, *args, advantages: Optional[BatchAdvantages] = None, sft_anchor: Any = None,
                  clock: Optional[StepClock] = None, **kwargs):
+        use_cpu_logprob_tiles()
         super().__init__(*args, **kwargs)
         if not isinstance(self.args, PlaypenGRPOConfig):
             raise TypeError(f"{type(self).__name__} needs args=PlaypenGRPOConfig(...) (playpen's options on TRL's "
@@ -155,19 +180,23 @@ class PlaypenGRPOTrainer(GRPOTrainer):
         return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None), None
 
     def _prepare_inputs(self, generation_batch):
+        """TRL's, except that with ``--share-prompts`` a generated step is cut into
+        micro-batches with the rows of one prompt together (:func:`rows_by_prompt`) where TRL
+        shuffles them: rows are used once and their gradients summed over the step, so the
+        order changes nothing but which rows meet in a micro-batch. The rest is TRL 1.16's
+        training branch: generate every ``steps_per_generation x num_iterations`` calls (or
+        when nothing is buffered, as after a resume), then hand out one buffered micro-batch
+        per call."""
         began = time.perf_counter()
         try:
-            if not self.args.share_prompts:
+            if not (self.args.share_prompts and self.model.training):
                 return super()._prepare_inputs(generation_batch)
-            # TRL shuffles a step's rows before cutting them into micro-batches; rows are used
-            # once and their gradients summed over the step, so the order changes nothing but
-            # which rows meet in a micro-batch: keep rows of one prompt together instead
-            shuffle = trl_grpo.shuffle_sequence_dict
-            trl_grpo.shuffle_sequence_dict = rows_by_prompt
-            try:
-                return super()._prepare_inputs(generation_batch)
-            finally:
-                trl_grpo.shuffle_sequence_dict = shuffle
+            steps = self.args.steps_per_generation
+            if self._step % (steps * self.num_iterations) == 0 or self._buffered_inputs is None:
+                step = split_pixel_values_by_grid(self._generate_and_score_completions(generation_batch))
+                self._buffered_inputs = [unsplit_pixel_values_by_grid(batch)
+                                         for batch in split_tensor_dict(rows_by_prompt(step), steps)]
+            return self._buffered_inputs[self._step % steps]
         finally:
             self._inside += time.perf_counter() - began
 

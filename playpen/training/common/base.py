@@ -43,6 +43,10 @@ class BasePlayPen(abc.ABC):
         self.callbacks = CallbackList(callbacks or [])
         self.interrupted_by: Optional[int] = None
         """The signal (SIGINT, SIGTERM) that stopped :meth:`learn` early after saving, if any."""
+        self.runs: list = []
+        """The :class:`~playpen.training.common.lifecycle.TrainingRun` frames :meth:`learn`
+        opened: ``playpen run`` abandons those that never trained when learn() stops at a
+        user mistake, so that a refused run leaves nothing behind."""
         if progress:
             self.callbacks.append(ProgressCallback())
 

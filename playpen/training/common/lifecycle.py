@@ -75,27 +75,6 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9+._-]", "-", name.replace("/", "--"))
 
 
-# ----------------------------------------------------------------------------- options
-
-def set_lora_dropout(model, p: float) -> int:
-    """Give every LoRA layer of a peft ``model`` dropout ``p`` (0: none). Returns the
-    number of layers changed. An adapter loaded from a checkpoint keeps the dropout it was
-    trained with unless told otherwise; GRPO wants none (the trained policy must be the
-    one that sampled, and on a CPU dropout nearly doubles the cost of a forward pass:
-    benchmarks/lora_dropout.py)."""
-    import torch
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"LoRA dropout must be in [0, 1), got {p}")
-    changed = 0
-    for module in model.modules():
-        dropouts = getattr(module, "lora_dropout", None)
-        if isinstance(dropouts, torch.nn.ModuleDict):
-            for name in list(dropouts.keys()):
-                dropouts[name] = torch.nn.Dropout(p) if p > 0 else torch.nn.Identity()
-                changed += 1
-    return changed
-
-
 # ----------------------------------------------------------------------------- Ctrl-C, SIGTERM
 
 class GracefulInterrupt:
@@ -205,7 +184,7 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
             self.guard = NonFiniteGuard()  # steps with NaN/inf gradients never reach the weights
 
         def on_train_begin(self, args, state, control, **kwargs):
-            prepare_for_training()  # allocator and log-prob tiles: benchmarks/memory.py
+            prepare_for_training()  # the allocator: benchmarks/memory.py
             self._last_time, self._last_cpu = time.time(), time.process_time()
             self._last_tokens = getattr(state, "num_input_tokens_seen", 0) or 0
             # playpen rotates (on_save, safely); transformers' rotation is turned off
@@ -296,6 +275,7 @@ class TrainingRun:
         cfg = playpen.config
         self.playpen, self.run_dir, self.games, self.eval_prefix = playpen, Path(run_dir), games, eval_prefix
         self.lock = self._lock()
+        self.trained = False
         try:
             removed = remove_partial(self.run_dir) if distributed.is_main() else []
             if removed:
@@ -316,6 +296,15 @@ class TrainingRun:
         self.interrupt = GracefulInterrupt()
         self.checkpoint: Optional[Path] = None
         self.started = time.time()
+        if isinstance(getattr(playpen, "runs", None), list):
+            playpen.runs.append(self)
+
+    def abandon(self) -> None:
+        """The trainer stopped at a user mistake before this run trained (data that is not
+        there, a game it cannot play): release the lock and remove the folders the run
+        created if nothing else was written into them. A run that trained keeps everything."""
+        if not self.trained:
+            self._unlock()
 
     def _lock(self) -> FolderLock:
         missing = [d for d in (self.run_dir, *self.run_dir.parents) if not d.exists()]
@@ -347,6 +336,7 @@ class TrainingRun:
         """``trainer.train()``, from the checkpoint to resume from if any; the first Ctrl-C
         saves a checkpoint and stops. Returns the last complete checkpoint."""
         callbacks = self.playpen.callbacks
+        self.trained = True
         callbacks.on_learn_start(self.playpen.name, self.playpen.config.max_steps)
         try:
             with self.interrupt:
@@ -393,6 +383,8 @@ class TrainingRun:
         write_json(self.run_dir / "playpen-run.json", summary, indent=1)
         plot_run(self.run_dir)
         print(f"[playpen] {saved}: {self.checkpoint}  curve: {self.run_dir / CURVE_FILE}", flush=True)
+        if saved == "adapter" and self.checkpoint is not None:
+            print(f"[playpen] play it by name: playpen register NAME {self.run_dir}", flush=True)
         if self.interrupt.requested:
             print(f"[playpen] stopped by {summary['signal']}: continue with --resume", flush=True)
             distributed.barrier()  # the other ranks wait for this summary before they exit (non-zero)

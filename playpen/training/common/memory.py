@@ -10,13 +10,12 @@
   step freed goes back to the system instead of staying in the allocator's arenas (tensors
   freed by the rollout engine's game threads otherwise stay in per-thread arenas: resident
   memory grew from step to step).
-- :func:`prepare_for_training`: what keeps a CPU training process small, measured on
+- :func:`prepare_for_training`: what keeps a training process small, measured on
   smol-135m (``benchmarks/memory.py``): glibc hands large blocks back to the system as
   soon as they are freed (a fixed mmap threshold; by default it raises the threshold
   after the first large free, and then the activations of every step live in heap arenas
-  that only grow), and TRL's per-token log-prob kernel works in CPU-sized tiles (TRL's
-  tiles of 4096 tokens x 32768 vocabulary entries are 512 MB in fp32 with temporaries a
-  few times that: 1 GB more peak for a batch of 2 x 512 tokens).
+  that only grow). The GRPO trainer also runs TRL's per-token log-prob kernel in
+  CPU-sized tiles (:func:`playpen.training.trl_trainers.use_cpu_logprob_tiles`).
 - :class:`StepClock`: seconds per phase of a step (``time/<phase>_s``), filled by the GRPO
   trainer (:mod:`playpen.training.grpo.steps`) and the rollout function.
 
@@ -116,33 +115,16 @@ def release_memory() -> None:
 
 M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
 MMAP_THRESHOLD = 128 * 1024  # glibc's initial value, kept fixed
-LOGPROB_TILE_TOKENS = 512
-LOGPROB_TILE_VOCAB = 8192
 
 
-def prepare_for_training() -> dict[str, bool]:
-    """Fix glibc's mmap threshold and, on a CPU, make TRL's log-prob tiles small (see the
-    module's docstring). Returns what was done (nothing on other platforms)."""
-    done = {"mmap_threshold": False, "logprob_tiles": False}
+def prepare_for_training() -> bool:
+    """Fix glibc's mmap threshold (see the module's docstring). False where that is not
+    possible (not glibc)."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        done["mmap_threshold"] = bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
     except (OSError, AttributeError):  # not glibc
-        pass
-    try:
-        import torch
-        if torch.cuda.is_available():
-            return done
-        import trl.kernels.chunked_logprob as kernel
-        import trl.trainer.utils as trl_utils
-    except ImportError:
-        return done
-    # module constants that TRL reads at call time (trl 1.16); left alone where they are gone
-    if hasattr(kernel, "TOKEN_CHUNK_SIZE") and hasattr(trl_utils, "_CHUNKED_LOGPROB_CHUNK_SIZE"):
-        kernel.TOKEN_CHUNK_SIZE = min(kernel.TOKEN_CHUNK_SIZE, LOGPROB_TILE_TOKENS)
-        trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE = min(trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE, LOGPROB_TILE_VOCAB)
-        done["logprob_tiles"] = True
-    return done
+        return False
 
 
 class StepClock:

@@ -26,16 +26,17 @@ from typing import Any, Optional
 
 from playpen.errors import DatasetError, TrainingSetupError
 from playpen.files import write_jsonl
-from playpen.models import check_adapter
+from playpen.models import load_init_adapter
 from playpen.rollouts import InstanceRef, Learner, SamplingConfig, rollout
 from playpen.rollouts.chat import template_kwargs_of
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
-from playpen.training.common.config import report_to, split_list
+from playpen.training.common.config import split_list
 from playpen.training.expert_iteration.config import ExpertIterationConfig
 from playpen.training.expert_iteration.selection import kept_trajectories, record_of
 from playpen.training.grpo.parts import training_slots
 from playpen.training.preference.rounds import check_init_adapter, round_bounds
+from playpen.training.sft.trainers import sft_args
 
 
 class RoundPlayer:
@@ -182,11 +183,10 @@ def train_rounds(playpen, run, play: RoundPlayer) -> list[int]:
 def _starting_policy(base, cfg, run_dir: Path, start: int):
     """A resumed run: the adapter of checkpoint-START; else --init-adapter, or the base
     model (a fresh adapter comes with the first round's trainer)."""
-    from peft import PeftModel
     if start:
-        return PeftModel.from_pretrained(base, str(run_dir / f"checkpoint-{start}"), is_trainable=True)
+        return load_init_adapter(base, run_dir / f"checkpoint-{start}")
     if cfg.init_adapter:
-        return PeftModel.from_pretrained(base, str(check_adapter(cfg.init_adapter)), is_trainable=True)
+        return load_init_adapter(base, cfg.init_adapter)
     return base
 
 
@@ -194,7 +194,7 @@ def _sft_trainer(playpen, run, policy, records: list[dict], last: int, *, fresh:
     """TRL's SFTTrainer for one round: steps up to `last` on the round's rows (token ids
     with the learner's generated tokens as the only targets)."""
     from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTTrainer
     cfg = playpen.config
     rows = [{"input_ids": r["input_ids"][:cfg.max_length], "assistant_masks": r["assistant_masks"][:cfg.max_length]}
             for r in records]
@@ -202,13 +202,9 @@ def _sft_trainer(playpen, run, policy, records: list[dict], last: int, *, fresh:
     if not rows:
         raise DatasetError(f"every kept turn lies beyond --max-length {cfg.max_length}: raise it")
     random.Random(playpen.seed + last).shuffle(rows)
-    args = SFTConfig(
-        output_dir=str(run.run_dir), max_steps=last, per_device_train_batch_size=cfg.batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps, learning_rate=cfg.learning_rate,
-        lr_scheduler_type="constant", max_length=cfg.max_length, logging_steps=1, save_strategy="steps",
-        save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to),
-        seed=playpen.seed, activation_checkpointing=True, dataloader_num_workers=0, disable_tqdm=True,
-        ignore_data_skip=not inside, **lifecycle.precision_kwargs())
+    # a resumed round re-reads its own rows: only then does the data loader skip the steps done
+    args = sft_args(cfg, run.run_dir, playpen.seed, max_steps=last, activation_checkpointing=True,
+                    ignore_data_skip=not inside)
     return SFTTrainer(model=policy, args=args, train_dataset=Dataset.from_list(rows),
                       processing_class=lifecycle.tokenizer_of(playpen.learner),
                       peft_config=cfg.lora_config() if fresh else None,

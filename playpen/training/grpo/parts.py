@@ -34,7 +34,8 @@ from playpen.callbacks import CallbackList, JsonlLogCallback
 from playpen.distributed import any_rank, check_groups, generating_model
 from playpen.envs.loading import game_roles
 from playpen.errors import GRPOSetupError
-from playpen.models import check_adapter
+from playpen.models import load_init_adapter
+from playpen.peft_internals import set_lora_dropout
 from playpen.registry import TRAIN_INSTANCES, close_matches
 from playpen.rewards import BinaryReward, OutcomeReward
 from playpen.rollouts import InstanceRef, rollout
@@ -402,7 +403,7 @@ class GRPOParts:
 
 
 def load_rubric(path: str, learner: Any, run_dir) -> Any:
-    """The :class:`~playpen.training.rubrics.Rubric` of ``--rubric`` (None without one), its
+    """The :class:`~playpen.training.rubrics.rubric.Rubric` of ``--rubric`` (None without one), its
     judges loaded; unparsable judge replies are logged to ``rubric-judge.jsonl`` in the run folder."""
     if not path:
         return None
@@ -440,9 +441,8 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
     advantages = anticollapse.advantages(cfg, roles_of_games, reward_fn)
     model, peft_config = lifecycle.model_of(playpen.learner), cfg.lora_config()
     if cfg.init_adapter:
-        from peft import PeftModel
-        model = PeftModel.from_pretrained(model, str(check_adapter(cfg.init_adapter)), is_trainable=True)
-        lifecycle.set_lora_dropout(model, cfg.lora_dropout)
+        model = load_init_adapter(model, cfg.init_adapter)
+        set_lora_dropout(model, cfg.lora_dropout)
         peft_config = None
     anchor = None
     if cfg.sft_coef > 0:  # demonstrations of the trained roles, played (and kept) beside the records

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from playpen.callbacks import CallbackList, JsonlLogCallback
 from playpen.errors import TrainingSetupError
-from playpen.models import check_adapter
+from playpen.models import load_init_adapter
+from playpen.peft_internals import set_lora_dropout
 from playpen.rewards import BinaryReward, OutcomeReward
 from playpen.rollouts.types import SamplingConfig
 from playpen.training.common import lifecycle
@@ -133,9 +134,8 @@ class HierarchicalGRPOTrainer(BasePlayPen):
         guard = anticollapse.guard(cfg)
         model, peft_config = lifecycle.model_of(self.learner), cfg.lora_config()
         if cfg.init_adapter:
-            from peft import PeftModel
-            model = PeftModel.from_pretrained(model, str(check_adapter(cfg.init_adapter)), is_trainable=True)
-            lifecycle.set_lora_dropout(model, cfg.lora_dropout)
+            model = load_init_adapter(model, cfg.init_adapter)
+            set_lora_dropout(model, cfg.lora_dropout)
             peft_config = None
 
         def extra_metrics() -> dict:

@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional
 
 from playpen.errors import ResumeError, TrainingSetupError
 from playpen.files import write_json
+from playpen.models import load_init_adapter
 from playpen.registry import close_matches
 from playpen.training import catalog
 from playpen.training.common.base import parse_config
@@ -282,9 +283,8 @@ class PipelineRun:
                    "train_seconds": round(time.time() - started, 1)}
         if cfg.evaluate:
             if learner is None:  # every stage was done before: the last adapter onto the learner
-                from peft import PeftModel
                 learner = playpen.learner
-                PeftModel.from_pretrained(learner.model, self.done[-1]["adapter"])
+                load_init_adapter(learner.model, self.done[-1]["adapter"], trainable=False)
             learner.model.eval()
             players = [learner, playpen.teacher] if playpen.teacher is not None else [learner]
             summary.update(self.final.run(players, learner))

@@ -32,7 +32,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from playpen import distributed
 from playpen.errors import DatasetError, TrainingSetupError
-from playpen.models import check_adapter, check_model_name
+from playpen.models import check_adapter, check_model_name, load_init_adapter
 from playpen.pairs import PreferencePair, read_pairs, write_pairs
 from playpen.rollouts.chat import normalize_messages, prompt_ids, template_kwargs_of
 from playpen.training.common import lifecycle
@@ -200,7 +200,6 @@ class PreferenceRun:
     def _policy(self, round_: int, start: int):
         """The model a (resumed) round starts from: round 1 from the base model (a fresh
         adapter) or --init-adapter; round r > 1 from the adapter round r-1 ended with."""
-        from peft import PeftModel
         if round_ == 1:
             if not self.cfg.init_adapter:
                 return self.base
@@ -212,7 +211,7 @@ class PreferenceRun:
         if not (source / "adapter_config.json").exists():
             raise TrainingSetupError(f"cannot resume round {round_}: its starting adapter {source} is missing; "
                                      f"start over with --overwrite")
-        return PeftModel.from_pretrained(self.base, str(source), is_trainable=True)
+        return load_init_adapter(self.base, source)
 
     def _metrics(self) -> dict[str, float]:
         return dict(self.round_metrics)  # the step's memory: run.make_trainer_callback
@@ -226,8 +225,7 @@ class PreferenceRun:
         Returns the last complete checkpoint."""
         start = lifecycle.checkpoint_step(self.run.resume_from) if self.run.resume_from else 0
         if start >= self.bounds[-1]:  # a finished run resumed: nothing to train, its adapter is evaluated
-            from peft import PeftModel
-            PeftModel.from_pretrained(self.base, str(self.run.resume_from))
+            load_init_adapter(self.base, self.run.resume_from, trainable=False)
             self.run.checkpoint = Path(self.run.resume_from)
             return self.run.checkpoint
         policy = None

@@ -8,7 +8,7 @@ kind and fields, the judge models (registered and able to judge; nothing is load
 judge templates and regexes; any mistake is one line naming the file and the term —
 :class:`~playpen.errors.RubricError` (or the registry's error for an unknown model or
 game), exit code 2 in playpen's CLI and in the command above. :meth:`RubricSpec.build`
-then loads the judges and returns the :class:`~playpen.training.rubrics.Rubric`. The
+then loads the judges and returns the :class:`~playpen.training.rubrics.rubric.Rubric`. The
 format is in docs/rubrics.md.
 """
 from __future__ import annotations
@@ -203,7 +203,7 @@ def check_rubric_option(path: str, games: Sequence[str], option_name: str = "--r
 
 
 def merged_metrics(scores: Sequence[Any]) -> dict[str, float]:
-    """The ``rubric/*`` metrics of several :class:`~playpen.training.rubrics.RubricScores`
+    """The ``rubric/*`` metrics of several :class:`~playpen.training.rubrics.rubric.RubricScores`
     (one per rollout call of a step) as one: judge counts summed, rewards per role averaged."""
     return RubricScores(tuple(r for s in scores for r in s.rewards), sum(s.judge_requests for s in scores),
                         sum(s.judge_unparsable for s in scores), sum(s.judge_retries for s in scores)).metrics()

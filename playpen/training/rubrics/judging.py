@@ -233,10 +233,6 @@ class Judge:
         if model is not None and hasattr(model, "model") and hasattr(model, "tokenizer"):
             self.tokenizer, self.template_kwargs = model.tokenizer, template_kwargs_of(model)
 
-    @property
-    def is_learner(self) -> bool:
-        return self.model is None
-
     def verdicts(self, requests: Sequence[JudgeRequest], policy: Any = None) -> list[Verdict]:
         prompts = [self.spec.prompt(r) for r in requests]
         if not prompts:

@@ -24,7 +24,7 @@ SFT_MAX_LENGTH = 1024  # tokens per demonstration conversation (longer: cut, as 
 
 class SFTAnchor:
     """``coef`` × the supervised loss of ``batch`` rows of ``rows`` (``input_ids`` and
-    ``assistant_masks``, as :func:`playpen.training.sft.tokenized_dataset` makes them)
+    ``assistant_masks``, as :func:`playpen.training.sft.demonstrations.tokenized_dataset` makes them)
     added to the gradients of every optimizer step; the rows are used in turn."""
 
     def __init__(self, rows: Sequence[dict], coef: float, batch: int):

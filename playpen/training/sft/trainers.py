@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from playpen.models import check_adapter
+from playpen.models import load_init_adapter
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import DemonstrationOptions, LoraOptions, RunConfig, option, report_to
@@ -30,16 +30,18 @@ class SFTSimpleConfig(DemonstrationOptions, RunConfig):
     learning_rate: float = option(2e-5, "peak learning rate")
 
 
-def sft_args(cfg, run_dir: Path, seed: int, **memory) -> object:
-    """TRL's SFTConfig of both trainers (`memory`: how activations are kept)."""
+def sft_args(cfg, run_dir: Path, seed: int, **options) -> object:
+    """TRL's SFTConfig of the SFT trainers and of expert iteration's rounds; ``options`` are
+    SFTConfig fields a trainer sets otherwise (how activations are kept, its own step count)."""
     from trl import SFTConfig
-    return SFTConfig(
+    args = dict(
         output_dir=str(run_dir), max_steps=cfg.max_steps, per_device_train_batch_size=cfg.batch_size,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps, learning_rate=cfg.learning_rate,
         lr_scheduler_type="constant_with_warmup", warmup_steps=0, max_length=cfg.max_length,
         logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
         save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to), seed=seed,
-        dataloader_num_workers=0, disable_tqdm=True, **memory, **lifecycle.precision_kwargs())
+        dataloader_num_workers=0, disable_tqdm=True, **lifecycle.precision_kwargs())
+    return SFTConfig(**{**args, **options})
 
 
 def supervised_run(trainer: BasePlayPen):
@@ -77,8 +79,7 @@ class SFTLoraTrainer(BasePlayPen):
         args = sft_args(cfg, run.run_dir, self.seed, activation_checkpointing=True)
         model, peft_config = lifecycle.model_of(learner), cfg.lora_config()
         if cfg.init_adapter:  # continue that adapter (e.g. in a stage pipeline)
-            from peft import PeftModel
-            model = PeftModel.from_pretrained(model, str(check_adapter(cfg.init_adapter)), is_trainable=True)
+            model = load_init_adapter(model, cfg.init_adapter)
             peft_config = None
         trainer = SFTTrainer(model=model, args=args, train_dataset=dataset,
                              processing_class=tokenizer, peft_config=peft_config,

@@ -28,8 +28,8 @@ from playpen.rollouts.chat import template_kwargs_of
 from playpen.training.common.checkpoints import STATE_FILE, is_complete, remove_checkpoint
 from playpen.training.common.final_evaluation import FinalEvaluation
 from playpen.training.common.finite import NonFiniteGuard
-from playpen.training.common.lifecycle import (GracefulInterrupt, lock_run_folder, model_of, safe_name,
-                                               set_lora_dropout, tokenizer_of)
+from playpen.peft_internals import set_lora_dropout
+from playpen.training.common.lifecycle import GracefulInterrupt, lock_run_folder, model_of, safe_name, tokenizer_of
 from playpen.training.common.memory import memory_metrics, prepare_for_training, release_memory, reset_peak
 from playpen.training.common.plotting import CURVE_FILE, LOG_FILE, plot_run
 from playpen.training.spag import objective
