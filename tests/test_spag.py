@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from playpen.cli import cli
 from playpen.outcomes import EpisodeOutcome
+from playpen.training.common.losses import clipped_policy_loss
 from playpen.training.spag import objective as spag
 
 SPAG_TRAINER = "spag"
@@ -33,14 +34,14 @@ def test_clipped_objective_and_advantage_on_hand_made_numbers():
     ref = torch.log(torch.tensor([0.25, 0.25, 0.5]))
     logps = torch.log(torch.tensor([0.5, 0.225, 0.5])).requires_grad_()  # ratios 2, 0.9, 1
     # A > 0: the ratio 2 is clipped to 1.2; 0.9 is inside [0.8, 1.2]; min(ρA, clip(ρ)A)
-    loss = spag.clipped_objective(logps, ref, 1.0, 0.2)
+    loss = clipped_policy_loss(logps, ref, 1.0, 0.2)
     assert loss.item() == pytest.approx(-(1.2 + 0.9 + 1.0) / 3)
     loss.backward()
     grad = logps.grad.tolist()
     assert grad[0] == 0.0  # clipped: no gradient
     assert grad[1] == pytest.approx(-0.9 / 3) and grad[2] == pytest.approx(-1.0 / 3)  # d(-ρA/3)/dlogp = -ρA/3
     # A < 0: min picks the unclipped 2·A for the first token (a clip would hide how bad it is)
-    assert spag.clipped_objective(logps, ref, -1.0, 0.2).item() == pytest.approx((2.0 + 0.9 + 1.0) / 3)
+    assert clipped_policy_loss(logps, ref, -1.0, 0.2).item() == pytest.approx((2.0 + 0.9 + 1.0) / 3)
     # KL = mean log-ratio, advantage = r - β·KL
     kl = spag.sample_kl(logps, ref)
     assert kl == pytest.approx((math.log(2) + math.log(0.9) + 0.0) / 3)

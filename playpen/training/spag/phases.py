@@ -232,9 +232,9 @@ class SpagRun:
             for s in samples:
                 if cfg.spag_reference == "base":
                     with model.disable_adapter():
-                        s.ref_logps = objective.token_logps(model, s.ids, s.mask)
+                        s.ref_logps = sequence_logprobs(model, s.ids, s.mask)
                 else:
-                    s.ref_logps = objective.token_logps(model, s.ids, s.mask)
+                    s.ref_logps = sequence_logprobs(model, s.ids, s.mask)
         return samples, _rollout_metrics(result.episodes, samples, cfg.win_reward)
 
     def optimise(self, model, epoch: int, samples: list, imitation_rows: list, collected: dict) -> bool:
@@ -254,7 +254,7 @@ class SpagRun:
             sums = {"loss": 0.0, "kl": 0.0, "advantage": 0.0, "clipped": 0.0, "sft": 0.0}
             for i in batch:
                 s = samples[i]
-                loss, info = objective.spag_sample_loss(objective.token_logps(model, s.ids, s.mask), s.ref_logps, s.reward,
+                loss, info = objective.spag_sample_loss(sequence_logprobs(model, s.ids, s.mask), s.ref_logps, s.reward,
                                                    cfg.beta, cfg.clip)
                 (weights[i] * loss / len(batch)).backward()
                 sums["loss"] += weights[i] * loss.item() / len(batch)
