@@ -111,9 +111,10 @@ def test_an_epoch_trains_only_its_entrants(tiny_model_dir, tmp_path):
     assert len(lines) == len(trainer.results) and all(len(json.loads(x)["rewards"]) == 2 for x in lines)
     metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert metrics[1]["main-1/train/steps"] >= 1 and metrics[1]["mx-1/train/steps"] >= 1
-    # a second run into the same folder is refused, one line
-    with pytest.raises(PlaypenError, match="holds a population run already"):
-        NumberDuel.check(cfg, "tiny-random")
+    # one checkpoint per epoch; a second run into the same folder is refused, one line
+    assert [p.name for p in sorted(run.glob("checkpoint-*"))] == ["checkpoint-1", "checkpoint-2"]
+    with pytest.raises(PlaypenError, match="already holds checkpoints: pass --resume"):
+        NumberDuel(tiny_learner(tiny_model_dir), config=cfg, seed=1, progress=False).learn()
 
 
 def test_fictitious_self_play_on_a_clemcore_game(tiny_model_dir, toy_workspace):
@@ -165,7 +166,7 @@ def test_the_league_example_runs_with_playpen_run(toy_workspace):
 
 def test_a_competitive_game_is_rewarded_per_role_a_cooperative_one_per_outcome():
     from playpen.outcomes import EpisodeOutcome
-    from playpen.population.trainer import MatchReward
+    from playpen.population.matches import MatchReward
     reward = MatchReward()
 
     def adv(outcome, **scores):  # adversarial_taboo's episode scores
