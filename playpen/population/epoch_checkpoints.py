@@ -65,7 +65,7 @@ def restore(trainer: Any, folder: Path) -> tuple[int, dict[str, dict]]:
     population_dir = run_dir / "population"
     adapters = population_dir / "adapters"
     for extra in (adapters.iterdir() if adapters.is_dir() else []):
-        if extra.name not in players:  # saved by an epoch that did not finish: trained again
+        if extra.is_dir() and extra.name not in players:  # saved by an epoch that did not finish: trained again
             shutil.rmtree(extra)
     model, tokenizer = lifecycle.model_of(trainer.learner), lifecycle.tokenizer_of(trainer.learner)
     base = getattr(getattr(model, "config", None), "_name_or_path", "") or ""

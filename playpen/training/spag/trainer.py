@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from playpen.errors import DatasetError
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import DemonstrationOptions, LoraOptions, RunConfig, option
 from playpen.training.common.optimization import OptimizerOptions
@@ -65,6 +66,9 @@ class SPAGTrainer(BasePlayPen):
             records = objective.imitation_records(cfg, self.output_dir)
             rows = objective.tokenized_turns(records, spag.tokenizer, cfg.max_length, spag.template_kwargs)
             print(f"[playpen] imitation data: {len(rows)} conversations", flush=True)
+            if not rows and IMITATION in todo:  # steps on nothing would train nothing, silently
+                raise DatasetError(f"no imitation conversation has an assistant turn within --max-length "
+                                   f"{cfg.max_length}: raise it, or pass --imitation-steps 0")
         if todo and todo[0] == IMITATION:
             if done:
                 print(f"[playpen] {IMITATION}: resumed after step {done}", flush=True)
