@@ -376,6 +376,7 @@ def logged_steps_of(run_dir: Path) -> int:
     ("league", ["--lr-scheduler-type", "sometimes"], "option --lr-scheduler-type: 'sometimes' is not valid"),
     ("spag", ["--resume"], "--resume: no complete checkpoint"),
     ("spag", ["--max-grad-norm", "-1"], "option --max-grad-norm: -1.0 is not valid"),
+    ("league", ["--num-processes", "2"], "League runs on one process"),
 ])
 def test_an_own_loop_run_refused_for_a_user_mistake_leaves_nothing_behind(toy_workspace, trainer, args, expected):
     result = invoke("run", trainer, "-l", "tiny-random", *POPULATION_RUN[4:8] * (trainer != "spag"), *args)

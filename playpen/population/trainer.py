@@ -116,6 +116,7 @@ class PopulationPlayPen(BasePlayPen):
     without clemcore, :meth:`play`); :meth:`learn` runs the epochs."""
 
     config_class = PopulationOptions
+    data_parallel = False  # its loop is its own: one process (TrainingRun.loop)
     kind = "population"
     """The run folder's first part: ``<models_dir>/<kind>+lora/<learner>``."""
 

@@ -36,6 +36,7 @@ class SPAGTrainer(BasePlayPen):
     """SPAG with LoRA: imitation with KL, then self-play epochs of offline policy optimisation."""
 
     config_class = SPAGConfig
+    data_parallel = False  # its loop is its own: one process (TrainingRun.loop)
 
     @classmethod
     def check(cls, config, learner, teacher=None):
