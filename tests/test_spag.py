@@ -135,7 +135,7 @@ def test_spag_imitation_and_epochs_change_the_adapter_and_resume_where_they_stop
 
     class StopAt(BaseCallback):
         def _on_train_step(self, step, metrics):
-            return step < 3  # the first step of SPAG-1: save partial/ and stop, like a Ctrl-C
+            return step < 3  # the first step of SPAG-1: save a checkpoint and stop, like a Ctrl-C
 
     cls = trainer_class(SPAG_TRAINER)
     config = parse_config(cls.config_class, [*ARGS[4:], "--epochs", "1", "--no-evaluate"])

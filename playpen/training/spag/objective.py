@@ -44,7 +44,7 @@ class SPAGOptions:
 
     games: str = option("adversarial_taboo", "games to train on (comma-separated; two-player adversarial "
                                              "games that log '<Role> Win' keys)")
-    epochs: int = option(1, "SPAG epochs (self-play, rewards, optimisation); checkpoints SPAG-1..N")
+    epochs: int = option(1, "SPAG epochs (self-play, rewards, optimisation), each ending with a checkpoint")
     max_steps: int = option(8, "optimizer steps of each SPAG epoch")
     imitation_steps: int = option(8, "optimizer steps of imitation before the epochs (0 = none)")
     imitation_kl: float = option(0.1, "imitation: coefficient of the KL to the reference (adapter disabled)")
@@ -66,8 +66,8 @@ class SPAGOptions:
     max_concurrent_episodes: int = option(16, "self-play episodes generated together")
     learning_rate: float = option(1e-4, "learning rate")
     outcomes: str = option("success,failure", "imitation: episode outcomes to learn from (before --imitate-winners)")
-    save_steps: int = option(10, "not used: SPAG saves one adapter per phase (imitation, SPAG-1..N)")
-    save_total_limit: int = option(2, "not used: every phase's adapter is kept")
+    save_steps: int = option(10, "not used: SPAG saves a checkpoint at each phase's end (imitation, SPAG-1..N)")
+    save_total_limit: int = option(2, "not used: every phase's checkpoint is kept")
 
     def validate(self) -> None:
         super().validate()
