@@ -226,11 +226,17 @@ class TrainingRun:
     def train(self, trainer) -> Optional[Path]:
         """``trainer.train()``, from the checkpoint to resume from if any; the first Ctrl-C
         saves a checkpoint and stops. Returns the last complete checkpoint."""
+        return self._run(lambda: trainer.train(resume_from_checkpoint=self.resume_from),
+                         self.playpen.config.max_steps)
+
+    def _run(self, work: Callable[[], Any], total_steps: int) -> Optional[Path]:
+        """`work()` inside the signal handler, between ``on_learn_start`` and ``on_learn_end``
+        (the lock goes when it raises); the last complete checkpoint after it."""
         callbacks = self.playpen.callbacks
-        callbacks.on_learn_start(self.playpen.name, self.playpen.config.max_steps)
+        callbacks.on_learn_start(self.playpen.name, total_steps)
         try:
             with self.interrupt:
-                trainer.train(resume_from_checkpoint=self.resume_from)
+                work()
         except BaseException:
             self.lock.release()
             raise
@@ -259,17 +265,7 @@ class TrainingRun:
             truncate_log(self.run_dir / LOG_FILE, read_state(self.resume_from).get("global_step", 0))
         self._log = JsonlLogCallback(self.run_dir / LOG_FILE)
         prepare_for_training()  # allocator and log-prob tiles: benchmarks/memory.py
-        callbacks = self.playpen.callbacks
-        callbacks.on_learn_start(self.playpen.name, total_steps)
-        try:
-            with self.interrupt:
-                train(Path(self.resume_from) if self.resume_from else None)
-        except BaseException:
-            self.lock.release()
-            raise
-        callbacks.on_learn_end()
-        self.checkpoint = latest_checkpoint(self.run_dir)
-        return self.checkpoint
+        return self._run(lambda: train(Path(self.resume_from) if self.resume_from else None), total_steps)
 
     @staticmethod
     def begin_step() -> None:
