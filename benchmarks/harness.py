@@ -81,7 +81,7 @@ def run_dir_of(models_dir: Path) -> Path | None:
 
 def final_adapter(run_dir: Path | None) -> Path | None:
     """The adapter a run ended with: its ``playpen-run.json``'s checkpoint (every trainer
-    writes one, SPAG's ``SPAG-N`` folders included), else its newest ``checkpoint-N``."""
+    writes one), else its newest ``checkpoint-N``."""
     from playpen.training.common.checkpoints import latest_checkpoint
     if run_dir is None:
         return None

@@ -32,9 +32,9 @@ SPLITS = HERE / "protocol-splits.json"
 def run_trainer(name: str, learner: str, teacher: str | None, temperature: float, max_tokens: int, seed: int,
                 **options) -> None:
     from playpen.models import load_model_by_name
-    from playpen.seeding import seed_everything
     from playpen.training import catalog
-    seed_everything(seed)
+    from transformers import set_seed
+    set_seed(seed)
     cls = catalog.trainer_class(name)
     model = load_model_by_name(learner, gen_args=dict(temperature=temperature, max_tokens=max_tokens),
                                role="learner")

@@ -278,3 +278,109 @@ def test_an_interrupted_demonstration_set_is_completed_not_reused(tmp_path, monk
     shutil.rmtree(next((run_dir / "wordle").rglob("instance_*")))  # an episode lost since
     sft.play_demonstrations(["referencegame", "wordle"], out, max_instances=1)
     assert played[-1] == ["wordle"]
+
+
+# ----------------------------------------------------------------------------- the own loops: populations, SPAG
+
+POPULATION_RUN = ["-T", "1.0", "-L", "4", "--games", "relay", "--train-instances", "instances", "--matches-per-epoch",
+                  "1", "--num-generations", "2", "--lora-r", "2"]
+
+
+def invoke(*args):
+    from click.testing import CliRunner
+    from playpen.cli import cli
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def lines_of(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+@pytest.mark.parametrize("trainer", ["fsp", "league"])
+def test_a_population_run_is_locked_stopped_by_ctrl_c_and_resumed_after_its_last_epoch(toy_workspace, trainer):
+    """fsp once answered a second run, and its own re-run after Ctrl-C, with "holds a
+    population run already: pass --overwrite" (an invitation to overwrite a live run), and
+    --resume was an unknown option."""
+    run_dir = toy_workspace / "models" / f"{trainer}+lora" / "tiny-random"
+    first = start_playpen(toy_workspace, "run", trainer, "-l", "tiny-random", *POPULATION_RUN, "--epochs", "1000")
+    wait_for(lambda: training.latest_checkpoint(run_dir) is not None, first, what="the first epoch's checkpoint")
+    second = invoke("run", trainer, "-l", "tiny-random", *POPULATION_RUN, "--epochs", "2", "--resume")
+    error = [line for line in second.stderr.splitlines() if line.startswith("playpen: error:")]
+    assert second.exit_code == 2 and len(error) == 1, second.output[-3000:]
+    assert f"(PID {first.pid}: " in error[0] and "is in use by another run" in error[0] and "overwrite" not in error[0]
+    first.send_signal(signal.SIGINT)
+    out, err = first.communicate(timeout=300)
+    assert first.returncode == 130, err[-3000:]
+    assert "playpen: interrupted by SIGINT" in err and "Traceback" not in err
+    assert not (run_dir / ".playpen.lock").exists()
+    last = training.latest_checkpoint(run_dir)
+    done, state = training.checkpoint_step(last), training.read_state(last)
+    assert state["global_step"] == done >= 1 and all((last / "optimizers" / f"{n}.pt").is_file()
+                                                      for n in state["entrants"])
+    assert [m["epoch"] for m in lines_of(run_dir / "metrics.jsonl")] == list(range(done))
+    summary = json.loads((run_dir / "playpen-run.json").read_text())
+    assert summary["interrupted"] is True and summary["signal"] == "SIGINT" and summary["epochs_done"] == done
+    adapters = run_dir / "population" / "adapters"
+    frozen = {p: (adapters / p / "adapter_model.safetensors").read_bytes() for p in state["players"]
+              if (adapters / p).is_dir()}
+    assert frozen
+
+    resumed = invoke("run", trainer, "-l", "tiny-random", *POPULATION_RUN, "--epochs", done + 1, "--resume")
+    assert resumed.exit_code == 0, resumed.output[-3000:]
+    assert f"--resume: after epoch {done - 1} (checkpoint-{done})" in resumed.output
+    assert [m["epoch"] for m in lines_of(run_dir / "metrics.jsonl")] == list(range(done + 1))
+    assert [s["step"] for s in lines_of(run_dir / "playpen-log.jsonl") if s["event"] == "train_step"] == \
+        list(range(1, done + 2))
+    assert {m["epoch"] for m in lines_of(run_dir / "matches.jsonl")} == set(range(done + 1))
+    after = training.read_state(training.latest_checkpoint(run_dir))
+    assert after["global_step"] == done + 1 and set(state["players"]) < set(after["players"])
+    assert all((adapters / p / "adapter_model.safetensors").read_bytes() == w for p, w in frozen.items())
+
+
+def test_spag_stopped_by_ctrl_c_resumes_inside_its_phase(tiny_workspace):
+    run_dir = tiny_workspace / "models" / "spag+lora" / "tiny-random"
+    spag = ["-L", "6", "-T", "1.0", "--demo-max-instances", "1", "--batch-size", "1", "--lora-r", "2",
+            "--max-length", "800", "--episodes-per-epoch", "2", "--max-steps", "1", "--no-winners-only", "--no-evaluate"]
+    first = start_playpen(tiny_workspace, "run", "spag", "-l", "tiny-random", *spag, "--imitation-steps", "100000")
+    wait_for(lambda: logged_steps_of(run_dir) >= 2, first, what="two imitation steps")
+    first.send_signal(signal.SIGINT)
+    out, err = first.communicate(timeout=300)
+    assert first.returncode == 130, err[-3000:]
+    assert "playpen: interrupted by SIGINT" in err and "Traceback" not in err and "continue with --resume" in out
+    last = training.latest_checkpoint(run_dir)
+    state = training.read_state(last)
+    done = state["global_step"]
+    assert (state["phase"], state["phase_step"]) == ("imitation", done) and done == logged_steps_of(run_dir) >= 2
+    assert (last / "adapter_model.safetensors").is_file() and (last / "optimizer.pt").is_file()
+
+    resumed = invoke("run", "spag", "-l", "tiny-random", *spag, "--imitation-steps", done + 1, "--resume")
+    assert resumed.exit_code == 0, resumed.output[-3000:]
+    assert f"imitation: resumed after step {done}" in resumed.output
+    # the last imitation step, then SPAG-1's one (none when its self-play gave no sample)
+    steps = [s["step"] for s in lines_of(run_dir / "playpen-log.jsonl") if s["event"] == "train_step"]
+    assert steps[:done + 1] == list(range(1, done + 2)) and len(steps) in (done + 1, done + 2)
+    import torch
+    final = training.latest_checkpoint(run_dir)
+    assert training.read_state(final)["phase"] == "SPAG-1" and training.checkpoint_step(final) == done + 2
+    optimizer = torch.load(final / "optimizer.pt")["optimizer"]["state"]
+    assert {int(v["step"]) for v in optimizer.values()} == {len(steps)}  # AdamW's state went on from the checkpoint
+
+
+def logged_steps_of(run_dir: Path) -> int:
+    log = run_dir / "playpen-log.jsonl"
+    return log.read_text().count('"train_step"') if log.exists() else 0
+
+
+@pytest.mark.parametrize("trainer, args, expected", [
+    ("fsp", ["--resume"], "--resume: no complete checkpoint"),
+    ("league", ["--lr-scheduler-type", "sometimes"], "option --lr-scheduler-type: 'sometimes' is not valid"),
+    ("spag", ["--resume"], "--resume: no complete checkpoint"),
+    ("spag", ["--max-grad-norm", "-1"], "option --max-grad-norm: -1.0 is not valid"),
+    ("league", ["--num-processes", "2"], "League runs on one process"),
+])
+def test_an_own_loop_run_refused_for_a_user_mistake_leaves_nothing_behind(toy_workspace, trainer, args, expected):
+    result = invoke("run", trainer, "-l", "tiny-random", *POPULATION_RUN[4:8] * (trainer != "spag"), *args)
+    assert result.exit_code == 2, result.output[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("playpen: error:")]
+    assert len(errors) == 1 and expected in errors[0] and "Traceback" not in result.output
+    assert not (toy_workspace / "models").exists()

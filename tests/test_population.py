@@ -116,7 +116,7 @@ def test_adapter_players_of_one_model_share_one_generate_per_step(population, to
 
 
 def test_a_seating_writes_records_and_experiences(population, toy_workspace):
-    from playpen.population.trainer import game_seats
+    from playpen.population.matches import game_seats
     seats, rows = game_seats("relay", "instances")
     assert seats == ["Speaker", "Listener"]
     results = play_seating(population, "relay", seats, ("alice", "bob"), rows[:2], instances_file="instances",
@@ -132,6 +132,6 @@ def test_a_seating_writes_records_and_experiences(population, toy_workspace):
 
 
 def test_a_one_player_game_cannot_host_matches(toy_workspace):
-    from playpen.population.trainer import game_seats
+    from playpen.population.matches import game_seats
     with pytest.raises(PopulationError, match="game 'sayword' has 1 player slot"):
         game_seats("sayword", "instances")

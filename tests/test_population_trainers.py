@@ -111,9 +111,10 @@ def test_an_epoch_trains_only_its_entrants(tiny_model_dir, tmp_path):
     assert len(lines) == len(trainer.results) and all(len(json.loads(x)["rewards"]) == 2 for x in lines)
     metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert metrics[1]["main-1/train/steps"] >= 1 and metrics[1]["mx-1/train/steps"] >= 1
-    # a second run into the same folder is refused, one line
-    with pytest.raises(PlaypenError, match="holds a population run already"):
-        NumberDuel.check(cfg, "tiny-random")
+    # one checkpoint per epoch; a second run into the same folder is refused, one line
+    assert [p.name for p in sorted(run.glob("checkpoint-*"))] == ["checkpoint-1", "checkpoint-2"]
+    with pytest.raises(PlaypenError, match="already holds checkpoints: pass --resume"):
+        NumberDuel(tiny_learner(tiny_model_dir), config=cfg, seed=1, progress=False).learn()
 
 
 def test_fictitious_self_play_on_a_clemcore_game(tiny_model_dir, toy_workspace):
@@ -165,7 +166,7 @@ def test_the_league_example_runs_with_playpen_run(toy_workspace):
 
 def test_a_competitive_game_is_rewarded_per_role_a_cooperative_one_per_outcome():
     from playpen.outcomes import EpisodeOutcome
-    from playpen.population.trainer import MatchReward
+    from playpen.population.matches import MatchReward
     reward = MatchReward()
 
     def adv(outcome, **scores):  # adversarial_taboo's episode scores
@@ -237,3 +238,36 @@ def test_a_callback_or_the_time_budget_stops_a_run_between_epochs(tiny_model_dir
     assert trainer.population.names() == ["main-0"]
     with pytest.raises(PlaypenError, match="--time-budget"):
         LeagueOptions(time_budget=-1)
+
+
+def test_a_resumed_league_goes_on_after_its_last_epoch_with_its_optimizer_states(tiny_model_dir, tmp_path):
+    """Each entrant once got a fresh AdamW; now a copy of the previous epoch's player continues
+    its optimizer state, and --resume goes on with the saved states and the same ratings."""
+    cfg = dict(epochs=3, matches_per_epoch=2, lora_r=4, lora_dropout=0.0, learning_rate=5e-3,
+               models_dir=str(tmp_path / "models"))
+    first = NumberDuel(tiny_learner(tiny_model_dir), config=LeagueOptions(**cfg), seed=1, progress=False,
+                       callbacks=[StopAt(2)])
+    first.learn()
+    run = first.run_dir
+    assert [p.name for p in sorted(run.glob("checkpoint-*"))] == ["checkpoint-1", "checkpoint-2"]
+    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+
+    def adam_steps(checkpoint, player):
+        state = torch.load(run / checkpoint / "optimizers" / f"{player}.pt")["optimizer"]["state"]
+        return {int(v["step"]) for v in state.values()}
+    main_steps = int(metrics[0]["main-0/train/steps"] + metrics[1]["main-1/train/steps"])
+    assert main_steps >= 2 and adam_steps("checkpoint-2", "main-1") == {main_steps}  # main-1 went on from main-0
+    assert adam_steps("checkpoint-2", "mx-1") == {int(metrics[1]["mx-1/train/steps"])}  # a fresh player: its own
+    weights = {n: first.population.adapter_weights(n) for n in first.population.names()}
+    ratings = json.loads((run / "ratings.json").read_text())["snapshots"]
+
+    resumed = NumberDuel(tiny_learner(tiny_model_dir), config=LeagueOptions(**cfg, resume=True), seed=1,
+                         progress=False)
+    resumed.learn()
+    assert resumed.population.names() == ["main-0", "main-1", "mx-1", "main-2", "mx-2", "lx-2"]
+    for name, saved in weights.items():  # the frozen players as they were
+        assert all(torch.equal(saved[k], v) for k, v in resumed.population.adapter_weights(name).items())
+    after = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["epoch"] for m in after] == [0, 1, 2] and after[:2] == metrics
+    assert json.loads((run / "ratings.json").read_text())["snapshots"][:2] == ratings  # replayed, the same
+    assert adam_steps("checkpoint-3", "main-2") == {main_steps + int(after[2]["main-2/train/steps"])}

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from playpen.cli import cli
 from playpen.outcomes import EpisodeOutcome
+from playpen.training.common.losses import clipped_policy_loss
 from playpen.training.spag import objective as spag
 
 SPAG_TRAINER = "spag"
@@ -33,14 +34,14 @@ def test_clipped_objective_and_advantage_on_hand_made_numbers():
     ref = torch.log(torch.tensor([0.25, 0.25, 0.5]))
     logps = torch.log(torch.tensor([0.5, 0.225, 0.5])).requires_grad_()  # ratios 2, 0.9, 1
     # A > 0: the ratio 2 is clipped to 1.2; 0.9 is inside [0.8, 1.2]; min(ρA, clip(ρ)A)
-    loss = spag.clipped_objective(logps, ref, 1.0, 0.2)
+    loss = clipped_policy_loss(logps, ref, 1.0, 0.2)
     assert loss.item() == pytest.approx(-(1.2 + 0.9 + 1.0) / 3)
     loss.backward()
     grad = logps.grad.tolist()
     assert grad[0] == 0.0  # clipped: no gradient
     assert grad[1] == pytest.approx(-0.9 / 3) and grad[2] == pytest.approx(-1.0 / 3)  # d(-ρA/3)/dlogp = -ρA/3
     # A < 0: min picks the unclipped 2·A for the first token (a clip would hide how bad it is)
-    assert spag.clipped_objective(logps, ref, -1.0, 0.2).item() == pytest.approx((2.0 + 0.9 + 1.0) / 3)
+    assert clipped_policy_loss(logps, ref, -1.0, 0.2).item() == pytest.approx((2.0 + 0.9 + 1.0) / 3)
     # KL = mean log-ratio, advantage = r - β·KL
     kl = spag.sample_kl(logps, ref)
     assert kl == pytest.approx((math.log(2) + math.log(0.9) + 0.0) / 3)
@@ -134,20 +135,20 @@ def test_spag_imitation_and_epochs_change_the_adapter_and_resume_where_they_stop
 
     class StopAt(BaseCallback):
         def _on_train_step(self, step, metrics):
-            return step < 3  # the first step of SPAG-1: save partial/ and stop, like a Ctrl-C
+            return step < 3  # the first step of SPAG-1: save a checkpoint and stop, like a Ctrl-C
 
     cls = trainer_class(SPAG_TRAINER)
     config = parse_config(cls.config_class, [*ARGS[4:], "--epochs", "1", "--no-evaluate"])
     learner = load_model_by_name("tiny-random", gen_args=dict(temperature=1.0, max_tokens=6), role="learner")
     cls(learner, config=config, callbacks=[StopAt()], progress=False).learn(None)
     run_dir = tiny_workspace / "models" / "spag+lora" / "tiny-random"
-    imitation = lora_b(run_dir / "imitation")
+    imitation = lora_b(run_dir / "checkpoint-2")  # imitation: steps 1-2
     assert any(w.abs().sum() > 0 for w in imitation.values()), "imitation changed nothing"
-    assert not (run_dir / "SPAG-1").exists()
-    partial = json.loads((run_dir / "partial" / "trainer_state.json").read_text())
-    assert (partial["phase"], partial["phase_step"], partial["global_step"]) == ("SPAG-1", 1, 3)
+    stop = json.loads((run_dir / "checkpoint-3" / "trainer_state.json").read_text())
+    assert (stop["phase"], stop["phase_step"], stop["global_step"]) == ("SPAG-1", 1, 3)
+    assert (run_dir / "checkpoint-3" / "samples.pt").is_file() and (run_dir / "checkpoint-3" / "optimizer.pt").is_file()
     stopped = json.loads((run_dir / "playpen-run.json").read_text())
-    assert stopped["stopped"] and stopped["checkpoint"].endswith("partial")  # the latest adapter
+    assert stopped["stopped"] and stopped["checkpoint"].endswith("checkpoint-3")  # the latest adapter
     rollouts = sorted((tiny_workspace / "playpen-records" / "spag+lora").rglob("interactions.json"))
     assert rollouts
 
@@ -158,27 +159,31 @@ def test_spag_imitation_and_epochs_change_the_adapter_and_resume_where_they_stop
     assert result.exit_code == 0, result.output
     assert "SPAG-1: resumed after step 1" in result.output and "imitation data" not in result.output
     assert sorted((tiny_workspace / "playpen-records" / "spag+lora").rglob("interactions.json")) == rollouts
-    assert not (run_dir / "partial").exists()
-    epoch_1 = lora_b(run_dir / "SPAG-1")
+    assert not (run_dir / "checkpoint-3").exists()  # the stop inside SPAG-1 is behind its end
+    epoch_1 = lora_b(run_dir / "checkpoint-4")
     assert any(not epoch_1[n].equal(w) for n, w in imitation.items()), "SPAG-1 changed nothing"
     steps = steps_of(run_dir)
     assert [(s["step"], s["spag/phase"]) for s in steps] == [(1, 0), (2, 0), (3, 1), (4, 1)]
     for key in ("train/loss", "train/kl", "memory/peak_rss_mb", "spag/clipped_fraction", "rollout/percent_played",
-                "spag/samples", "reward/Attacker/mean"):
+                "spag/samples", "reward/Attacker/mean", "train/grad_norm", "train/learning_rate"):
         assert key in steps[3], key
     assert all(s["spag/samples"] >= 1 for s in steps[2:])
     summary = json.loads((run_dir / "playpen-run.json").read_text())
     assert summary["eval"]["games"][0]["game"] == "adversarial_taboo"
-    assert summary["checkpoint"].endswith("SPAG-1")
+    assert summary["checkpoint"].endswith("checkpoint-4") and summary["phases"]["SPAG-1"]["checkpoint"] == "checkpoint-4"
 
     # a second epoch: --resume starts at SPAG-2 from SPAG-1's adapter (no imitation again)
     result = CliRunner().invoke(cli, [*run, "--epochs", "2", "--resume", "--no-evaluate"])
     assert result.exit_code == 0, result.output
     assert "imitation data" not in result.output and "SPAG-2:" in result.output
     assert [s["step"] for s in steps_of(run_dir)] == [1, 2, 3, 4, 5, 6]
-    assert all(lora_b(run_dir / "imitation")[n].equal(w) for n, w in imitation.items())  # kept as it was
-    epoch_2 = lora_b(run_dir / "SPAG-2")
+    assert all(lora_b(run_dir / "checkpoint-2")[n].equal(w) for n, w in imitation.items())  # kept as it was
+    epoch_2 = lora_b(run_dir / "checkpoint-6")
     assert any(not epoch_2[n].equal(w) for n, w in epoch_1.items()), "SPAG-2 changed nothing"
+    # one AdamW state through every phase and both resumes: 6 steps
+    import torch
+    state = torch.load(run_dir / "checkpoint-6" / "optimizer.pt")
+    assert {int(v["step"]) for v in state["optimizer"]["state"].values()} == {6}
 
 
 def test_spag_winning_demonstrations_are_the_winners_turns(tiny_workspace):

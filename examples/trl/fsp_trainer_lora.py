@@ -16,7 +16,9 @@ adapters are answered in one batched generate per step. Only the new snapshot tr
 Outputs in ``<models-dir>/fsp+lora/<learner>/``: ``population/`` (population.json and one
 adapter folder per player: ``playpen tournament -m smol-135m+<folder>`` plays them),
 ``records/epoch-N/`` (clemcore layout, ``clem score`` works), ``matches.jsonl``,
-``metrics.jsonl``, ``ratings.json`` (Elo and OpenSkill after each epoch) and ``ratings.png``.
+``metrics.jsonl``, ``ratings.json`` (Elo and OpenSkill after each epoch), ``ratings.png`` and
+``checkpoint-E`` per epoch: Ctrl-C stops it (exit 130), ``--resume`` goes on after the last
+complete epoch (docs/populations.md).
 
 The same trainer by name: ``playpen run fsp ...`` (``playpen run --list``). Its code, to
 read top to bottom: ``playpen/population/leagues.py``. A trainer file of your own imports it (or

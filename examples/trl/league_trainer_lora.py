@@ -20,7 +20,9 @@ alternating; all adapter players' turns of a step are answered in one batched ge
 Training: GRPO's clipped objective on each entrant's own turns and rewards.
 
 Outputs in ``<models-dir>/league+lora/<learner>/``: ``population/``, ``records/epoch-N/``,
-``matches.jsonl``, ``metrics.jsonl``, ``ratings.json`` and ``ratings.png`` (Elo over epochs).
+``matches.jsonl``, ``metrics.jsonl``, ``ratings.json``, ``ratings.png`` (Elo over epochs) and
+``checkpoint-E`` per epoch: Ctrl-C stops it (exit 130), ``--resume`` goes on after the last
+complete epoch (docs/populations.md).
 
 The same trainer by name: ``playpen run league ...`` (``playpen run --list``). Its code, to
 read top to bottom: ``playpen/population/leagues.py``. A trainer file of your own imports it (or

@@ -13,7 +13,7 @@ LLM Reasoning").
    with the adapter disabled (never a second copy). Demonstrations as for SFT: ``--dataset``,
    ``--records``, else the training instances played by ``--demo-model`` (default: the
    programmatic Attacker and Defender); each role's turns only from the episodes it won
-   (``--imitate-winners``). Adapter: ``imitation/``.
+   (``--imitate-winners``).
 2. ``--epochs`` SPAG epochs, each: the learner plays both roles on ``--episodes-per-epoch``
    sampled training instances (``-T``, 0 → 1.0; ``-L``); rule-based rewards from the game's
    outcome per role (``--win-reward``/``--tie-reward``/``--lose-reward``; ``--abort-reward``
@@ -22,13 +22,15 @@ LLM Reasoning").
    played the epoch; ``base``: the adapter disabled) clipped to ``1 ± --clip``, advantage =
    reward − ``--beta`` × KL, the winners' samples only (``--no-winners-only`` keeps all),
    every role weighing half (``--role-balance``), optionally plus ``--sft-coef`` × SFT on the
-   imitation data. Adapters: ``SPAG-1`` … ``SPAG-N``.
+   imitation data. Phases ``SPAG-1`` … ``SPAG-N``.
 
-Everything goes to ``models/spag+lora/<learner>/`` (phase adapters, ``playpen-log.jsonl`` with
+Everything goes to ``models/spag+lora/<learner>/`` (``checkpoint-N`` at each phase's end, N
+its last step, ``playpen-run.json`` naming them under ``phases``; ``playpen-log.jsonl`` with
 ``memory/peak_rss_mb``, the curve); self-play episodes to
 ``<output_dir>/spag+lora/<learner>/``. The last adapter is evaluated on the held-out instances
-(``results/<learner>+spag+lora-SPAG-N/``): in self-play, or as the Attacker against the teacher
-``-t`` when one is given.
+(``results/<learner>+spag+lora-checkpoint-N/``): in self-play, or as the Attacker against the
+teacher ``-t`` when one is given. One AdamW state and learning-rate schedule run through all
+phases (``--lr-scheduler-type``, ``--max-grad-norm``).
 
 The same trainer by name: ``playpen run spag ...`` (``playpen run --list``). Its code, to
 read top to bottom: ``playpen/training/spag/trainer.py``. A trainer file of your own imports it (or

@@ -16,7 +16,7 @@ from playpen import registry
 from playpen.cli import remote_options, set_remote_limits
 from playpen.distributed import check_groups
 from playpen.envs.turns import MAX_TURNS_HELP, check_max_turns, turn_limit
-from playpen.errors import Interrupted, PlaypenError, TrainerFileError
+from playpen.errors import Interrupted, PlaypenError, TrainerFileError, TrainingSetupError
 from playpen.training import catalog
 from playpen.training.common.base import BasePlayPen, config_fields, field_help, option_name, parse_config
 
@@ -197,6 +197,9 @@ def prepare(trainer, *, learner: str, teacher: str | None, extra_args: list[str]
         check_model_name(teacher, "teacher")
     check_games(config)
     cls.check(config, learner, teacher)
+    if num_processes > 1 and not cls.data_parallel:
+        raise TrainingSetupError(f"{cls.__name__} runs on one process (its training loop is its own, not "
+                                 f"accelerate's): run it without --num-processes")
     if num_processes > 1 and hasattr(config, "groups_per_step"):  # GRPO: whole groups on every rank
         check_groups(config.groups_per_step, num_processes)
     return cls, config

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from playpen.errors import PlaypenError
 from playpen.files import write_json
@@ -247,8 +247,9 @@ class Population:
 
     @classmethod
     def load(cls, folder: str | Path, model: Any, tokenizer: Any, base_name: str = "",
-             lora_config: Any = None) -> "Population":
-        """A population saved by :meth:`save`, its adapters loaded onto ``model``."""
+             lora_config: Any = None, names: Optional[Sequence[str]] = None) -> "Population":
+        """A population saved by :meth:`save`, its adapters loaded onto ``model``; with
+        ``names`` only those players (a run resumed from an earlier epoch's checkpoint)."""
         folder = Path(folder)
         file = folder / POPULATION_FILE
         if not file.is_file():
@@ -259,7 +260,12 @@ class Population:
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise PopulationError(f"{file}: not a population file ({type(e).__name__}: {e})") from None
         population = cls(model, tokenizer, base_name or data.get("base_model", ""), lora_config)
+        missing = sorted(set(names or ()) - {spec.name for spec in specs})
+        if missing:
+            raise PopulationError(f"{file}: no player {', '.join(missing)}")
         for spec in specs:
+            if names is not None and spec.name not in names:
+                continue
             if spec.kind == "adapter":
                 # peft saves a non-default adapter into a sub-folder of its name
                 path = folder / "adapters" / spec.name

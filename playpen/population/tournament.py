@@ -24,7 +24,7 @@ from playpen.errors import UnknownModelError
 from playpen.files import write_json, write_text
 from playpen.models import adapter_tag, check_adapter, check_model_name, load_model_by_name
 from playpen.population.players import BASE, Population, PopulationError
-from playpen.population.trainer import game_seats, play_seating
+from playpen.population.matches import game_seats, play_seating
 from playpen.ratings import Match, OpenSkill, bootstrap_bradley_terry, bootstrap_elo, ratings_table
 from playpen.registry import resolve_model
 from playpen.rollouts.partners import as_partner

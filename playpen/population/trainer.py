@@ -14,33 +14,40 @@ Each epoch:
 
 Then every match updates the ratings (Elo and OpenSkill, :mod:`playpen.ratings`), each
 entrant trains on its experiences (:func:`playpen.population.update.train_player`: GRPO's
-clipped objective, group baselines), and the run folder gets the new players' adapters,
-``population.json``, ``matches.jsonl``, ``ratings.json`` and ``ratings.png``.
+clipped objective, group baselines; an entrant copied from a player of the previous epoch
+continues its optimizer state), and the run folder gets the new players' adapters,
+``population.json``, ``matches.jsonl``, ``ratings.json``, ``ratings.png`` and the epoch's
+checkpoint (:mod:`~playpen.population.epoch_checkpoints`). The run is one of playpen's
+training lifecycle (:class:`~playpen.training.common.lifecycle.TrainingRun`): the run
+folder's lock, Ctrl-C/SIGTERM (the epoch in progress is dropped, exit 130/143), ``--resume``,
+the non-finite guard, ``--max-grad-norm`` and ``--lr-scheduler-type``
+(:mod:`~playpen.training.common.optimization`), ``playpen-log.jsonl`` (a line per epoch) and
+``playpen-run.json``. One process: the population's matches are not shared out over ranks.
 """
 from __future__ import annotations
 
 import json
 import math
 import random
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from playpen.errors import PlaypenError
 from playpen.models import check_adapter, check_model_name
-from playpen.population.players import POPULATION_FILE, Population, PopulationError
+from playpen.population import epoch_checkpoints
+from playpen.population.matches import MatchResult, game_seats, play_game
+from playpen.population.players import Population
 from playpen.population.update import Experience, train_player
 from playpen.ratings import Elo, Match, OpenSkill, RatingHistory, plot_ratings
-from playpen.rewards import OutcomeReward
-from playpen.rollouts import InstanceRef, Learner, rollout
-from playpen.rollouts.partners import as_partner
 from playpen.rollouts.types import SamplingConfig
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
+from playpen.training.common.checkpoints import read_state
 from playpen.training.common.config import LoraOptions, option, split_list
 from playpen.training.common.lifecycle import safe_name
-from playpen.training.grpo.parts import game_roles
-from playpen.training.spag.objective import RoleOutcomeReward
+from playpen.training.common.optimization import Optimization, OptimizerOptions
 
 
 @dataclass(frozen=True)
@@ -54,45 +61,8 @@ class Entry:
     path: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class MatchResult:
-    """One episode: the players in seat order, each seat's reward, the experiences to train on."""
-
-    players: tuple[str, ...]
-    rewards: tuple[float, ...]
-    experiences: tuple[Experience, ...] = ()
-    game: str = ""
-    instance: str = ""
-
-    def score(self, seat: int = 0) -> float:
-        """Seat ``seat``'s result against the other seat of a two-player match: 1 won, 0.5 drew, 0 lost."""
-        mine, theirs = self.rewards[seat], self.rewards[1 - seat]
-        if any(isinstance(r, float) and math.isnan(r) for r in (mine, theirs)):
-            return 0.5
-        return 1.0 if mine > theirs else 0.5 if mine == theirs else 0.0
-
-
-@dataclass(frozen=True)
-class MatchReward:
-    """The reward of a population match, ``(EpisodeOutcome, player_name, role) -> float``.
-
-    A game that says who won (``<Role> Win`` episode scores, as adversarial_taboo logs
-    them) is scored per role: :class:`playpen.training.spag.RoleOutcomeReward` — win 1,
-    tie 0, lose -1; an aborted episode costs -1 to the role that broke the format and is a
-    tie for the other. Any other game (cooperative: taboo, referencegame) keeps playpen's
-    :class:`~playpen.rewards.OutcomeReward`, the same reward for every seat. Without the
-    per-role scores both seats of a competitive game would get the game's one outcome: every
-    match a draw, and the loser trained to lose."""
-
-    def __call__(self, outcome: Any, player_name: str = "", role: str = "") -> float:
-        scores = getattr(outcome, "episode_scores", None) or {}
-        if any(str(k).endswith(" Win") for k in scores):
-            return RoleOutcomeReward()(outcome, player_name, role)
-        return OutcomeReward()(outcome, player_name, role)
-
-
 @dataclass
-class PopulationOptions(LoraOptions):
+class PopulationOptions(OptimizerOptions, LoraOptions):
     """The options of every population trainer."""
 
     games: str = option("adversarial_taboo", "the two-player game to play (the default play())")
@@ -109,7 +79,11 @@ class PopulationOptions(LoraOptions):
     elo_k: float = option(32.0, "Elo K factor")
     max_concurrent_episodes: int = option(16, "episodes generated together")
     models_dir: str = option("models", "root of the run folders")
-    overwrite: bool = option(False, "start over in a run folder that holds a finished population")
+    resume: bool = option(False, "continue the run in the run folder after its last complete epoch")
+    overwrite: bool = option(False, "start over in a run folder that holds checkpoints (its files are replaced)")
+    save_total_limit: int = option(2, "epoch checkpoints kept (the population/ folder keeps every player)")
+    lr_scheduler_type: str = option("constant", "learning-rate schedule over each player's steps: linear, cosine, "
+                                                "constant, constant_with_warmup")
     time_budget: float = option(0.0, "minutes of wall time for the whole run: no epoch starts that would end "
                                      "past it (estimated by the longest epoch so far); 0: no limit")
 
@@ -129,6 +103,12 @@ class PopulationOptions(LoraOptions):
             raise PlaypenError(f"option --elo-k: {self.elo_k!r} is not valid; expected a number > 0")
         if not split_list(self.games):
             raise PlaypenError("option --games: names no game; expected a two-player game name")
+        if self.save_total_limit < 1:
+            raise PlaypenError(f"option --save-total-limit: {self.save_total_limit!r} is not valid; expected an "
+                               f"integer >= 1")
+        if self.resume and self.overwrite:
+            raise PlaypenError("--resume and --overwrite exclude each other: continue the run or start over")
+        self.check_optimizer_options()
 
 
 class PopulationPlayPen(BasePlayPen):
@@ -136,6 +116,7 @@ class PopulationPlayPen(BasePlayPen):
     without clemcore, :meth:`play`); :meth:`learn` runs the epochs."""
 
     config_class = PopulationOptions
+    data_parallel = False  # its loop is its own: one process (TrainingRun.loop)
     kind = "population"
     """The run folder's first part: ``<models_dir>/<kind>+lora/<learner>``."""
 
@@ -157,9 +138,9 @@ class PopulationPlayPen(BasePlayPen):
 
     @classmethod
     def check(cls, config, learner, teacher=None):
-        """Before anything loads: a finished run in the run folder (without --overwrite), an
-        init adapter trained on another base model."""
-        cls._check_run_root(cls.run_root(config, learner), config)
+        """Before anything loads: a game without two seats, an init adapter trained on
+        another base model. The run folder's lock and checkpoints are the lifecycle's
+        (:class:`~playpen.training.common.lifecycle.TrainingRun`)."""
         if cls.play is PopulationPlayPen.play:  # the default play(): a two-player clemcore game
             game_seats(split_list(config.games)[0], config.train_instances)
         if getattr(config, "init_adapter", ""):
@@ -178,7 +159,7 @@ class PopulationPlayPen(BasePlayPen):
 
     def play(self, seatings: Sequence[tuple[str, ...]], epoch: int) -> list[MatchResult]:
         """Play the seatings; default: the clemcore game of ``--games`` through the rollout
-        engine (:func:`play_game`)."""
+        engine (:func:`~playpen.population.matches.play_game`)."""
         return play_game(self, seatings, epoch)
 
     # ------------------------------------------------------------------ the run
@@ -189,41 +170,79 @@ class PopulationPlayPen(BasePlayPen):
         return Population(model, tokenizer, base, self.config.lora_config())
 
     def learn(self, game_registry=None) -> None:
+        """The epochs inside playpen's training lifecycle: the run folder's lock, a checkpoint
+        per epoch (``checkpoint-E``: E epochs done), Ctrl-C/SIGTERM, ``--resume``
+        (:mod:`~playpen.population.epoch_checkpoints`)."""
         cfg = self.config
-        self.run_dir = self._new_run_dir()
-        self.population = self.make_population()
+        self.run_dir = self.run_root(cfg, self.learner.name)
+        run = lifecycle.TrainingRun(self, self.run_dir, split_list(cfg.games))
+        run.loop(lambda resume_from: self._epochs(run, resume_from), cfg.epochs)
+        done = read_state(run.checkpoint).get("global_step", 0) if run.checkpoint else 0
+        if done < cfg.epochs and run.interrupt.requested:
+            print(f"[playpen] epoch {done} was not finished: --resume plays it again from its start", flush=True)
+        run.finish(saved="population", evaluate=False, epochs_done=done,
+                   population=self.population.names() if self.population is not None else [])
+
+    def _epochs(self, run: Any, resume_from: Optional[Path]) -> None:
+        cfg = self.config
         self.elo, self.openskill, self.history = Elo(cfg.elo_initial, cfg.elo_k), OpenSkill(), RatingHistory()
         self._log_file = self.run_dir / "matches.jsonl"
-        import time
+        states: dict[str, dict] = {}  # the optimizer states of the last epoch's entrants (their copies go on)
+        first = 0
+        if resume_from is not None:
+            first, states = epoch_checkpoints.restore(self, resume_from)
+        else:
+            epoch_checkpoints.start_over(self.run_dir, cfg.overwrite)
+            self.population = self.make_population()
         started, longest = time.monotonic(), 0.0
-        self.callbacks.on_learn_start(self.name, cfg.epochs)
-        for epoch in range(cfg.epochs):
+        for epoch in range(first, cfg.epochs):
             elapsed = time.monotonic() - started
-            if epoch and cfg.time_budget and elapsed + longest > cfg.time_budget * 60:
+            if epoch > first and cfg.time_budget and elapsed + longest > cfg.time_budget * 60:
                 print(f"time budget: {elapsed / 60:.1f} of {cfg.time_budget:g} min used, an epoch takes up to "
                       f"{longest / 60:.1f}; stopping after {epoch} epoch(s)", flush=True)
                 break
             self.epoch = epoch
-            entrants = self._enter(self.entry(epoch))
-            seatings = self.match(epoch, entrants)
-            results = self.play(seatings, epoch)
+            entries = self.entry(epoch)
+            entrants = self._enter(entries)
+            results = self.play(self.match(epoch, entrants), epoch)
+            if run.interrupt.requested:  # the epoch is dropped; the last checkpoint stays
+                return
             self._rate(results, epoch)
             metrics = {"epoch": epoch, "players": len(self.population), "matches": len(results)}
-            for name in entrants:
-                mine = [x for r in results for x in r.experiences if x.player == name]
-                params = self.population.trainable(name)
-                step = train_player(self.population.model, params, mine, learning_rate=cfg.learning_rate,
-                                    temperature=self.temperature, rows_per_step=cfg.rows_per_step, clip=cfg.clip)
-                metrics.update({f"{name}/{k}": v for k, v in step.items()})
+            trained: dict[str, dict] = {}
+            for e in entries:
+                mine = [x for r in results for x in r.experiences if x.player == e.name]
+                optimization = self._optimization(e, mine, states.get(e.copy_of or "", None), run)
+                step = train_player(self.population.model, optimization, mine, temperature=self.temperature,
+                                    rows_per_step=cfg.rows_per_step, clip=cfg.clip,
+                                    on_step=lambda _: not run.interrupt.requested)
+                if run.interrupt.requested:
+                    return
+                metrics.update({f"{e.name}/{k}": v for k, v in step.items()})
+                trained[e.name] = optimization.state_dict()
+            losses = [metrics[f"{n}/train/loss"] for n in trained if metrics.get(f"{n}/train/steps")]
+            if losses:
+                metrics["train/loss"] = sum(losses) / len(losses)
             self.population.freeze()
             for name in entrants:
                 self.population.set_frozen(name)
             longest = max(longest, time.monotonic() - started - elapsed)
             metrics["seconds"] = round(time.monotonic() - started, 1)
             self._save_epoch(epoch, metrics)
-            if not self.callbacks.on_train_step(epoch + 1, metrics):  # a callback stops the run here
+            states = trained
+            epoch_checkpoints.save(self, epoch + 1, states)
+            if not run.log_step(epoch + 1, metrics):  # a signal or a callback stops the run here
                 break
-        self.callbacks.on_learn_end()
+
+    def _optimization(self, entry: Entry, experiences: Sequence[Experience], parent: Optional[dict], run: Any):
+        """The entrant's optimizer over its steps this epoch; a copy of a player that trained
+        in the previous epoch continues that player's AdamW state (the schedule starts anew)."""
+        steps = math.ceil(len(experiences) / max(1, self.config.rows_per_step))
+        optimization = Optimization(self.population.trainable(entry.name), self.config.learning_rate, steps,
+                                    self.config, guard=run.guard)
+        if parent is not None:
+            optimization.load_state_dict(parent, schedule=False)
+        return optimization
 
     @property
     def temperature(self) -> float:
@@ -234,21 +253,6 @@ class PopulationPlayPen(BasePlayPen):
         """The players' sampling settings: ``-T`` (0 means 1.0: greedy groups carry no signal), ``-L``."""
         gen = dict(getattr(self.learner, "gen_args", None) or {})
         return SamplingConfig(temperature=self.temperature, max_new_tokens=int(gen.get("max_tokens", 300)))
-
-    @staticmethod
-    def _check_run_root(root: Path, config) -> None:
-        if (root / "population" / POPULATION_FILE).exists() and not config.overwrite:
-            raise PopulationError(f"{root} holds a population run already: pass --overwrite to start over "
-                                  f"(its files are replaced), or set --models-dir")
-
-    def _new_run_dir(self) -> Path:
-        root = self.run_root(self.config, self.learner.name)
-        self._check_run_root(root, self.config)
-        if root.exists() and self.config.overwrite:
-            import shutil
-            shutil.rmtree(root)
-        root.mkdir(parents=True, exist_ok=True)
-        return root
 
     def _enter(self, entries: Sequence[Entry]) -> list[str]:
         names = []
@@ -264,16 +268,29 @@ class PopulationPlayPen(BasePlayPen):
     def _rate(self, results: Sequence[MatchResult], epoch: int) -> None:
         lines = []
         for r in results:
-            if len(r.players) == 2 and r.players[0] != r.players[1]:
-                score = r.score(0)
-                self.elo.update(r.players[0], r.players[1], score)
-                self.openskill.update_match(r.players[0], r.players[1], score)
-                self.matches.append(Match(r.players[0], r.players[1], score, r.game, r.instance))
-            self.results.append(r)
+            self.apply(r)
             lines.append(json.dumps({"epoch": epoch, "players": list(r.players), "rewards": list(r.rewards),
                                      "game": r.game, "instance": r.instance}))
         with open(self._log_file, "a", encoding="utf-8") as f:
             f.write("".join(line + "\n" for line in lines))
+
+    def apply(self, r: MatchResult) -> None:
+        """One match into the ratings and the results (a resumed run replays matches.jsonl)."""
+        if len(r.players) == 2 and r.players[0] != r.players[1]:
+            score = r.score(0)
+            self.elo.update(r.players[0], r.players[1], score)
+            self.openskill.update_match(r.players[0], r.players[1], score)
+            self.matches.append(Match(r.players[0], r.players[1], score, r.game, r.instance))
+        self.results.append(r)
+
+    def replay(self, lines: Sequence[dict], epochs: int) -> None:
+        """Ratings, their history and the results of the first `epochs` epochs from their
+        ``matches.jsonl`` lines (a resumed run)."""
+        for epoch in range(epochs):
+            for line in (x for x in lines if x["epoch"] == epoch):
+                self.apply(MatchResult(tuple(line["players"]), tuple(line["rewards"]), (), line.get("game", ""),
+                                       line.get("instance", "")))
+            self.history.record(epoch, self.elo, self.openskill)
 
     def _save_epoch(self, epoch: int, metrics: dict) -> None:
         self.history.record(epoch, self.elo, self.openskill)
@@ -302,74 +319,3 @@ class PopulationPlayPen(BasePlayPen):
                     score += r.score(seat)
                     count += 1
         return score / count
-
-
-def game_seats(game: str, instances: str) -> tuple[list[str], list[dict]]:
-    """The seats (roles, or player names where roles repeat) of a two-player game, and its rows;
-    PopulationError (one line) for a game with another number of players."""
-    seats, rows = game_roles(game, instances)
-    if len(seats) != 2:
-        raise PopulationError(f"game '{game}' has {len(seats)} player slot(s) ({', '.join(seats)}): matches need "
-                              f"a two-player game")
-    return seats, rows
-
-
-def play_game(trainer: PopulationPlayPen, seatings: Sequence[tuple[str, ...]], epoch: int) -> list[MatchResult]:
-    """The default :meth:`PopulationPlayPen.play`: each seating plays ``--instances-per-match``
-    seeded training instances ``--num-generations`` times; records go to
-    ``<run>/records/epoch-N/``."""
-    cfg = trainer.config
-    game = split_list(cfg.games)[0]
-    seats, rows = game_seats(game, cfg.train_instances)
-    rng = random.Random(trainer.seed * 1009 + epoch)
-    out: list[MatchResult] = []
-    for index, seating in enumerate(seatings):
-        picked = rng.sample(rows, min(cfg.instances_per_match, len(rows)))
-        out += play_seating(trainer.population, game, seats, seating, picked, instances_file=cfg.train_instances,
-                            num_repeats=cfg.num_generations, sampling=trainer.sampling(),
-                            records_dir=trainer.run_dir / "records" / f"epoch-{epoch}",
-                            run_name=f"match-{index:03d}-{'-vs-'.join(seating)}",
-                            max_concurrent_episodes=cfg.max_concurrent_episodes,
-                            seed=trainer.seed * 100003 + epoch * 101 + index, callbacks=trainer.callbacks)
-    return out
-
-
-def play_seating(population: Population, game: str, seats: Sequence[str], seating: Sequence[str],
-                 rows: Sequence[dict], *, instances_file: str, num_repeats: int = 1, sampling: Any = None,
-                 records_dir: Any = None, run_name: Optional[str] = None, max_concurrent_episodes: int = 16,
-                 seed: Optional[int] = None, callbacks: Any = None, partners: Optional[dict] = None,
-                 reward_fn: Any = None) -> list[MatchResult]:
-    """One rollout of ``seating`` (player names, seat order) on ``rows``: every seat is a
-    partner of the rollout (adapter players: the population's model, one generate per step
-    for all of them), each episode one :class:`MatchResult` with every adapter player's
-    experiences (grouped per instance and seat). ``partners``: ready partner objects by
-    player name (a tournament's loaded models). ``reward_fn``: each seat's reward (default
-    :class:`MatchReward`: per role where the game says who won)."""
-    partners = dict(partners or {})
-    seat_partners = {}
-    for seat, name in zip(seats, seating):
-        value = partners.get(name)
-        if value is None:
-            value = population.learner(name, sampling)
-        seat_partners[seat] = as_partner(value, sampling=sampling) if not isinstance(value, str) else value
-    refs = [InstanceRef(game, row["experiment"]["name"], int(row["game_instance"]["game_id"])) for row in rows]
-    host = Learner(population.model if population is not None else None,
-                   population.tokenizer if population is not None else None, name="population",
-                   sampling=sampling or SamplingConfig())
-    result = rollout(game, host, partners=seat_partners, instances=refs, instances_file=instances_file,
-                     num_repeats=num_repeats, max_concurrent_episodes=max_concurrent_episodes,
-                     records_dir=records_dir, run_name=run_name, seed=seed, callbacks=callbacks,
-                     reward_fn=reward_fn or MatchReward())
-    out = []
-    tag = "-vs-".join(seating)
-    for episode in result.episodes:
-        rewards = []
-        for seat in seats:  # a role, or a player name where the roles repeat
-            player = seat if seat in episode.roles else \
-                next((p for p, role in episode.roles.items() if role == seat), seat)
-            rewards.append(float(episode.rewards.get(player, math.nan)))
-        experiences = tuple(Experience.from_trajectory(t, f"{tag}/{t.group_id}/{t.role}")
-                            for t in episode.trajectories if t.side_call is None)
-        out.append(MatchResult(tuple(seating), tuple(rewards), experiences, episode.game,
-                               f"{episode.experiment}/{episode.game_id}"))
-    return out

@@ -3,8 +3,9 @@
 Advantages are those of :class:`playpen.training.grpo.advantages.Advantages` (the group's mean
 reward as baseline, divided by its std; a group of equal rewards is dropped), one group per
 ``Experience.group`` (a player's episodes of one instance, seat and opponent). The loss is
-GRPO's with ``beta = 0``: per trajectory the mean over its model tokens of
-``-min(r A, clip(r, 1 - eps, 1 + eps) A)``, ``r = exp(logp - logp_old)``; ``logp_old`` are
+GRPO's with ``beta = 0`` (:func:`playpen.training.common.losses.clipped_policy_loss`): per trajectory
+the mean over its model tokens of ``-min(r A, clip(r, 1 - eps, 1 + eps) A)``,
+``r = exp(logp - logp_old)``; ``logp_old`` are
 the sampling logprobs the rollout recorded (without them ``r = 1``: plain REINFORCE with a
 group baseline). Logprobs use ``log_softmax(logits / T)``, as the rollout samples.
 """
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
+from playpen.training.common.losses import clipped_policy_loss, sequence_logprobs
 from playpen.training.grpo.advantages import Advantages
 
 
@@ -58,19 +60,19 @@ def advantages(experiences: Sequence[Experience]) -> list[float]:
     return out
 
 
-def train_player(model: Any, params: list, experiences: Sequence[Experience], *, learning_rate: float,
-                 temperature: float = 1.0, rows_per_step: int = 8, clip: float = 0.2) -> dict[str, float]:
-    """Optimizer steps of AdamW over ``params`` (the player's adapter, active in ``model``)
-    on ``experiences`` in chunks of ``rows_per_step`` rows; returns metrics."""
-    import torch
+def train_player(model: Any, optimization: Any, experiences: Sequence[Experience], *, temperature: float = 1.0,
+                 rows_per_step: int = 8, clip: float = 0.2, on_step: Optional[Callable[[dict], bool]] = None
+                 ) -> dict[str, float]:
+    """Optimizer steps of ``optimization`` (an :class:`~playpen.training.common.optimization.Optimization`
+    over the player's adapter, active in ``model``) on ``experiences`` in chunks of
+    ``rows_per_step`` rows; ``on_step(metrics)`` after each step, False to stop there (a
+    signal, a callback). Returns the player's metrics."""
     adv = advantages(experiences)
     rows = [(e, a) for e, a in zip(experiences, adv) if a != 0.0 and any(e.env_mask)]
     metrics = {"train/rows": float(len(experiences)), "train/rows_with_signal": float(len(rows)),
                "train/steps": 0.0, "train/loss": 0.0}
-    if not rows or not params:
+    if not rows or not optimization.params:
         return metrics
-    optimizer = torch.optim.AdamW(params, lr=learning_rate, weight_decay=0.0)
-    device = params[0].device
     t = temperature if temperature and temperature > 0 else 1.0
     was_training = model.training
     model.train()
@@ -78,33 +80,29 @@ def train_player(model: Any, params: list, experiences: Sequence[Experience], *,
     try:
         for start in range(0, len(rows), max(1, rows_per_step)):
             chunk = rows[start:start + rows_per_step]
-            optimizer.zero_grad(set_to_none=True)
             total = 0.0
             for experience, advantage in chunk:
-                loss = _row_loss(model, experience, advantage, t, clip, device) / len(chunk)
+                loss = _row_loss(model, experience, advantage, t, clip) / len(chunk)
                 loss.backward()
                 total += float(loss.detach())
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            optimizer.step()
+            step = optimization.step(model, len(losses) + 1, advance_schedule=False)
             losses.append(total)
+            if on_step is not None and not on_step({**step, "train/loss": total}):
+                break
     finally:
-        optimizer.zero_grad(set_to_none=True)
+        optimization.optimizer.zero_grad(set_to_none=True)
         if not was_training:
             model.eval()
     metrics.update({"train/steps": float(len(losses)), "train/loss": sum(losses) / len(losses)})
     return metrics
 
 
-def _row_loss(model, experience: Experience, advantage: float, temperature: float, clip: float, device):
+def _row_loss(model, experience: Experience, advantage: float, temperature: float, clip: float):
     import torch
     prompt, completion = list(experience.prompt_ids), list(experience.completion_ids)
-    ids = torch.tensor([prompt + completion], device=device)
-    logits = model(input_ids=ids).logits[0, len(prompt) - 1:-1].float()
-    target = torch.tensor(completion, device=device)
-    logp = torch.log_softmax(logits / temperature, -1).gather(1, target[:, None]).squeeze(1)
-    mask = torch.tensor(experience.env_mask, dtype=logp.dtype, device=device)
-    old = logp.detach() if experience.logprobs is None else \
-        torch.tensor(experience.logprobs, dtype=logp.dtype, device=device)
-    ratio = torch.exp(logp - old)
-    objective = torch.minimum(ratio * advantage, torch.clamp(ratio, 1 - clip, 1 + clip) * advantage)
-    return -(objective * mask).sum() / mask.sum().clamp(min=1.0)
+    mask = [0] * len(prompt) + list(experience.env_mask)
+    logps = sequence_logprobs(model, prompt + completion, mask, temperature)
+    mine = [i for i, m in enumerate(experience.env_mask) if m and len(prompt) + i > 0]  # as sequence_logprobs
+    old = logps.detach() if experience.logprobs is None else \
+        torch.tensor([experience.logprobs[i] for i in mine], dtype=logps.dtype)
+    return clipped_policy_loss(logps, old, advantage, clip)

@@ -29,6 +29,9 @@ class BasePlayPen(abc.ABC):
     """
 
     config_class: ClassVar[Optional[type]] = None
+    data_parallel: ClassVar[bool] = True
+    """False for a trainer whose loop is its own, not accelerate's (SPAG, the populations):
+    ``playpen run --num-processes N`` refuses it in one line (docs/distributed.md)."""
 
     def __init__(self, learner: Any, teacher: Any = None, *, config: Any = None,
                  output_dir: str | Path = "playpen-records", seed: int = 42,

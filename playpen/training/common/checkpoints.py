@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from playpen.errors import ResumeError
+from playpen.files import write_json, write_text
 
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 STATE_FILE = "trainer_state.json"
@@ -111,3 +112,33 @@ def rotate_checkpoints(run_dir: str | Path, keep: Optional[int]) -> list[str]:
         remove_checkpoint(path)
         removed.append(path.name)
     return removed
+
+
+def write_state(folder: Path, state: dict) -> None:
+    """A checkpoint's ``trainer_state.json``, written last: the folder counts from then on."""
+    write_json(Path(folder) / STATE_FILE, state, indent=1)
+
+
+def read_state(folder: str | Path) -> dict:
+    """A complete checkpoint's ``trainer_state.json`` ({} when missing or cut short)."""
+    try:
+        state = json.loads((Path(folder) / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def truncate_log(path: Path, step: int) -> None:
+    """Drop the log's train steps after `step` (a resumed run does them again)."""
+    if not path.exists():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = []
+    for line in lines:
+        try:
+            if json.loads(line).get("step", 0) <= step:
+                kept.append(line)
+        except ValueError:  # a line cut short by a kill
+            continue
+    if len(kept) != len(lines):
+        write_text(path, "".join(kept))

@@ -8,8 +8,9 @@ optimizer step and drops them when they are not finite, so that the weights stay
 last finite step left them. The console names each such step, ``train/skipped_steps``
 counts them, and ``limit`` of them in a row stop training (the adapter intact), since a run
 whose every step is NaN learns nothing. playpen's trainer callback
-(:func:`playpen.training.common.lifecycle.make_trainer_callback`) applies it to every TRL trainer;
-SPAG's own loop calls it too.
+(:func:`playpen.training.common.trainer_callback.make_trainer_callback`) applies it to every TRL
+trainer; the own loops (SPAG, populations) through
+:class:`~playpen.training.common.optimization.Optimization`.
 """
 from __future__ import annotations
 

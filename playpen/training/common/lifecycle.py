@@ -1,7 +1,10 @@
-"""The lifecycle of a training run: the frame of a trainer's ``learn()``
-(:class:`TrainingRun`: the run-folder lock, refusals, resume, training, final evaluation,
-summary), Ctrl-C/SIGTERM safety, the bridge from TRL's logs to playpen's metrics and
-checkpoint rotation (:mod:`playpen.training.common.checkpoints`), precision.
+"""The lifecycle of a training run: the frame of every trainer's ``learn()``
+(:class:`TrainingRun`: the run-folder lock, refusals, resume, training — a TRL trainer's or
+a loop of the trainer's own — final evaluation, summary), Ctrl-C/SIGTERM safety, precision.
+The bridge from TRL's logs to playpen's metrics is
+:mod:`~playpen.training.common.trainer_callback`; checkpoints and their rotation
+:mod:`~playpen.training.common.checkpoints`; an own loop's optimizer step
+:mod:`~playpen.training.common.optimization`.
 
 Kept free of any one algorithm: :mod:`playpen.training.sft` builds supervised datasets,
 :mod:`playpen.training.grpo` bridges the rollout engine to TRL's ``rollout_func``.
@@ -13,18 +16,20 @@ import signal
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from playpen import distributed
-from playpen.callbacks import BaseCallback, JsonlLogCallback
-from playpen.errors import Interrupted, PlaypenError, ResumeError, RunLockedError
+from playpen.callbacks import JsonlLogCallback
+from playpen.errors import Interrupted, PlaypenError, ResumeError, RunLockedError, TrainingSetupError
 from playpen.files import FolderLock, write_json
 from playpen.training.common.checkpoints import (checkpoint_step, checkpoints, latest_checkpoint,  # noqa: F401
-                                                 remove_partial, resume_checkpoint, rotate_checkpoints)
+                                                 read_state, remove_checkpoint, remove_partial, resume_checkpoint,
+                                                 truncate_log)
 from playpen.training.common.final_evaluation import FinalEvaluation
 from playpen.training.common.finite import NonFiniteGuard
 from playpen.training.common.memory import memory_metrics, prepare_for_training, release_memory, reset_peak
 from playpen.training.common.plotting import CURVE_FILE, LOG_FILE, plot_run
+from playpen.training.common.trainer_callback import make_trainer_callback
 
 
 # ----------------------------------------------------------------------------- precision, threads
@@ -84,8 +89,9 @@ class GracefulInterrupt:
     last saved checkpoint stays valid).
 
     Use as a context manager around ``trainer.train()`` together with
-    :class:`PlaypenTrainerCallback`, which turns the flag into ``should_save`` and
-    ``should_training_stop``.
+    :func:`~playpen.training.common.trainer_callback.make_trainer_callback`, which turns the
+    flag into ``should_save`` and ``should_training_stop`` (an own loop reads it through
+    :meth:`TrainingRun.log_step`).
     """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -117,163 +123,35 @@ class GracefulInterrupt:
         return False
 
 
-# ----------------------------------------------------------------------------- metrics bridge
-
-# TRL log keys -> playpen's namespaced metric keys
-_RENAMES = {
-    "loss": "train/loss",
-    "learning_rate": "train/learning_rate",
-    "grad_norm": "train/grad_norm",
-    "kl": "train/kl",
-    "entropy": "train/entropy",
-    "mean_token_accuracy": "train/mean_token_accuracy",
-    "reward": "rollout/reward_mean",
-    "reward_std": "rollout/reward_std",
-    "epoch": "train/epoch",
-    "num_tokens": "train/num_tokens",
-}
-
-
-def rename_metrics(logs: dict) -> dict:
-    """TRL's log dict → playpen keys. Per-role rewards arrive as ``rewards/role:<R>/mean``
-    (one reward function per role) and become ``reward/<R>/mean``; ``rewards/played/mean``
-    becomes ``rollout/percent_played`` (×100)."""
-    out = {}
-    for key, value in logs.items():
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            continue
-        if key.startswith("rewards/role:"):
-            role_and_stat = key[len("rewards/role:"):]
-            role, _, stat = role_and_stat.rpartition("/")
-            out[f"reward/{role}/{stat}"] = value
-        elif key == "rewards/played/mean":
-            out["rollout/percent_played"] = 100.0 * value
-        elif key in _RENAMES:
-            out[_RENAMES[key]] = value
-        elif "/" in key:
-            out[key] = value
-        else:
-            out[f"train/{key}"] = value
-    return out
-
-
-def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
-                          interrupt: Optional[GracefulInterrupt] = None,
-                          extra_metrics: Optional[callable] = None):
-    """A transformers ``TrainerCallback`` that forwards every logged step to playpen's
-    callbacks and to ``<run_dir>/playpen-log.jsonl``, adds ``train/tokens_per_s``, the CPU
-    seconds since the previous step (``time/cpu_s``) and the
-    step's memory (``memory/peak_rss_mb``: the highest resident memory since the step
-    began; :func:`playpen.training.common.memory.memory_metrics`), stops when a callback returns
-    False, and saves + stops after a Ctrl-C. Each step begins with the memory the previous
-    one freed handed back to the system (:func:`~playpen.training.common.memory.release_memory`).
-    A step whose gradients are not finite is dropped before the optimizer step
-    (:class:`~playpen.training.common.finite.NonFiniteGuard`: ``train/skipped_steps``; 3 in a row
-    save and stop)."""
-    from transformers import TrainerCallback
-
-    log = JsonlLogCallback(Path(run_dir) / LOG_FILE)
-
-    class PlaypenTrainerCallback(TrainerCallback):
-        def __init__(self):
-            self._last_time = None
-            self._last_tokens = None
-            self._last_cpu = None
-            self._stop = False
-            self._keep = None
-            self.guard = NonFiniteGuard()  # steps with NaN/inf gradients never reach the weights
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            prepare_for_training()  # the allocator: benchmarks/memory.py
-            self._last_time, self._last_cpu = time.time(), time.process_time()
-            self._last_tokens = getattr(state, "num_input_tokens_seen", 0) or 0
-            # playpen rotates (on_save, safely); transformers' rotation is turned off
-            if args.save_total_limit is not None:
-                self._keep, args.save_total_limit = args.save_total_limit, None
-            # a resumed state keeps the checkpoint's save interval: apply the one asked for now
-            if state.global_step and args.save_steps and state.save_steps != args.save_steps:
-                print(f"[playpen] --resume: saving every {args.save_steps:g} steps as asked "
-                      f"(the checkpoint saved every {state.save_steps:g})", flush=True)
-                state.save_steps = args.save_steps
-
-        def on_step_begin(self, args, state, control, **kwargs):
-            release_memory()
-            reset_peak()
-
-        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
-            # after clipping, before the optimizer: the gradients are the whole step's (all ranks')
-            if model is not None and self.guard.check(model, int(state.global_step) + 1) and self.guard.stop:
-                self._stop = True  # saved and stopped at the step's end, the weights as they were
-
-        def on_save(self, args, state, control, **kwargs):
-            if distributed.is_main():  # the rank that saved (transformers saves from rank 0)
-                rotate_checkpoints(args.output_dir, self._keep)
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if not logs or "train_runtime" in logs:  # the end-of-training summary is no step
-                return
-            if not distributed.is_main():  # rank 0 logs the step (TRL's metrics are gathered over ranks)
-                self.on_step_end(args, state, control)
-                return
-            metrics = rename_metrics(logs)
-            now = time.time()
-            tokens = metrics.get("train/num_tokens", getattr(state, "num_input_tokens_seen", 0)) or 0
-            if self._last_time is not None and tokens and now > self._last_time:
-                metrics["train/tokens_per_s"] = (tokens - (self._last_tokens or 0)) / (now - self._last_time)
-            # CPU seconds of the whole process (every thread) since the last step: unlike the
-            # wall clock, it does not grow when other jobs share the machine
-            cpu = time.process_time()
-            if self._last_cpu is not None:
-                metrics["time/cpu_s"] = round(cpu - self._last_cpu, 3)
-            self._last_time, self._last_tokens, self._last_cpu = now, tokens, cpu
-            if extra_metrics is not None:
-                metrics.update(extra_metrics())
-            metrics.update(memory_metrics())
-            metrics.update(self.guard.metrics())
-            step = int(state.global_step)
-            keep_going = callbacks.on_train_step(step, metrics)
-            log.on_train_step(step, metrics)
-            if not keep_going:
-                self._stop = True
-            # on_log runs before the step's save decision: act on a stop request right away
-            self.on_step_end(args, state, control)
-
-        def on_step_end(self, args, state, control, **kwargs):
-            # every rank saves and stops at the same step, whichever rank got the signal or the
-            # callback's stop (a rank that went on alone would wait for the others forever)
-            signum = distributed.max_over_ranks(interrupt.signum or 0 if interrupt is not None else 0)
-            if signum and not interrupt.requested:  # another rank got it: stop as it does
-                interrupt.requested, interrupt.signum = True, signum
-            if distributed.any_rank(self._stop) or signum:
-                control.should_save = True
-                control.should_training_stop = True
-
-    return PlaypenTrainerCallback()
-
-
 # ----------------------------------------------------------------------------- a trainer's run
 
 class TrainingRun:
-    """The frame of an example trainer's ``learn()`` around its TRL trainer.
+    """The frame of a trainer's ``learn()``: every trainer of the package runs in one.
 
     Created before anything is loaded or trained, it locks `run_dir` for this process
     (another run into it stops with one line naming the holder; :class:`~playpen.files.FolderLock`),
     removes what an interrupted save left there, and refuses to ``--resume`` without a
     complete checkpoint, to train into a folder that holds checkpoints without
     ``--resume`` or ``--overwrite``, and to let the final evaluation replace another
-    run's results. Then hand :meth:`trainer_callback` to the TRL trainer, :meth:`train`
-    it and :meth:`finish`: the end-of-run evaluation before -> after
+    run's results. Then either hand :meth:`trainer_callback` to a TRL trainer and
+    :meth:`train` it, or run a loop of the trainer's own with :meth:`loop` (SPAG, the
+    population trainers: :meth:`log_step` after each optimizer step, a ``checkpoint-N``
+    folder per save); then :meth:`finish`: the end-of-run evaluation before -> after
     (:mod:`~playpen.training.common.final_evaluation`), ``playpen-run.json`` and the
     learning curve in `run_dir`; the lock is released then (or when training raises, or
     when the process ends).
 
-    `playpen` is the trainer (a ``BasePlayPen``); its config is a RunConfig. Evaluation
-    results go to ``<results_dir>/<eval_prefix>checkpoint-N/``.
+    `playpen` is the trainer (a ``BasePlayPen``); its config has ``resume`` and
+    ``overwrite`` (a RunConfig's fields; a config without ``evaluate`` has no final
+    evaluation). Evaluation results go to ``<results_dir>/<eval_prefix>checkpoint-N/``, N
+    the last step (`total_steps`, default ``--max-steps``).
     """
 
-    def __init__(self, playpen: Any, run_dir: str | Path, games: list[str], eval_prefix: str):
+    def __init__(self, playpen: Any, run_dir: str | Path, games: list[str], eval_prefix: str = "",
+                 total_steps: Optional[int] = None):
         cfg = playpen.config
         self.playpen, self.run_dir, self.games, self.eval_prefix = playpen, Path(run_dir), games, eval_prefix
+        self.evaluate = bool(getattr(cfg, "evaluate", False))
         self.lock = self._lock()
         self.trained = False
         try:
@@ -287,13 +165,15 @@ class TrainingRun:
                                   f"--overwrite to start over, or --models-dir DIR for a run of its own")
             # the final evaluation replaces results only of this run's own checkpoints (resumed or
             # restarted); refuse now, not after training, to replace another run's (or a bad set name)
-            self.final = FinalEvaluation(cfg, games, f"{eval_prefix}checkpoint-{cfg.max_steps}")
-            if cfg.evaluate:
+            self.final = FinalEvaluation(cfg, games, f"{eval_prefix}checkpoint-{total_steps or cfg.max_steps}") \
+                if self.evaluate else None
+            if self.evaluate:
                 self.final.check()
         except BaseException:
             self._unlock()
             raise
         self.interrupt = GracefulInterrupt()
+        self.guard = NonFiniteGuard()  # an own loop's steps: its Optimization drops non-finite ones
         self.checkpoint: Optional[Path] = None
         self.started = time.time()
         if isinstance(getattr(playpen, "runs", None), list):
@@ -335,12 +215,17 @@ class TrainingRun:
     def train(self, trainer) -> Optional[Path]:
         """``trainer.train()``, from the checkpoint to resume from if any; the first Ctrl-C
         saves a checkpoint and stops. Returns the last complete checkpoint."""
+        return self._run(lambda: trainer.train(resume_from_checkpoint=self.resume_from),
+                         self.playpen.config.max_steps)
+
+    def _run(self, work: Callable[[], Any], total_steps: int) -> Optional[Path]:
+        """`work()` inside the signal handler, between ``on_learn_start`` and ``on_learn_end``
+        (the lock goes when it raises); the last complete checkpoint after it."""
         callbacks = self.playpen.callbacks
-        self.trained = True
-        callbacks.on_learn_start(self.playpen.name, self.playpen.config.max_steps)
+        callbacks.on_learn_start(self.playpen.name, total_steps)
         try:
             with self.interrupt:
-                trainer.train(resume_from_checkpoint=self.resume_from)
+                work()
         except BaseException:
             self.lock.release()
             raise
@@ -348,21 +233,61 @@ class TrainingRun:
         self.checkpoint = latest_checkpoint(self.run_dir)
         return self.checkpoint
 
+    # ------------------------------------------------------------------ a loop of the trainer's own
+
+    def loop(self, train: Callable[[Optional[Path]], Any], total_steps: int) -> Optional[Path]:
+        """Run ``train(resume_from)`` — a trainer's own loop from the checkpoint to continue
+        (None: from the start) — inside the Ctrl-C/SIGTERM handler, between the callbacks'
+        ``on_learn_start`` and ``on_learn_end``. The loop calls :meth:`log_step` after each
+        optimizer step, and when that says stop it saves a checkpoint (``checkpoint-N``,
+        ``trainer_state.json`` written last: :func:`write_state`) and returns. On --resume the
+        log lines after the checkpoint's step go (those steps run again); with --overwrite
+        the earlier checkpoints and log go first. Returns the last complete checkpoint."""
+        self.trained = True  # what it writes from here on is kept (see abandon)
+        if distributed.world_size() > 1:
+            raise TrainingSetupError(f"{self.playpen.name} runs on one process (its loop is its own, not "
+                                     f"accelerate's): run it without --num-processes or accelerate launch")
+        if self.playpen.config.overwrite and distributed.is_main():
+            for folder in checkpoints(self.run_dir):
+                remove_checkpoint(folder)
+            (self.run_dir / LOG_FILE).unlink(missing_ok=True)
+        if self.resume_from is not None:
+            truncate_log(self.run_dir / LOG_FILE, read_state(self.resume_from).get("global_step", 0))
+        self._log = JsonlLogCallback(self.run_dir / LOG_FILE)
+        prepare_for_training()  # allocator and log-prob tiles: benchmarks/memory.py
+        return self._run(lambda: train(Path(self.resume_from) if self.resume_from else None), total_steps)
+
+    @staticmethod
+    def begin_step() -> None:
+        """What a step frees goes back to the system; ``memory/peak_rss_mb`` is then the step's own."""
+        release_memory()
+        reset_peak()
+
+    def log_step(self, step: int, metrics: dict) -> bool:
+        """Log step `step` of an own loop (the callbacks, ``playpen-log.jsonl``, the step's
+        memory and skipped steps); False when the loop must save and stop: a signal, a
+        callback's stop, or the non-finite guard's."""
+        metrics = {**metrics, **memory_metrics(), **self.guard.metrics()}
+        keep_going = self.playpen.callbacks.on_train_step(step, metrics)
+        self._log.on_train_step(step, metrics)
+        return keep_going and not self.interrupt.requested and not self.guard.stop
+
     def finish(self, players: Optional[list] = None, *, partner: Optional[str] = None, saved: str = "adapter",
-               **details) -> dict:
+               evaluate: bool = True, **details) -> dict:
         """Evaluate the trained learner (in memory: it carries what was trained) with
         `players` (default: the learner alone) on the held-out instances unless the config
         says no or the run was interrupted, then write ``playpen-run.json`` (trainer,
         learner, `partner`, config, checkpoint, `details`, time, evaluation) and draw the
         learning curve. `saved` names what a checkpoint holds in the closing line. After a
         SIGINT/SIGTERM, ``playpen.interrupted_by`` is the signal (`playpen run` exits with
-        128 + it). Releases the run folder's lock."""
+        128 + it). ``evaluate=False``: no final evaluation (an own loop stopped before its end).
+        Releases the run folder's lock."""
         try:
-            return self._finish(players, partner, saved, details)
+            return self._finish(players, partner, saved, evaluate, details)
         finally:
             self.lock.release()
 
-    def _finish(self, players, partner, saved, details) -> dict:
+    def _finish(self, players, partner, saved, evaluate, details) -> dict:
         playpen, cfg = self.playpen, self.playpen.config
         if not distributed.is_main():  # rank 0 evaluates and writes the summary and the curve
             if self.interrupt.requested:
@@ -377,11 +302,12 @@ class TrainingRun:
         if self.interrupt.requested:
             playpen.interrupted_by = self.interrupt.signum
             summary["signal"] = signal.Signals(self.interrupt.signum).name
-        if cfg.evaluate and not self.interrupt.requested and self.checkpoint is not None:
+        if self.evaluate and evaluate and not self.interrupt.requested and self.checkpoint is not None:
             self.final.after_name = f"{self.eval_prefix}{self.checkpoint.name}"
             summary.update(self.final.run(players or [playpen.learner], playpen.learner))
         write_json(self.run_dir / "playpen-run.json", summary, indent=1)
-        plot_run(self.run_dir)
+        if (self.run_dir / LOG_FILE).exists():
+            plot_run(self.run_dir)
         print(f"[playpen] {saved}: {self.checkpoint}  curve: {self.run_dir / CURVE_FILE}", flush=True)
         if saved == "adapter" and self.checkpoint is not None:
             print(f"[playpen] play it by name: playpen register NAME {self.run_dir}", flush=True)
@@ -389,3 +315,4 @@ class TrainingRun:
             print(f"[playpen] stopped by {summary['signal']}: continue with --resume", flush=True)
             distributed.barrier()  # the other ranks wait for this summary before they exit (non-zero)
         return summary
+

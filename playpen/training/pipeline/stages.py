@@ -205,7 +205,7 @@ def stage_adapter(stage_dir: Path) -> Optional[str]:
 
 
 def has_checkpoint(stage_dir: Path) -> bool:
-    """The stage saved a complete checkpoint (a TRL ``checkpoint-N`` or a SPAG phase)."""
+    """The stage saved a complete checkpoint (``checkpoint-N``)."""
     return any(is_complete(p.parent) for p in stage_dir.rglob(TRAINER_STATE))
 
 

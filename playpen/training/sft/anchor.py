@@ -16,8 +16,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Optional, Sequence
 
+from playpen.training.common.losses import sequence_logprobs  # the vocabulary projection only at the turns' tokens
 from playpen.training.sft.demonstrations import supervised_records, tokenized_dataset
-from playpen.training.spag.objective import token_logps  # the vocabulary projection only at the turns' tokens
 
 SFT_MAX_LENGTH = 1024  # tokens per demonstration conversation (longer: cut, as in SFT)
 
@@ -48,7 +48,7 @@ class SFTAnchor:
         for _ in range(self.batch):
             row = self.rows[self.cursor % len(self.rows)]
             self.cursor += 1
-            loss = -token_logps(model, row["input_ids"], row["assistant_masks"]).mean()
+            loss = -sequence_logprobs(model, row["input_ids"], row["assistant_masks"]).mean()
             trainer.accelerator.backward(loss * (self.coef / self.batch))
             total += loss.item()
         self.metrics = {"train/sft_loss": total / self.batch}

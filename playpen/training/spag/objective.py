@@ -30,9 +30,9 @@ from typing import Any, Optional, Sequence
 
 from playpen.data import DatasetFilter, conversational_records, episode_folders
 from playpen.errors import DatasetError, TrainingSetupError
-from playpen.inference.model_facts import device_of
 from playpen.outcomes import EpisodeOutcome, flag
 from playpen.training.common.config import option, split_list
+from playpen.training.common.losses import clipped_fraction, clipped_policy_loss, sequence_logprobs
 from playpen.training.sft.demonstrations import play_demonstrations, supervised_records, tokenize_conversation
 
 REFERENCES = ("behaviour", "base")
@@ -44,7 +44,7 @@ class SPAGOptions:
 
     games: str = option("adversarial_taboo", "games to train on (comma-separated; two-player adversarial "
                                              "games that log '<Role> Win' keys)")
-    epochs: int = option(1, "SPAG epochs (self-play, rewards, optimisation); checkpoints SPAG-1..N")
+    epochs: int = option(1, "SPAG epochs (self-play, rewards, optimisation), each ending with a checkpoint")
     max_steps: int = option(8, "optimizer steps of each SPAG epoch")
     imitation_steps: int = option(8, "optimizer steps of imitation before the epochs (0 = none)")
     imitation_kl: float = option(0.1, "imitation: coefficient of the KL to the reference (adapter disabled)")
@@ -66,8 +66,8 @@ class SPAGOptions:
     max_concurrent_episodes: int = option(16, "self-play episodes generated together")
     learning_rate: float = option(1e-4, "learning rate")
     outcomes: str = option("success,failure", "imitation: episode outcomes to learn from (before --imitate-winners)")
-    save_steps: int = option(10, "not used: SPAG saves one adapter per phase (imitation, SPAG-1..N)")
-    save_total_limit: int = option(2, "not used: every phase's adapter is kept")
+    save_steps: int = option(10, "not used: SPAG saves a checkpoint at each phase's end (imitation, SPAG-1..N)")
+    save_total_limit: int = option(2, "not used: every phase's checkpoint is kept")
 
     def validate(self) -> None:
         super().validate()
@@ -121,15 +121,6 @@ def role_weights(roles: Sequence[str]) -> list[float]:
 
 # ----------------------------------------------------------------------------- losses
 
-def clipped_objective(logps, ref_logps, advantage: float, clip: float):
-    """``−mean_t min(ρ_t·A, clip(ρ_t, 1−ε, 1+ε)·A)`` over a sample's model tokens, with
-    ``ρ_t = exp(logp_t − ref_logp_t)`` (a 1-D tensor each; gradients flow through `logps`)."""
-    import torch
-    ratio = torch.exp(logps - ref_logps)
-    clipped = torch.clamp(ratio, 1.0 - clip, 1.0 + clip)
-    return -torch.minimum(ratio * advantage, clipped * advantage).mean()
-
-
 def sample_kl(logps, ref_logps) -> float:
     """The sample's KL estimate: mean over its tokens of ``logp − ref_logp`` (no gradient)."""
     return float((logps.detach() - ref_logps).mean())
@@ -141,43 +132,25 @@ def spag_advantage(reward: float, kl: float, beta: float) -> float:
 
 
 def spag_sample_loss(logps, ref_logps, reward: float, beta: float, clip: float) -> tuple[Any, dict]:
-    """The offline policy loss of one sample and its numbers (kl, advantage, clipped fraction)."""
+    """The offline policy loss of one sample (:func:`~playpen.training.common.losses.clipped_policy_loss`
+    with ``A = r − β·KL``) and its numbers (kl, advantage, clipped fraction)."""
     ref_logps = ref_logps.to(logps.device)  # resumed samples come back from disk on the CPU
     kl = sample_kl(logps, ref_logps)
     advantage = spag_advantage(reward, kl, beta)
-    ratio = (logps.detach() - ref_logps).exp()
-    clipped = float(((ratio < 1 - clip) | (ratio > 1 + clip)).float().mean())
-    return clipped_objective(logps, ref_logps, advantage, clip), {"kl": kl, "advantage": advantage,
-                                                                  "clipped": clipped}
-
-
-def token_logps(model, ids: Sequence[int], mask: Sequence[int], full: bool = False):
-    """Log-probabilities of the tokens of `ids` where `mask` is 1 (the first token never
-    counts); with ``full`` also the log-softmax rows at those positions (for a KL)."""
-    import torch
-    device = device_of(model)  # a GPU: the ids go where the model is
-    input_ids = torch.tensor([list(ids)], device=device)
-    where = torch.tensor(list(mask)[1:], dtype=torch.bool, device=device)
-    positions = torch.nonzero(where).squeeze(1)  # position t predicts token t + 1
-    try:  # the vocabulary projection only where it counts (most of a game's tokens are prompt)
-        logits = model(input_ids=input_ids, logits_to_keep=positions).logits[0]
-    except TypeError:  # a model without logits_to_keep
-        logits = model(input_ids=input_ids).logits[0, :-1][where]
-    rows = torch.log_softmax(logits.float(), dim=-1)
-    chosen = rows.gather(1, input_ids[0, 1:][where].unsqueeze(1)).squeeze(1)
-    return (chosen, rows) if full else chosen
+    return clipped_policy_loss(logps, ref_logps, advantage, clip), \
+        {"kl": kl, "advantage": advantage, "clipped": clipped_fraction(logps, ref_logps, clip)}
 
 
 def imitation_loss(model, ids: Sequence[int], mask: Sequence[int], kl_coef: float) -> tuple[Any, dict]:
     """SFT loss on the masked tokens plus ``kl_coef`` × KL(π_θ ‖ π_ref) over the vocabulary
     at those positions; π_ref = `model` with its adapter disabled."""
     import torch
-    logps, rows = token_logps(model, ids, mask, full=True)
+    logps, rows = sequence_logprobs(model, ids, mask, full=True)
     nll = -logps.mean()
     if kl_coef == 0:
         return nll, {"nll": nll.item(), "kl": 0.0}
     with torch.no_grad(), model.disable_adapter():
-        _, ref_rows = token_logps(model, ids, mask, full=True)
+        _, ref_rows = sequence_logprobs(model, ids, mask, full=True)
     kl = (rows.exp() * (rows - ref_rows)).sum(-1).mean()
     return nll + kl_coef * kl, {"nll": nll.item(), "kl": kl.item()}
 

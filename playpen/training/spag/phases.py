@@ -1,48 +1,46 @@
 """The SPAG run: imitation, then epochs of self-play → rewards → offline policy optimisation,
-each phase an adapter checkpoint in ``<models_dir>/spag+lora/<learner>/`` (``imitation``,
-``SPAG-1`` … ``SPAG-N``); the loss and data are in :mod:`playpen.training.spag`.
+inside playpen's training lifecycle (:class:`~playpen.training.common.lifecycle.TrainingRun`:
+the run folder's lock, refusals, Ctrl-C/SIGTERM, ``--resume``, the final evaluation); the
+loss and data are in :mod:`playpen.training.spag.objective`.
 
-A phase folder counts when its ``trainer_state.json`` (written last) parses, as for the
-TRL trainers' checkpoints. A phase stopped by Ctrl-C, SIGTERM or a callback saves
-``partial/`` after the current step (the adapter, the optimizer state, the phase's step
-and, in an epoch, its samples with their rewards and reference log-probabilities);
-``--resume`` continues that phase there (no new self-play), else after the last complete
-phase. A crash loses the phase it was in (it runs again). Every optimizer step is one line
-of ``playpen-log.jsonl`` (global step, ``spag/phase``: 0 = imitation, k = epoch k) with
-``memory/peak_rss_mb``.
+The phases (``imitation``, ``SPAG-1`` … ``SPAG-N``) number their optimizer steps as one run:
+imitation takes steps 1 … ``--imitation-steps``, each epoch the next ``--max-steps``. Each
+phase ends with a checkpoint ``checkpoint-N`` in ``<models_dir>/spag+lora/<learner>/`` (the
+adapter, ``optimizer.pt``, ``trainer_state.json`` written last, naming the phase); a phase
+stopped by Ctrl-C, SIGTERM or a callback saves one after the current step, with, in an epoch,
+its samples, rewards and reference log-probabilities (``samples.pt``), and ``--resume``
+continues that phase there without new self-play. A crash loses the phase it was in (it runs
+again). One AdamW state and one learning-rate schedule run through all phases
+(:class:`~playpen.training.common.optimization.Optimization`: ``--max-grad-norm``,
+``--lr-scheduler-type``, the non-finite guard). Every optimizer step is one line of
+``playpen-log.jsonl`` (``spag/phase``: 0 = imitation, k = epoch k). One process: SPAG's
+self-play is not shared out over ranks.
 """
 from __future__ import annotations
 
 import random
-import time
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
-from playpen.callbacks import JsonlLogCallback
 from playpen.errors import ResumeError
-from playpen.files import write_json, write_text
-from playpen.models import check_adapter
+from playpen.models import load_init_adapter
 from playpen.rollouts import InstanceRef, Learner, SamplingConfig, rollout
 from playpen.rollouts.chat import template_kwargs_of
-from playpen.training.common.checkpoints import STATE_FILE, is_complete, remove_checkpoint
-from playpen.training.common.final_evaluation import FinalEvaluation
-from playpen.training.common.finite import NonFiniteGuard
+from playpen.training.common.checkpoints import checkpoints, read_state, remove_checkpoint, write_state
 from playpen.peft_internals import set_lora_dropout
-from playpen.training.common.lifecycle import GracefulInterrupt, lock_run_folder, model_of, safe_name, tokenizer_of
-from playpen.training.common.memory import memory_metrics, prepare_for_training, release_memory, reset_peak
-from playpen.training.common.plotting import CURVE_FILE, LOG_FILE, plot_run
+from playpen.training.common.lifecycle import TrainingRun, model_of, safe_name, tokenizer_of
+from playpen.training.common.losses import sequence_logprobs
+from playpen.training.common.optimization import Optimization
 from playpen.training.spag import objective
 
 IMITATION = "imitation"
-PARTIAL = "partial"
+SAMPLES_FILE = "samples.pt"
 
 
 class SpagRun:
     """SPAG for ``playpen`` (a BasePlayPen whose config has SPAGOptions, DemonstrationOptions,
-    LoraOptions and RunConfig). Created before anything is played or trained: locks the run
-    folder and refuses ``--resume`` without a complete phase, a folder with phases without
-    ``--resume``/``--overwrite``, and a final evaluation that would replace another run's."""
+    LoraOptions, OptimizerOptions and RunConfig). Created before anything is played or
+    trained: its :class:`TrainingRun` locks the run folder and refuses what it refuses."""
 
     kind = "spag+lora"
 
@@ -50,159 +48,127 @@ class SpagRun:
         self.playpen, self.cfg = playpen, playpen.config
         cfg = self.cfg
         self.run_dir = Path(cfg.models_dir) / self.kind / safe_name(playpen.learner.name)
-        self.phases = ([IMITATION] if cfg.imitation_steps else []) + [f"SPAG-{k}" for k in range(1, cfg.epochs + 1)]
-        self.eval_name = f"{playpen.learner.name}+{self.kind}-{self.phases[-1]}"
-        self.lock = lock_run_folder(self.run_dir)
-        self.step = 0
-        self.guard = NonFiniteGuard()  # steps with NaN/inf gradients never reach the weights
-        self.partial: Optional[dict] = None  # the state of partial/ when --resume continues it
+        self.phases = ([(IMITATION, cfg.imitation_steps)] if cfg.imitation_steps else []) + \
+            [(f"SPAG-{k}", cfg.max_steps) for k in range(1, cfg.epochs + 1)]
+        self.total_steps = sum(steps for _, steps in self.phases)
+        self.run = TrainingRun(playpen, self.run_dir, cfg.game_list, eval_prefix=f"{playpen.learner.name}+{self.kind}-",
+                               total_steps=self.total_steps)
         try:
-            self.done = self._refusals()
+            self.tokenizer = tokenizer_of(playpen.learner)
+            self.template_kwargs = template_kwargs_of(playpen.learner)
         except BaseException:
-            self.lock.release()
+            self.run.lock.release()
             raise
-        self.tokenizer = tokenizer_of(playpen.learner)
-        self.template_kwargs = template_kwargs_of(playpen.learner)
-        self.log = JsonlLogCallback(self.run_dir / LOG_FILE)
-        self.interrupt = GracefulInterrupt()
-        self.started = time.time()
-        prepare_for_training()  # a fixed mmap threshold: freed tensors leave the process (benchmarks/memory.py)
-        self.model = None  # the PeftModel being trained (set by the trainer)
+        self.step = 0
+        self.model = None  # the PeftModel being trained
         self.stopped = False  # a signal or a callback asked to stop
-        self.summary: dict[str, Any] = {"phases": {}}
+        self.complete = False  # every phase done
+        self.phase_metrics: dict[str, dict] = {}
 
-    def _refusals(self) -> list[str]:
-        cfg = self.cfg
-        existing = [p for p in self.run_dir.iterdir() if (p / STATE_FILE).exists()] if self.run_dir.is_dir() else []
-        complete = [name for name in self.phases if is_complete(self.run_dir / name)]
-        done = []
-        for name in self.phases:  # phases count in order: a later one after a missing one does not
-            if name not in complete:
-                break
-            done.append(name)
-        partial = _read_state(self.run_dir / PARTIAL)
-        upcoming = self.phases[len(done)] if len(done) < len(self.phases) else None
-        if cfg.resume and partial is not None and partial.get("phase") == upcoming:
-            self.partial = partial
-        if cfg.resume and not done and self.partial is None:
-            raise ResumeError(f"--resume: no complete phase in {self.run_dir} ({', '.join(self.phases)}); "
-                              f"start without --resume")
-        if existing and not cfg.resume and not cfg.overwrite:
-            raise ResumeError(f"{self.run_dir} already holds checkpoints: pass --resume to continue, "
-                              f"--overwrite to start over, or --models-dir DIR for a run of its own")
-        self.final = FinalEvaluation(cfg, cfg.game_list, self.eval_name)
-        if cfg.evaluate:  # refused now, not after training: another run's results, a bad set name
-            self.final.check()
-        if cfg.overwrite:
-            for folder in existing:
-                remove_checkpoint(folder)
-            (self.run_dir / LOG_FILE).unlink(missing_ok=True)
-            return []
-        if done or self.partial:  # steps continue from where the run saved last; later log lines go
-            self.step = int((self.partial or _read_state(self.run_dir / done[-1]) or {}).get("global_step", 0))
-            _truncate_log(self.run_dir / LOG_FILE, self.step)
-        return done
+    # ------------------------------------------------------------------ where a resumed run goes on
 
-    # ------------------------------------------------------------------ the policy
+    def position(self, resume_from: Optional[Path]) -> tuple[int, int, dict]:
+        """(the phase to run, its steps done, the checkpoint's state) of a run resumed from
+        `resume_from`; (0, 0, {}) for a new run."""
+        if resume_from is None:
+            return 0, 0, {}
+        state = read_state(resume_from)
+        names = [name for name, _ in self.phases]
+        if state.get("phase") not in names:
+            raise ResumeError(f"--resume: {resume_from} is of phase {state.get('phase')!r}, not one of this run's "
+                              f"({', '.join(names)}): pass the options of the run it continues")
+        index, done = names.index(state["phase"]), int(state["phase_step"])
+        self.step, self.phase_metrics = int(state["global_step"]), dict(state.get("phases") or {})
+        if done >= self.phases[index][1]:
+            return index + 1, 0, state
+        return index, done, state
 
-    def policy(self):
-        """The PeftModel to train: the last complete phase's adapter, --init-adapter, or a
-        fresh adapter on the learner's model (peft injects it into that model in place, so
-        the learner plays and is evaluated with it)."""
-        from peft import PeftModel, get_peft_model
+    def policy(self, resume_from: Optional[Path]):
+        """The PeftModel to train: the checkpoint's adapter, --init-adapter, or a fresh adapter
+        on the learner's model (peft injects it into that model in place, so the learner plays
+        and is evaluated with it)."""
+        from peft import get_peft_model
         base = model_of(self.playpen.learner)
-        source = self.run_dir / (PARTIAL if self.partial else self.done[-1]) if self.partial or self.done \
-            else self.cfg.init_adapter
+        source = str(resume_from) if resume_from is not None else self.cfg.init_adapter
         if source:
-            model = PeftModel.from_pretrained(base, str(check_adapter(source)), is_trainable=True)
+            model = load_init_adapter(base, source)
             set_lora_dropout(model, self.cfg.lora_dropout)  # the adapter's own dropout would blur the ratio
             return model
         return get_peft_model(base, self.cfg.lora_config())
 
-    def save(self, model, name: str, metrics: dict) -> Path:
-        folder = self.run_dir / name
+    def optimization(self, model, resume_from: Optional[Path]) -> Optimization:
+        """One optimizer and schedule for every phase; a resumed run's state loaded."""
+        optimization = Optimization([p for p in model.parameters() if p.requires_grad], self.cfg.learning_rate,
+                                    self.total_steps, self.cfg, guard=self.run.guard)
+        if resume_from is not None:
+            optimization.load(resume_from)
+        return optimization
+
+    def saved_samples(self, resume_from: Path) -> list:
+        """The samples of the epoch `resume_from` stopped in."""
+        import torch
+        rows = torch.load(resume_from / SAMPLES_FILE)
+        return [objective.Sample(ids, mask, role, reward, ref) for ids, mask, role, reward, ref in rows]
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save(self, model, optimization: Optimization, name: str, phase_step: int, metrics: dict,
+             samples: Optional[list] = None) -> Path:
+        """``checkpoint-<step>`` of phase `name` after `phase_step` of its steps; a complete
+        phase's checkpoint replaces those its stops left."""
+        import torch
+        folder = self.run_dir / f"checkpoint-{self.step}"
         if folder.exists():
             remove_checkpoint(folder)
         model.save_pretrained(str(folder))
         self.tokenizer.save_pretrained(str(folder))
-        write_json(folder / STATE_FILE, {"phase": name, "global_step": self.step, **metrics}, indent=1)
-        if (self.run_dir / PARTIAL).exists():
-            remove_checkpoint(self.run_dir / PARTIAL)
-        self.summary["phases"][name] = metrics
-        print(f"[playpen] {name}: {folder}", flush=True)
-        return folder
-
-    def save_partial(self, model, name: str, phase_step: int, optimizer, samples=None, collected=None) -> None:
-        """A phase stopped after `phase_step` steps: what ``--resume`` needs to go on there."""
-        import torch
-        folder = self.run_dir / PARTIAL
-        if folder.exists():
-            remove_checkpoint(folder)
-        model.save_pretrained(str(folder))
-        torch.save(optimizer.state_dict(), folder / "optimizer.pt")
+        optimization.save(folder)
         if samples is not None:
             torch.save([(s.ids, s.mask, s.role, s.reward, None if s.ref_logps is None else s.ref_logps.cpu())
-                        for s in samples], folder / "samples.pt")
-        write_json(folder / STATE_FILE, {"phase": name, "phase_step": phase_step, "global_step": self.step,
-                                         "collected": collected or {}}, indent=1)
-        print(f"[playpen] {name} stopped after step {phase_step}: {folder}", flush=True)
-
-    def resumed(self, name: str, optimizer) -> int:
-        """The steps of phase `name` done before (0 unless --resume continues it); loads its optimizer state."""
-        if not self.partial or self.partial.get("phase") != name:
-            return 0
-        import torch
-        optimizer.load_state_dict(torch.load(self.run_dir / PARTIAL / "optimizer.pt"))
-        print(f"[playpen] {name}: resumed after step {self.partial['phase_step']}", flush=True)
-        return int(self.partial["phase_step"])
-
-    def partial_samples(self, name: str) -> Optional[tuple[list, dict]]:
-        """The samples and metrics of epoch `name` saved when it stopped (None: collect them)."""
-        if not self.partial or self.partial.get("phase") != name:
-            return None
-        import torch
-        rows = torch.load(self.run_dir / PARTIAL / "samples.pt")
-        samples = [objective.Sample(ids, mask, role, reward, ref) for ids, mask, role, reward, ref in rows]
-        return samples, dict(self.partial.get("collected") or {})
+                        for s in samples], folder / SAMPLES_FILE)
+        steps = dict(self.phases)[name]
+        if phase_step >= steps:
+            self.phase_metrics[name] = {**metrics, "checkpoint": folder.name}
+        write_state(folder, {"global_step": self.step, "phase": name, "phase_step": phase_step,
+                             "phase_steps": steps, "metrics": metrics, "phases": self.phase_metrics})
+        if phase_step >= steps:  # the stops inside this phase are behind it now
+            for earlier in checkpoints(self.run_dir):
+                state = read_state(earlier)
+                if earlier != folder and state.get("phase_step", 0) < state.get("phase_steps", 0):
+                    remove_checkpoint(earlier)
+            print(f"[playpen] {name}: {folder}", flush=True)
+        else:
+            print(f"[playpen] {name} stopped after step {phase_step}: {folder}", flush=True)
+        return folder
 
     # ------------------------------------------------------------------ steps
 
-    @staticmethod
-    def _begin_step() -> None:
-        """What a step frees goes back to the system; ``memory/peak_rss_mb`` is then the step's own."""
-        release_memory()
-        reset_peak()
-
     def _step(self, phase: int, metrics: dict) -> bool:
-        """Log one optimizer step; False when the run must stop (signal or callback)."""
+        """Log one optimizer step; False when the run must stop (signal, callback, guard)."""
         self.step += 1
-        metrics = {**metrics, "spag/phase": phase, **memory_metrics(), **self.guard.metrics()}
-        keep_going = self.playpen.callbacks.on_train_step(self.step, metrics)
-        self.log.on_train_step(self.step, metrics)
-        self.stopped = self.stopped or not keep_going or self.interrupt.requested or self.guard.stop
+        keep_going = self.run.log_step(self.step, {**metrics, "spag/phase": phase})
+        self.stopped = self.stopped or not keep_going
         return not self.stopped
 
-    def imitate(self, model, rows: list, steps: int) -> bool:
-        """Imitation: SFT + KL to the adapter-free model on `rows` (ids, mask). False when stopped."""
-        import torch
+    def imitate(self, model, optimization: Optimization, rows: list, first: int) -> bool:
+        """Imitation from its step `first`: SFT + KL to the adapter-free model on `rows` (ids,
+        mask). False when stopped inside it (its checkpoint saved)."""
         cfg, rng = self.cfg, random.Random(self.playpen.seed)
-        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate)
+        steps = dict(self.phases)[IMITATION]
         order: list[int] = []
         model.train()
-        for k in range(self.resumed(IMITATION, optimizer), steps):
-            self._begin_step()
+        for k in range(first, steps):
+            self.run.begin_step()
             batch = _next_batch(order, len(rows), cfg.batch_size * cfg.gradient_accumulation_steps, rng)
-            optimizer.zero_grad()
             nll = kl = 0.0
             for i in batch:
                 loss, info = objective.imitation_loss(model, *rows[i], cfg.imitation_kl)
                 (loss / len(batch)).backward()
                 nll, kl = nll + info["nll"] / len(batch), kl + info["kl"] / len(batch)
-            self.guard.check(model, self.step + 1)  # NaN/inf gradients: dropped, the weights stay
-            optimizer.step()
-            if not self._step(0, {"train/loss": nll + cfg.imitation_kl * kl, "train/nll": nll, "train/kl": kl}) \
-                    and k + 1 < steps:
-                self.save_partial(model, IMITATION, k + 1, optimizer)
+            step = optimization.step(model, self.step + 1)
+            metrics = {"train/loss": nll + cfg.imitation_kl * kl, "train/nll": nll, "train/kl": kl, **step}
+            if not self._step(0, metrics) and k + 1 < steps:
+                self.save(model, optimization, IMITATION, k + 1, {})
                 return False
         model.eval()
         return True
@@ -232,30 +198,29 @@ class SpagRun:
             for s in samples:
                 if cfg.spag_reference == "base":
                     with model.disable_adapter():
-                        s.ref_logps = objective.token_logps(model, s.ids, s.mask)
+                        s.ref_logps = sequence_logprobs(model, s.ids, s.mask)
                 else:
-                    s.ref_logps = objective.token_logps(model, s.ids, s.mask)
+                    s.ref_logps = sequence_logprobs(model, s.ids, s.mask)
         return samples, _rollout_metrics(result.episodes, samples, cfg.win_reward)
 
-    def optimise(self, model, epoch: int, samples: list, imitation_rows: list, collected: dict) -> bool:
-        """``--max-steps`` steps of the clipped, role-weighted offline policy loss (plus
-        ``--sft-coef`` × SFT on the imitation data). False when stopped."""
-        import torch
+    def optimise(self, model, optimization: Optimization, epoch: int, first: int, samples: list,
+                 imitation_rows: list, collected: dict) -> bool:
+        """Epoch `epoch` from its step `first`: ``--max-steps`` steps of the clipped,
+        role-weighted offline policy loss (plus ``--sft-coef`` × SFT on the imitation data).
+        False when stopped inside it (its checkpoint saved, with the samples)."""
         cfg, rng = self.cfg, random.Random(self.playpen.seed * 31 + epoch)
         weights = objective.role_weights([s.role for s in samples]) if cfg.role_balance else [1.0] * len(samples)
-        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate)
         order: list[int] = []
         sft_order: list[int] = []
         model.train()
-        for k in range(self.resumed(f"SPAG-{epoch}", optimizer), cfg.max_steps):
-            self._begin_step()
+        for k in range(first, cfg.max_steps):
+            self.run.begin_step()
             batch = _next_batch(order, len(samples), cfg.batch_size * cfg.gradient_accumulation_steps, rng)
-            optimizer.zero_grad()
             sums = {"loss": 0.0, "kl": 0.0, "advantage": 0.0, "clipped": 0.0, "sft": 0.0}
             for i in batch:
                 s = samples[i]
-                loss, info = objective.spag_sample_loss(objective.token_logps(model, s.ids, s.mask), s.ref_logps, s.reward,
-                                                   cfg.beta, cfg.clip)
+                loss, info = objective.spag_sample_loss(sequence_logprobs(model, s.ids, s.mask), s.ref_logps, s.reward,
+                                                        cfg.beta, cfg.clip)
                 (weights[i] * loss / len(batch)).backward()
                 sums["loss"] += weights[i] * loss.item() / len(batch)
                 for key in ("kl", "advantage", "clipped"):
@@ -266,73 +231,15 @@ class SpagRun:
                     nll, _ = objective.imitation_loss(model, *imitation_rows[j], 0.0)
                     (cfg.sft_coef * nll / len(rows)).backward()
                     sums["sft"] += nll.item() / len(rows)
-            self.guard.check(model, self.step + 1)
-            optimizer.step()
+            step = optimization.step(model, self.step + 1)
             metrics = {"train/loss": sums["loss"] + cfg.sft_coef * sums["sft"], "train/kl": sums["kl"],
                        "spag/advantage_mean": sums["advantage"], "spag/clipped_fraction": sums["clipped"],
-                       **({"train/sft_loss": sums["sft"]} if cfg.sft_coef else {}), **collected}
+                       **({"train/sft_loss": sums["sft"]} if cfg.sft_coef else {}), **collected, **step}
             if not self._step(epoch, metrics) and k + 1 < cfg.max_steps:
-                self.save_partial(model, f"SPAG-{epoch}", k + 1, optimizer, samples, collected)
+                self.save(model, optimization, f"SPAG-{epoch}", k + 1, collected, samples)
                 return False
         model.eval()
         return True
-
-    # ------------------------------------------------------------------ the end
-
-    def finish(self, model, players: Optional[list] = None) -> dict:
-        """Evaluate the last phase's adapter before -> after (unless --no-evaluate or stopped
-        early; :mod:`~playpen.training.common.final_evaluation`), write ``playpen-run.json`` and the curve; release the lock."""
-        try:
-            playpen, cfg = self.playpen, self.cfg
-            last = [name for name in self.phases if is_complete(self.run_dir / name)]
-            checkpoint = self.run_dir / last[-1] if last else None
-            complete = bool(last) and last[-1] == self.phases[-1]
-            if not complete and _read_state(self.run_dir / PARTIAL) is not None:
-                checkpoint = self.run_dir / PARTIAL  # stopped inside a phase: its adapter is the latest
-            summary = {"trainer": playpen.name, "learner": playpen.learner.name, "config": asdict(cfg),
-                       "checkpoint": str(checkpoint), **self.summary,
-                       "train_seconds": round(time.time() - self.started, 1),
-                       "interrupted": self.interrupt.requested, "stopped": not complete}
-            if self.interrupt.requested:
-                playpen.interrupted_by = self.interrupt.signum
-            if cfg.evaluate and complete and not self.interrupt.requested:
-                model.eval()
-                summary.update(self.final.run(players or [playpen.learner], playpen.learner))
-            write_json(self.run_dir / "playpen-run.json", summary, indent=1)
-            if (self.run_dir / LOG_FILE).exists():
-                plot_run(self.run_dir)
-            print(f"[playpen] adapter: {checkpoint}  curve: {self.run_dir / CURVE_FILE}", flush=True)
-            if not complete:
-                print(f"[playpen] stopped before {self.phases[len(last)]}: continue with --resume", flush=True)
-            return summary
-        finally:
-            self.lock.release()
-
-
-def _read_state(folder: Path) -> Optional[dict]:
-    """A complete checkpoint's ``trainer_state.json`` (None: missing or cut short)."""
-    import json
-    if not is_complete(folder):
-        return None
-    return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
-
-
-def _truncate_log(path: Path, step: int) -> None:
-    """Drop the log's train steps after `step` (a phase cut short runs again)."""
-    import json
-
-    if not path.exists():
-        return
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    kept = []
-    for line in lines:
-        try:
-            if json.loads(line).get("step", 0) <= step:
-                kept.append(line)
-        except ValueError:  # a line cut short by a kill
-            continue
-    if len(kept) != len(lines):
-        write_text(path, "".join(kept))
 
 
 def _next_batch(order: list[int], n: int, size: int, rng: random.Random) -> list[int]:

@@ -1,14 +1,17 @@
 """SPAG with LoRA on adversarial_taboo (``playpen run spag``): imitation with a KL term, then
 epochs of self-play and offline policy optimisation; the phase loop of the run
-(:class:`~playpen.training.spag.phases.SpagRun` holds each phase's steps). Options and outputs:
+(:class:`~playpen.training.spag.phases.SpagRun` holds each phase's steps and checkpoints,
+inside playpen's one training lifecycle). Options and outputs:
 ``examples/trl/spag_trainer_lora.py``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from playpen.errors import DatasetError
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import DemonstrationOptions, LoraOptions, RunConfig, option
+from playpen.training.common.optimization import OptimizerOptions
 from playpen.training.grpo.parts import training_slots
 from playpen.training.preference.rounds import check_init_adapter
 from playpen.training.spag import objective
@@ -16,17 +19,24 @@ from playpen.training.spag.phases import IMITATION, SpagRun
 
 
 @dataclass
-class SPAGConfig(objective.SPAGOptions, DemonstrationOptions, LoraOptions, RunConfig):
-    """Every option is shared: SPAG's phases, the demonstrations, LoRA and the run."""
+class SPAGConfig(objective.SPAGOptions, DemonstrationOptions, LoraOptions, OptimizerOptions, RunConfig):
+    """Every option is shared: SPAG's phases, the demonstrations, LoRA, the optimizer step and the run."""
 
     lora_dropout: float = option(0.0, "LoRA dropout (0: the trained policy is the one that played)")
     batch_size: int = option(4, "samples per optimizer step")
+    lr_scheduler_type: str = option("constant", "learning-rate schedule over all phases' steps: linear, cosine, "
+                                                "constant, constant_with_warmup")
+
+    def validate(self) -> None:
+        super().validate()
+        self.check_optimizer_options()
 
 
 class SPAGTrainer(BasePlayPen):
     """SPAG with LoRA: imitation with KL, then self-play epochs of offline policy optimisation."""
 
     config_class = SPAGConfig
+    data_parallel = False  # its loop is its own: one process (TrainingRun.loop)
 
     @classmethod
     def check(cls, config, learner, teacher=None):
@@ -34,56 +44,63 @@ class SPAGTrainer(BasePlayPen):
         check_init_adapter(config.init_adapter, learner)
 
     def learn(self, game_registry) -> None:
-        cfg = self.config
-        # refuses now (not after playing) to overwrite phases or another run's results
-        run = SpagRun(self)
-        self.callbacks.on_learn_start(self.name, cfg.imitation_steps + cfg.epochs * cfg.max_steps)
-        try:
-            stopped = self._train(run)
-        except BaseException:
-            run.lock.release()
-            raise
-        self.callbacks.on_learn_end()
+        # refuses now (not after playing) to overwrite checkpoints or another run's results
+        spag = SpagRun(self)
+        spag.run.loop(lambda resume_from: self._train(spag, resume_from), spag.total_steps)
+        if spag.stopped and not spag.complete and not spag.run.interrupt.requested:
+            print("[playpen] stopped before the last phase ended: continue with --resume", flush=True)
         # 3. evaluate the last adapter (in the learner's model) on the held-out instances
-        run.finish(run.model, None if stopped or self.teacher is None else [self.learner, self.teacher])
+        spag.run.finish(None if spag.stopped or self.teacher is None else [self.learner, self.teacher],
+                        evaluate=spag.complete, phases=spag.phase_metrics, stopped=not spag.complete)
 
-    def _train(self, run) -> bool:
-        """Every phase still to run; True when a signal or a callback stopped the run."""
+    def _train(self, spag: SpagRun, resume_from) -> None:
+        """Every phase still to run (from the checkpoint `resume_from` continues, if any)."""
         cfg = self.config
-        with run.interrupt:
-            model = run.model = run.policy()  # the last complete phase's adapter, --init-adapter or a fresh one
-            todo = run.phases[len(run.done):]
+        first, done, state = spag.position(resume_from)
+        model = spag.model = spag.policy(resume_from)  # the checkpoint's adapter, --init-adapter or a fresh one
+        optimization = spag.optimization(model, resume_from)
+        todo = [name for name, _ in spag.phases[first:]]
 
-            # 1. the demonstrations (imitation, and the --sft-coef mix-in)
-            rows = []
-            if (IMITATION in todo) or cfg.sft_coef:
-                records = objective.imitation_records(cfg, self.output_dir)
-                rows = objective.tokenized_turns(records, run.tokenizer, cfg.max_length, run.template_kwargs)
-                print(f"[playpen] imitation data: {len(rows)} conversations", flush=True)
-            if IMITATION in todo:
-                if not run.imitate(model, rows, cfg.imitation_steps):
-                    return True
-                run.save(model, IMITATION, {"conversations": len(rows)})
-                if run.stopped:  # asked during the phase's last step: saved, stop now
-                    return True
+        # 1. the demonstrations (imitation, and the --sft-coef mix-in)
+        rows = []
+        if (IMITATION in todo) or cfg.sft_coef:
+            records = objective.imitation_records(cfg, self.output_dir)
+            rows = objective.tokenized_turns(records, spag.tokenizer, cfg.max_length, spag.template_kwargs)
+            print(f"[playpen] imitation data: {len(rows)} conversations", flush=True)
+            if not rows and IMITATION in todo:  # steps on nothing would train nothing, silently
+                raise DatasetError(f"no imitation conversation has an assistant turn within --max-length "
+                                   f"{cfg.max_length}: raise it, or pass --imitation-steps 0")
+        if todo and todo[0] == IMITATION:
+            if done:
+                print(f"[playpen] {IMITATION}: resumed after step {done}", flush=True)
+            if not spag.imitate(model, optimization, rows, done):
+                return
+            spag.save(model, optimization, IMITATION, cfg.imitation_steps, {"conversations": len(rows)})
+            todo, done = todo[1:], 0
+            if spag.stopped:  # asked during the phase's last step: saved, stop now
+                return
 
-            # 2. epochs: self-play with the current adapter, rewards, offline optimisation
-            per_instance, _ = training_slots(cfg.game_list, instances=cfg.train_instances)
-            instances = list(dict.fromkeys(slots[0].instance for slots in per_instance))
-            for name in todo:
-                if name == IMITATION:
-                    continue
-                epoch = int(name.split("-")[1])
-                # a stopped epoch resumed: its samples as saved (no new self-play)
-                samples, collected = run.partial_samples(name) or run.collect(model, epoch, instances)
-                print(f"[playpen] {name}: {len(samples)} samples from {collected['rollout/episodes']} "
-                      f"self-play episodes", flush=True)
-                if samples and not run.optimise(model, epoch, samples, rows, collected):
-                    return True
-                if not samples:
-                    print(f"[playpen] {name}: no sample to learn from (no winner, --winners-only); the adapter "
-                          f"is kept as it was", flush=True)
-                run.save(model, name, collected)
-                if run.stopped:
-                    return True
-        return False
+        # 2. epochs: self-play with the current adapter, rewards, offline optimisation
+        per_instance, _ = training_slots(cfg.game_list, instances=cfg.train_instances)
+        instances = list(dict.fromkeys(slots[0].instance for slots in per_instance))
+        for name in todo:
+            epoch = int(name.split("-")[1])
+            if done:  # a stopped epoch resumed: its samples as saved (no new self-play)
+                samples, collected = spag.saved_samples(resume_from), dict(state.get("metrics") or {})
+                print(f"[playpen] {name}: resumed after step {done}", flush=True)
+            else:
+                samples, collected = spag.collect(model, epoch, instances)
+            print(f"[playpen] {name}: {len(samples)} samples from {collected.get('rollout/episodes', 0)} "
+                  f"self-play episodes", flush=True)
+            if samples and not spag.optimise(model, optimization, epoch, done, samples, rows, collected):
+                return
+            if not samples:
+                print(f"[playpen] {name}: no sample to learn from (no winner, --winners-only); the adapter "
+                      f"is kept as it was", flush=True)
+                spag.step += cfg.max_steps - done  # the steps keep their numbers: checkpoint-N is the phase's end
+                optimization.advance(cfg.max_steps - done)
+            spag.save(model, optimization, name, cfg.max_steps, collected)
+            done = 0
+            if spag.stopped:
+                return
+        spag.complete = True
