@@ -16,6 +16,7 @@ import pytest
 from test_grpo import toy_workspace  # noqa: F401  (the fixture: sayword asking "yes", relay, tiny-yesno)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+GAMES_DIR = REPO_ROOT / "playpen" / "games"
 EXAMPLES = REPO_ROOT / "examples" / "trl"
 # the evaluation every check below repeats: greedy, the games' own instances file
 GREEDY = dict(temperature=0.0, max_tokens=4)
@@ -137,3 +138,30 @@ def test_grpo_at_learning_rate_zero_reproduces_its_start(toy_workspace, start):
     assert_null_update(start, last_checkpoint(run_dir), ["sayword"])
     log = [json.loads(line) for line in (run_dir / "playpen-log.jsonl").read_text().splitlines()]
     assert [r.get("rollout/adapter_changed") for r in log if r["event"] == "train_step"] == [None, 0.0]
+
+
+def test_spin_at_learning_rate_zero_reproduces_its_start(toy_workspace, start):
+    # SPIN is DPO in rounds: the demonstration's turn chosen, the learner's own rejected
+    run_trainer("spin_trainer_lora.py", games="sayword", train_instances="instances", rounds=1, pairs_per_round=2,
+                batch_size=2, max_steps=2, init_adapter=str(start), **COMMON)
+    after = last_checkpoint(toy_workspace / "models" / "spin+lora" / "tiny-yesno")
+    assert_null_update(start, after, ["sayword"])
+
+
+def test_spag_at_learning_rate_zero_reproduces_its_start(toy_workspace, start):
+    # adversarial_taboo: playpen's own games beside the toy ones
+    registry = toy_workspace / "game_registry.json"
+    registry.write_text(json.dumps([*json.loads(registry.read_text()), {"benchmark_path": str(GAMES_DIR)}]))
+    run_trainer("spag_trainer_lora.py", imitation_steps=1, max_steps=1, epochs=1, episodes_per_epoch=2,
+                demo_max_instances=1, batch_size=2, winners_only=False, init_adapter=str(start), **COMMON)
+    after = last_checkpoint(toy_workspace / "models" / "spag+lora" / "tiny-yesno")
+    assert_null_update(start, after, ["sayword"])
+
+
+def test_a_population_at_learning_rate_zero_keeps_its_players_start(toy_workspace, start):
+    run_trainer("fsp_trainer_lora.py", games="relay", train_instances="instances", epochs=1, matches_per_epoch=1,
+                num_generations=2, init_adapter=str(start), learning_rate=0.0)
+    adapters = toy_workspace / "models" / "fsp+lora" / "tiny-yesno" / "population" / "adapters"
+    trained = sorted(p for p in adapters.iterdir() if (p / "adapter_model.safetensors").exists())
+    assert trained, f"no player adapters under {adapters}"
+    assert_null_update(start, trained[-1], ["sayword"])

@@ -93,8 +93,8 @@ class PopulationOptions(OptimizerOptions, LoraOptions):
             if getattr(self, name) < 1:
                 raise PlaypenError(f"option --{name.replace('_', '-')}: {getattr(self, name)!r} is not valid; "
                                    f"expected an integer >= 1")
-        if not self.learning_rate > 0:
-            raise PlaypenError(f"option --learning-rate: {self.learning_rate!r} is not valid; expected a number > 0")
+        if not self.learning_rate >= 0:  # 0: a null update (the path runs, the weights stay)
+            raise PlaypenError(f"option --learning-rate: {self.learning_rate!r} is not valid; expected a number >= 0")
         if not 0 < self.clip < 1:
             raise PlaypenError(f"option --clip: {self.clip!r} is not valid; expected a number in (0, 1)")
         if not self.time_budget >= 0:
