@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-l", "--learner", default="smol-135m")
     parser.add_argument("--out", default=str(HERE / "results" / "null-update-work"))
-    parser.add_argument("--sft-steps", type=int, default=16)
+    parser.add_argument("--sft-steps", type=int, default=4, help="the start adapter's SFT steps (any adapter that plays unlike the base model will do)")
     parser.add_argument("--max-items", type=int, default=0, help="the first N test items (0 = all 80)")
     parser.add_argument("--max-tokens", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)

@@ -68,7 +68,7 @@ def test_the_end_of_run_evaluation_reports_before_and_after(sets_workspace):
     assert result.exit_code == 0, result.output
     again = summary_of(sets_workspace)["before_after"]
     assert again["before_cached"] is True and again["before"] == before_after["before"]
-    assert "before -> after (the base model's numbers: cached by an earlier run)" in result.output
+    assert "before (the base model) -> after (before: cached by an earlier run)" in result.output
     assert (before / "playpen-before.json").stat().st_mtime_ns == settings
     assert [r["before"] for r in again["rows"]] == [r["before"] for r in before_after["rows"]]
 
@@ -80,7 +80,7 @@ def test_the_parts_of_the_end_of_run_evaluation_are_options(sets_workspace):
     assert "before_after" not in summary and "static" not in summary
     assert list(summary["eval_sets"]) == ["trained_games"]
     assert sorted(p.name for p in (sets_workspace / "results").iterdir()) == ["tiny-random+sft+lora-checkpoint-1"]
-    assert "clemscore per game set" in result.output and "before -> after" not in result.output
+    assert "clemscore per game set" in result.output and "before (the base model) -> after" not in result.output
 
 
 @pytest.mark.parametrize("args, message", [
@@ -146,7 +146,7 @@ def test_a_full_fine_tune_is_compared_with_its_base_model_loaded_again(sets_work
     assert "has no adapter to switch off; loading it again by name" in result.output
     summary = json.loads((sets_workspace / "models" / "sft" / "tiny-random" / "playpen-run.json").read_text())
     before_after = assert_before_after(sets_workspace, summary, "tiny-random+sft-checkpoint-1")
-    assert before_after["before_cached"] is False and "before -> after" in result.output
+    assert before_after["before_cached"] is False and "before (the base model) -> after" in result.output
 
 
 PIPELINE = ["run", "pipeline", "-l", "tiny-random", "-L", "6", "--games", "referencegame", "--stages", "sft",

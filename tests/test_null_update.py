@@ -165,3 +165,17 @@ def test_a_population_at_learning_rate_zero_keeps_its_players_start(toy_workspac
     trained = sorted(p for p in adapters.iterdir() if (p / "adapter_model.safetensors").exists())
     assert trained, f"no player adapters under {adapters}"
     assert_null_update(start, trained[-1], ["sayword"])
+
+
+def test_a_run_reports_its_start_adapter_as_before(toy_workspace, start, capsys):
+    """With --init-adapter the end-of-run table compares with the start adapter, not the
+    base model: a run that ends below its start says so. At learning rate 0 nothing changes."""
+    run_trainer("sft_trainer_lora.py", games="sayword", train_instances="instances", init_adapter=str(start),
+                max_steps=1, batch_size=2, learning_rate=0.0, save_steps=100, eval_max_instances=0,
+                eval_sets="none", eval_static=False)
+    summary = json.loads((toy_workspace / "models" / "sft+lora" / "tiny-yesno" / "playpen-run.json").read_text())
+    rows = summary["before_after"]["rows"]
+    assert "+start-" in summary["before_after"]["before"] and rows
+    assert all(r["change"] in (0.0, None) and r["before"] == r["after"] for r in rows), rows
+    assert any(r["before"] not in (None, 0.0) for r in rows)  # the start adapter wins sayword episodes
+    assert "before (the start adapter (--init-adapter)) -> after" in capsys.readouterr().out

@@ -2,7 +2,9 @@
 
 Most Playschool entries gained clemscore on the games they trained on while losing
 out-of-domain clemscore or statscore, so the end of a run reports all three for the model it
-holds, with its adapters switched off (before: the base model) and on (after):
+holds (after) and for the model it started from (before): the base model (its adapters
+switched off), or with ``--init-adapter`` that adapter as loaded from disk, so that a run
+which ends below its start says so:
 
 - the clemscore of the trained games on their held-out instances, ``--eval-max-instances`` per
   experiment (default 4: 20 of referencegame's 90 episodes; 0 = all), reported as the set
@@ -16,8 +18,8 @@ holds, with its adapters switched off (before: the base model) and on (after):
 Each side is a results folder of ``playpen eval``'s layout, and the table printed is
 ``playpen eval --compare BEFORE AFTER``'s (:func:`playpen.evaluation.compare.compare_runs`),
 which says how many episodes or questions each number is over.
-The base model's numbers depend only on the model and the settings, so they are kept in
-``<results_dir>/<model>+base-<settings hash>/`` and reused by every later run with the same
+The numbers before depend only on the model (and start adapter) and the settings, so they are
+kept in ``<results_dir>/<model>+base-<settings hash>/`` (``+start-`` with an init adapter) and reused by every later run with the same
 model and settings (a changed setting: a new folder); ``--no-eval-before`` skips them.
 Everything that can be checked (the sets file, the set names, the static tasks, earlier
 results) is checked before training, by :meth:`FinalEvaluation.check`.
@@ -61,6 +63,32 @@ def adapters_off(model):
     finally:
         for layer in layers:
             layer.enable_adapters(True)
+
+
+@contextlib.contextmanager
+def greedy(players: Sequence):
+    """Every player with generation arguments decodes greedily (temperature 0) meanwhile: the
+    end-of-run numbers are one deterministic play of each instance, before and after alike,
+    not one sample at the run's training temperature (-T 1.0 for GRPO)."""
+    changed = []
+    for player in players:
+        args = getattr(player, "gen_args", None)
+        if isinstance(args, dict) and args.get("temperature", 0.0) != 0.0 and hasattr(player, "set_gen_args"):
+            changed.append((player, dict(args)))
+            player.set_gen_args(**{**args, "temperature": 0.0})
+    try:
+        yield
+    finally:
+        for player, args in changed:
+            player.set_gen_args(**args)
+
+
+def adapter_stamp(folder: str) -> dict:
+    """What identifies an adapter's weights for the cache: its folder and its weight files'
+    sizes and modification times (retrained in place: measured again)."""
+    files = sorted(Path(folder).glob("adapter_model.*"))
+    return {"path": str(Path(folder).resolve()),
+            "files": [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files]}
 
 
 def has_adapters(model) -> bool:
@@ -120,10 +148,14 @@ class FinalEvaluation:
     # ------------------------------------------------------------------ after training
 
     def run(self, players: Sequence, learner) -> dict:
-        """Evaluate after (as the players are) and before (the learner's adapters off, or its
-        base model's cached numbers); print the trained games' table and before -> after.
+        """Evaluate after (as the players are, decoding greedily) and before (the start adapter,
+        the learner's adapters off, or the cached numbers of either); print the trained games' table and before -> after.
         Returns what ``playpen-run.json`` gets: ``eval`` (the trained games' table, after),
         ``eval_sets`` and ``static`` (after), ``before_after`` (the comparison), the notes."""
+        with greedy(players):
+            return self._run(players, learner)
+
+    def _run(self, players: Sequence, learner) -> dict:
         cfg = self.cfg
         started = time.time()
         after = self._evaluate(players, learner, self.after_name, overwrite=cfg.resume or cfg.overwrite)
@@ -138,7 +170,8 @@ class FinalEvaluation:
             before_dir, cached = self._before(players, learner)
             seconds["before"] = round(time.time() - started, 1)
             comparison = compare_runs(before_dir, after["run_dir"], out=after["run_dir"])
-            print("\nbefore -> after" + " (the base model's numbers: cached by an earlier run)" * cached + "\n"
+            what = "the start adapter (--init-adapter)" if getattr(cfg, "init_adapter", "") else "the base model"
+            print(f"\nbefore ({what}) -> after" + " (before: cached by an earlier run)" * cached + "\n"
                   + comparison.to_text(), flush=True)
             out["before_after"] = {**comparison.to_dict(), "before_cached": cached}
         else:
@@ -163,10 +196,15 @@ class FinalEvaluation:
                 "max_turns": max_turns()}
 
     def _before(self, players: Sequence, learner) -> tuple[Path, bool]:
-        """(the base model's folder, whether it was cached)."""
+        """(the folder of the model training started from, whether it was cached): the base
+        model, or with ``--init-adapter`` that adapter, loaded from disk as it was given — a
+        run that ends below its start shows it here."""
         settings = json.loads(json.dumps(self.settings(players), default=str))
+        start = getattr(self.cfg, "init_adapter", "")
+        if start:
+            settings["start_adapter"] = adapter_stamp(start)
         key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
-        name = f"{getattr(learner, 'name', 'model')}+base-{key}"
+        name = f"{getattr(learner, 'name', 'model')}+{'start' if start else 'base'}-{key}"
         folder = Path(self.cfg.results_dir) / name
         try:
             if json.loads((folder / BEFORE_FILE).read_text(encoding="utf-8")) == settings:
@@ -175,13 +213,18 @@ class FinalEvaluation:
             pass
         shutil.rmtree(folder, ignore_errors=True)  # an earlier run stopped while measuring it
         model = learner.model
-        if has_adapters(model):
+        if start:
+            first = load_model_by_name(learner.name, gen_args=dict(learner.gen_args, temperature=0.0), adapter=start,
+                                       run_name=f"{learner.name}+start")
+            self._evaluate([first if p is learner else p for p in players], first, name, overwrite=True)
+            del first
+        elif has_adapters(model):
             with adapters_off(model):
                 self._evaluate(players, learner, name, overwrite=True)
         else:  # a full fine-tune: the base model loaded again by name
             print(f"[playpen] before: {learner.name} has no adapter to switch off; loading it again by name",
                   flush=True)
-            base = load_model_by_name(learner.name, gen_args=dict(learner.gen_args))
+            base = load_model_by_name(learner.name, gen_args=dict(learner.gen_args, temperature=0.0))
             self._evaluate([base if p is learner else p for p in players], base, name, overwrite=True)
             del base
         write_json(folder / BEFORE_FILE, settings, indent=1)

@@ -1,0 +1,225 @@
+"""playpen's GRPO against TRL's stock ``GRPOTrainer`` on arith_solver (issue 39): the same start
+adapter, prompts, reward, group size, prompts per step, learning rate, beta, LoRA, temperature,
+loss type and advantage scaling; greedy accuracy on freshly generated held-out problems.
+
+    python benchmarks/grpo_reference.py --seeds 1,2,3                 # smol-135m, 60 steps each
+    python benchmarks/grpo_reference.py --seeds 1 --steps 4 --eval-every 2 --problems 16 --out /tmp/gr  # plumbing
+
+1. the start: SFT-LoRA on the programmatic solver's won arith_solver training episodes
+   (``--sft-steps``), shared by both arms of a seed;
+2. playpen: ``playpen run grpo --games arith_solver`` from it (the game's own master renders the
+   prompt and scores the reply; reward: outcome, i.e. 1 right, 0 wrong, -1 unparsable);
+3. stock TRL: ``GRPOTrainer`` on the same problems as conversational prompts rendered from the
+   game's own template, a reward function of the same three values (the game's own parser);
+4. both: the adapter at steps 0 / ``--eval-every`` / ... greedy on ``--problems`` problems drawn
+   with the game's own generator from a seed no training set uses; accuracy per checkpoint and
+   the reward curve per step, cached per (arm, seed) in ``--out``; the summary with the two
+   one-sided tests (TOST, +-5 points) at the last step is written to
+   ``results/grpo-reference-<date>.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+from string import Template
+
+HERE = Path(__file__).resolve().parent
+GAME = HERE.parent / "playpen" / "games" / "builtin" / "proposer_solver"
+sys.path.insert(0, str(GAME))
+
+COMMON = dict(num_generations=8, learning_rate=2e-5, beta=0.02, loss_type="dapo", scale_rewards="group",
+              epsilon=0.2, temperature=1.0, max_tokens=16, prompts_per_step=2)
+TRAIN = "instances_solver_train"
+EVAL_SEED = 20261128  # held-out problems: a seed no instances file was generated with
+
+
+def solver_prompt(problem: str) -> str:
+    from arith_rules import parse_expression, render
+    text = (GAME / "resources" / "solver_prompt.template").read_text()
+    return Template(text).substitute(problem=render(parse_expression(problem))).strip()
+
+
+def reward_of(reply: str, problem: str) -> float:
+    """The game's outcome reward: 1 for the right value, 0 for a wrong one, -1 unparsable."""
+    from arith_rules import evaluate, parse_answer, parse_expression
+    try:
+        given = parse_answer(reply)
+    except Exception:  # the game's ParseError: the episode aborts
+        return -1.0
+    return 1.0 if given == evaluate(parse_expression(problem)) else 0.0
+
+
+def held_out_problems(count: int) -> list[str]:
+    from instancegenerator import random_problem
+    rng = random.Random(EVAL_SEED)
+    return [random_problem(rng, 1 + i % 4) for i in range(count)]
+
+
+def train_problems() -> list[str]:
+    data = json.loads((GAME / "in" / f"{TRAIN}.json").read_text())
+    return [i["problem"] for e in data["experiments"] for i in e["game_instances"]]
+
+
+def accuracy(learner: str, adapter: Path, problems: list[str]) -> float:
+    """Greedy accuracy (%) of learner + adapter, transformers' generate, batches of 32."""
+    import torch
+    from playpen.models import load_model_by_name
+    model = load_model_by_name(learner, gen_args=dict(temperature=0.0, max_tokens=COMMON["max_tokens"]),
+                               role="learner", adapter=adapter)
+    hf, tokenizer = model.model, model.tokenizer
+    tokenizer.padding_side = "left"
+    right = 0
+    for start in range(0, len(problems), 32):
+        batch = problems[start:start + 32]
+        texts = [tokenizer.apply_chat_template([{"role": "user", "content": solver_prompt(p)}],
+                                               add_generation_prompt=True, tokenize=False) for p in batch]
+        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        with torch.no_grad():
+            out = hf.generate(**enc, max_new_tokens=COMMON["max_tokens"], do_sample=False,
+                              pad_token_id=tokenizer.pad_token_id)
+        replies = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        right += sum(reward_of(r, p) == 1.0 for r, p in zip(replies, batch))
+    return 100.0 * right / len(problems)
+
+
+def start_adapter(args, seed: int) -> Path:
+    from playpen.models import load_model_by_name
+    from playpen.training import catalog
+    from transformers import set_seed
+    models = Path(args.out) / f"seed-{seed}" / "models"
+    target = models / "sft+lora" / args.learner / f"checkpoint-{args.sft_steps}"
+    if not target.exists():
+        set_seed(seed)
+        cls = catalog.trainer_class("sft")
+        config = cls.config_class(games="arith_solver", train_instances=TRAIN, max_steps=args.sft_steps, batch_size=8, learning_rate=2e-4,
+                                  save_steps=args.sft_steps, models_dir=str(models), evaluate=False)
+        learner = load_model_by_name(args.learner, gen_args=dict(temperature=0.7, max_tokens=COMMON["max_tokens"]),
+                                     role="learner")
+        cls(learner, config=config, seed=seed, progress=True).learn(None)
+    return target
+
+
+def run_playpen(args, seed: int, start: Path) -> tuple[Path, list]:
+    from playpen.models import load_model_by_name
+    from playpen.training import catalog
+    from transformers import set_seed
+    models = Path(args.out) / f"seed-{seed}" / "models"
+    run_dir = models / "grpo+lora" / args.learner / "selfplay"
+    if not (run_dir / f"checkpoint-{args.steps}").exists():
+        set_seed(seed)
+        cls = catalog.trainer_class("grpo")
+        config = cls.config_class(
+            games="arith_solver", train_instances=TRAIN, init_adapter=str(start), max_steps=args.steps, save_steps=args.eval_every,
+            save_total_limit=100, num_generations=COMMON["num_generations"],
+            groups_per_step=COMMON["prompts_per_step"], learning_rate=COMMON["learning_rate"], beta=COMMON["beta"],
+            loss_type=COMMON["loss_type"], scale_rewards=COMMON["scale_rewards"], epsilon=COMMON["epsilon"],
+            reward="outcome", models_dir=str(models), evaluate=False)
+        learner = load_model_by_name(args.learner, role="learner", gen_args=dict(
+            temperature=COMMON["temperature"], max_tokens=COMMON["max_tokens"]))
+        cls(learner, config=config, seed=seed, progress=True).learn(None)
+    log = [json.loads(line) for line in (run_dir / "playpen-log.jsonl").read_text().splitlines()]
+    curve = [r.get("rollout/reward_mean") for r in log if r.get("event") == "train_step"]
+    return run_dir, curve
+
+
+def run_stock(args, seed: int, start: Path) -> tuple[Path, list]:
+    from datasets import Dataset
+    from peft import PeftModel
+    from playpen.models import load_model_by_name
+    from playpen.peft_internals import set_lora_dropout
+    from transformers import set_seed
+    from trl import GRPOConfig, GRPOTrainer
+    run_dir = Path(args.out) / f"seed-{seed}" / "stock"
+    if not (run_dir / f"checkpoint-{args.steps}").exists():
+        set_seed(seed)
+        base = load_model_by_name(args.learner, role="learner")
+        model = PeftModel.from_pretrained(base.model, str(start), is_trainable=True)
+        set_lora_dropout(model, 0.0)  # as playpen's GRPO does: the trained policy is the one that sampled
+        problems = train_problems()
+        random.Random(seed).shuffle(problems)
+        rows = (problems * (1 + args.steps * COMMON["prompts_per_step"] // len(problems)))
+        rows = rows[:args.steps * COMMON["prompts_per_step"]]
+        dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": solver_prompt(p)}] for p in rows],
+                                     "problem": rows})
+
+        def game_reward(completions, problem, **kwargs):
+            return [reward_of(c[0]["content"] if isinstance(c, list) else c, p) for c, p in zip(completions, problem)]
+
+        group = COMMON["num_generations"]
+        config = GRPOConfig(
+            output_dir=str(run_dir), max_steps=args.steps, learning_rate=COMMON["learning_rate"], beta=COMMON["beta"],
+            num_generations=group, per_device_train_batch_size=group * COMMON["prompts_per_step"],
+            gradient_accumulation_steps=1, steps_per_generation=1, num_iterations=1, temperature=COMMON["temperature"],
+            max_completion_length=COMMON["max_tokens"], loss_type=COMMON["loss_type"],
+            scale_rewards=COMMON["scale_rewards"], epsilon=COMMON["epsilon"], shuffle_dataset=False, logging_steps=1,
+            save_strategy="steps", save_steps=args.eval_every, report_to="none", seed=seed, use_cpu=True,
+            disable_tqdm=False)
+        trainer = GRPOTrainer(model=model, reward_funcs=[game_reward], args=config, train_dataset=dataset,
+                              processing_class=base.tokenizer)
+        trainer.train()
+        (run_dir / "log.json").write_text(json.dumps(trainer.state.log_history))
+    log = json.loads((run_dir / "log.json").read_text())
+    return run_dir, [r.get("reward") for r in log if "reward" in r]
+
+
+def tost_p(differences: list[float], margin: float) -> float:
+    """The larger of the two one-sided t-test p-values of |mean difference| < margin."""
+    from statistics import NormalDist, mean, stdev
+    n = len(differences)
+    if n < 2 or stdev(differences) == 0:
+        return 0.0 if abs(mean(differences)) < margin else 1.0
+    se = stdev(differences) / math.sqrt(n)
+    lower = 1 - NormalDist().cdf((mean(differences) + margin) / se)  # normal approximation (n small: indicative)
+    upper = NormalDist().cdf((mean(differences) - margin) / se)
+    return max(lower, upper)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-l", "--learner", default="smol-135m")
+    parser.add_argument("--seeds", default="1")
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--eval-every", type=int, default=20)
+    parser.add_argument("--sft-steps", type=int, default=16)
+    parser.add_argument("--problems", type=int, default=300)
+    parser.add_argument("--out", default=str(HERE / "results" / "grpo-reference-work"))
+    args = parser.parse_args(argv)
+    problems = held_out_problems(args.problems)
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    began = time.time()
+    results = {}
+    for seed in seeds:
+        cache = Path(args.out) / f"seed-{seed}" / "result.json"
+        if cache.exists():
+            results[seed] = json.loads(cache.read_text())
+            continue
+        start = start_adapter(args, seed)
+        row = {"step-0": accuracy(args.learner, start, problems)}
+        for arm, run in (("playpen", run_playpen), ("stock", run_stock)):
+            run_dir, curve = run(args, seed, start)
+            row[arm] = {"reward_curve": curve, "accuracy": {
+                str(step): accuracy(args.learner, run_dir / f"checkpoint-{step}", problems)
+                for step in range(args.eval_every, args.steps + 1, args.eval_every)}}
+            print(f"seed {seed} {arm}: {row[arm]['accuracy']} (start {row['step-0']:.1f})", flush=True)
+        cache.write_text(json.dumps(row, indent=1))
+        results[seed] = row
+    last = str(args.steps)
+    differences = [r["playpen"]["accuracy"][last] - r["stock"]["accuracy"][last] for r in results.values()]
+    summary = {"date": time.strftime("%Y-%m-%d"), "learner": args.learner, "settings": COMMON, "steps": args.steps,
+               "problems": args.problems, "seeds": results, "difference_at_last_step": differences,
+               "tost_p_5_points": tost_p(differences, 5.0), "seconds": round(time.time() - began, 1)}
+    quick = args.problems < 300 or args.steps < 60
+    target = Path(args.out) / "summary.json" if quick else HERE / "results" / f"grpo-reference-{time.strftime('%Y%m%d')}.json"
+    target.write_text(json.dumps(summary, indent=1))
+    print(f"playpen - stock at step {last}: {differences}; TOST p (+-5 points) {summary['tost_p_5_points']:.3f} "
+          f"-> {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
