@@ -385,3 +385,46 @@ def test_compare_says_what_each_number_is_over():
     assert Change("clemscore x", 1.0, 2.0, over=(20, 90)).over_text() == "20 / 90 episodes"
     assert Change("statscore", 0.5, 0.4, 4, over=(None, 50)).over_text() == "? / 50 questions"
     assert Change("statscore", 0.5, 0.4, 4).over_text() == "" and "over" not in Change("s", 0, 0).to_dict()
+
+
+# ----------------------------------------------------------------------------- --split dev|test --splits FILE
+
+def _played_items(run_dir) -> set:
+    return {f"{p.parent.parent.name}/{int(p.parent.name.split('_')[-1])}" for p in run_dir.rglob("interactions.json")}
+
+
+def test_eval_plays_only_the_items_of_the_chosen_split(clem_workspace, monkeypatch):
+    """A splits file as a user writes it (three dev and two test items of the protocol's
+    referencegame entry): --split dev plays exactly the dev items, --split test the test items."""
+    from pathlib import Path
+    monkeypatch.chdir(clem_workspace)
+    protocol = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "protocol-splits.json").read_text())
+    entry = protocol["games"]["referencegame"]
+    mine = {"games": {"referencegame": {"instances": entry["instances"], "dev": entry["dev"][:3],
+                                        "test": entry["test"][-2:]}}}
+    (clem_workspace / "splits.json").write_text(json.dumps(mine))
+    for split in ("dev", "test"):
+        result = invoke("eval", "-m", "programmatic", "-g", "referencegame", "--split", split, "--splits",
+                        "splits.json", "--name", split, "--json")
+        assert result.exit_code == 0, result.output
+        assert _played_items(clem_workspace / "results" / split) == set(mine["games"]["referencegame"][split])
+        written = json.loads((clem_workspace / "results" / split / "playpen-eval.json").read_text())
+        assert written["split"] == split and written["splits_file"] == "splits.json"
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--split", "dev", "--splits", "nope.json"], "--splits nope.json: no such file"),
+    (["--split", "dev", "--splits", "splits.json", "-g", "taboo"], "no split for taboo (the file splits referencegame)"),
+    (["--split", "train", "--splits", "splits.json"], "option --split: 'train' is not valid; expected one of dev, test"),
+    (["--split", "dev"], "--split and --splits go together"),
+    (["--split", "dev", "--splits", "bad.json"], "--splits bad.json: not a splits file"),
+    (["--split", "test", "--splits", "devonly.json"], "referencegame has no 'test' split"),
+])
+def test_split_user_errors_are_one_line(clem_workspace, monkeypatch, args, expected):
+    monkeypatch.chdir(clem_workspace)
+    (clem_workspace / "splits.json").write_text(json.dumps({"games": {"referencegame": {"dev": ["a/1"], "test": []}}}))
+    (clem_workspace / "devonly.json").write_text(json.dumps({"games": {"referencegame": {"dev": ["a/1"]}}}))
+    (clem_workspace / "bad.json").write_text("[1, 2")
+    games = [] if "-g" in args else ["-g", "referencegame"]
+    one_line_error(invoke("eval", "-m", "programmatic", *games, *args), expected)
+    assert not (clem_workspace / "results").exists()
