@@ -5,7 +5,7 @@ guesser get better?
    describer (before),
 2. play the training instances with the programmatic players (demonstrations) and train a
    LoRA adapter on the guesser's turns of the won episodes (``playpen run sft``,
-   playpen/training/sft/trainers.py),
+   playpen/training/sft/trainer.py),
 3. play the same held-out instances with the adapter (after),
 4. print % played, quality and clemscore before and after, how many episodes got better
    or worse (with the exact sign-flip p-value of the paired difference), and where every

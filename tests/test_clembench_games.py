@@ -67,13 +67,13 @@ def test_grpo_trains_what_a_side_call_only_learner_said(toy_workspace):
     trained on one masked EOS per row (num_tokens 2, no reward) and said nothing."""
     from playpen.models import load_model_by_name
     from playpen.rollouts import SamplingConfig
-    from playpen.training.grpo import parts as grpo
+    from playpen.training.grpo import rollout_bridge
     learner = load_model_by_name("tiny-random", gen_args=dict(temperature=1.0, max_tokens=4), role="learner")
-    per_instance, roles = grpo.training_slots(["oracle"], instances="instances")
+    per_instance, roles = rollout_bridge.training_slots(["oracle"], instances="instances")
     assert roles == {"oracle": ["Oracle"]}
     group = 2
     prompts = [s.to_prompt() for s in per_instance[0] for _ in range(group)]
-    func = grpo.GameRollout("tiny-random", learner.tokenizer, num_generations=group, game_roles=roles,
+    func = rollout_bridge.GameRollout("tiny-random", learner.tokenizer, num_generations=group, game_roles=roles,
                             sampling=SamplingConfig(temperature=1.0, max_new_tokens=4), records_dir=None,
                             instances="instances")
 
@@ -94,16 +94,16 @@ def test_a_grpo_step_with_no_trainable_turn_stops_with_one_line(toy_workspace):
     from playpen.models import load_model_by_name
     from playpen.rollouts import SamplingConfig
     from playpen.rollouts.partners import Partner, TurnResponse
-    from playpen.training.grpo import parts as grpo
+    from playpen.training.grpo import rollout_bridge
 
     class Mumbler(Partner):
         def respond(self, requests):
             return [TurnResponse("hmm") for _ in requests]
 
     learner = load_model_by_name("tiny-random", gen_args=dict(temperature=1.0, max_tokens=4), role="learner")
-    per_instance, roles = grpo.training_slots(["relay"], roles=["Listener"], instances="instances")
+    per_instance, roles = rollout_bridge.training_slots(["relay"], roles=["Listener"], instances="instances")
     prompts = [s.to_prompt() for s in per_instance[0] for _ in range(2)]
-    func = grpo.GameRollout("tiny-random", learner.tokenizer, num_generations=2, game_roles=roles,
+    func = rollout_bridge.GameRollout("tiny-random", learner.tokenizer, num_generations=2, game_roles=roles,
                             teacher=Mumbler("mumbler"), sampling=SamplingConfig(temperature=1.0, max_new_tokens=4),
                             records_dir=None, instances="instances")
 

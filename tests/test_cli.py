@@ -243,9 +243,9 @@ def test_each_example_file_runs_the_packaged_trainer_of_its_name(name):
 
 def test_a_trainer_file_may_subclass_a_packaged_trainer(tmp_path):
     from playpen.cli.run import load_trainer_class
-    from playpen.training.sft.trainers import SFTLoraTrainer
+    from playpen.training.sft.trainer import SFTLoraTrainer
     trainer = tmp_path / "mine.py"
-    trainer.write_text("from playpen.training.sft.trainers import SFTLoraTrainer\n\n\n"
+    trainer.write_text("from playpen.training.sft.trainer import SFTLoraTrainer\n\n\n"
                        "class Mine(SFTLoraTrainer):\n    kind = 'mine'\n")
     cls = load_trainer_class(trainer)
     assert cls.__name__ == "Mine" and issubclass(cls, SFTLoraTrainer)

@@ -242,6 +242,78 @@ def test_compare_shows_what_training_cost(tmp_path):
                                                    "change": -0.1}
 
 
+def _brute_force_p(differences) -> float:
+    """Two-sided sign-flip p by listing every one of the 2^n sign patterns (zeros dropped)."""
+    from itertools import product
+    nonzero = [abs(d) for d in differences if d]
+    observed = abs(sum(differences))
+    hits = sum(abs(sum(s * d for s, d in zip(signs, nonzero))) >= observed - 1e-9
+               for signs in product((1, -1), repeat=len(nonzero)))
+    return hits / 2 ** len(nonzero) if nonzero else 1.0
+
+
+def _scores_by_item(run_dir) -> dict:
+    """(game, experiment/game_id) -> Main Score of a played episode, 0 otherwise, read straight from
+    the scores.json files (not through playpen's reader)."""
+    out = {}
+    for path in run_dir.rglob("scores.json"):
+        episode = json.loads(path.read_text())["episode scores"]
+        main = episode.get("Main Score")
+        played = not episode["Aborted"] and main is not None and not math.isnan(main)
+        game, experiment, folder = path.parts[-4:-1]
+        out[(game, f"{experiment}/{int(folder.split('_')[-1])}")] = float(main) if played else 0.0
+    return out
+
+
+def test_compare_pairs_the_items_of_two_played_folders(tiny_workspace):
+    """Two real evaluations (the programmatic players, the tiny random model on more instances):
+    --compare pairs the items both played and its p is the enumeration of every sign pattern."""
+    before = invoke("eval", "-m", "programmatic", "-g", "referencegame", "-n", "2", "--name", "before")
+    assert before.exit_code == 0, before.output
+    after = invoke("eval", "-m", "tiny-random", "-g", "referencegame", "-n", "3", "-L", "4", "--name", "after")
+    assert after.exit_code == 0, after.output
+    first, second = (_scores_by_item(tiny_workspace / "results" / n) for n in ("before", "after"))
+    common = sorted(set(first) & set(second))
+    assert len(common) < len(second)  # -n 2 against -n 3: only the shared items are paired
+    differences = [second[k] - first[k] for k in common]
+    result = invoke("eval", "--compare", "results/before", "results/after", "--json")
+    assert result.exit_code == 0, result.output
+    (paired,) = json.loads(result.stdout)["paired"]
+    assert (paired["game"], paired["items"], paired["before_items"], paired["after_items"]) == (
+        "referencegame", len(common), len(first), len(second))
+    assert paired["sign_flip_p"] == pytest.approx(_brute_force_p(differences), abs=1e-6)
+    assert paired["mean_change"] == pytest.approx(sum(differences) / len(differences), abs=1e-6)
+    low, high = paired["interval"]
+    assert low <= paired["mean_change"] <= high
+    text = invoke("eval", "--compare", "results/before", "results/after")
+    line = next(x for x in text.output.splitlines() if x.startswith("referencegame "))
+    assert line.endswith(f"{len(common)} paired (before {len(first)}, after {len(second)})"), line
+    assert float(line.split()[1]) == pytest.approx(paired["mean_change"], abs=0.006)
+
+
+def _episode(run_dir, game, experiment, game_id, score, aborted=0):
+    folder = run_dir / game / experiment / f"instance_{game_id}"
+    folder.mkdir(parents=True)
+    (folder / "scores.json").write_text(json.dumps({"episode scores": {"Aborted": aborted, "Main Score": score}}))
+
+
+def test_compare_p_and_interval_on_changes_of_both_signs(tmp_path):
+    before, after = tmp_path / "before", tmp_path / "after"
+    old = {"e1/1": 0, "e1/2": 100, "e1/3": 40, "e2/4": 25, "e2/5": 50, "e2/6": 0, "e2/7": 80}
+    new = {"e1/1": 100, "e1/2": 100, "e1/3": 70, "e2/4": 0, "e2/5": 90, "e2/6": 60, "e2/7": 80, "e2/8": 10}
+    for folder, scores in ((before, old), (after, new)):
+        for item, score in scores.items():
+            experiment, game_id = item.split("/")
+            _episode(folder, "taboo", experiment, game_id, score, aborted=int(item == "e2/4" and folder == after))
+        (folder / "playpen-eval.json").write_text(json.dumps({"clemscore": 1.0}))
+    (paired,) = compare_runs(before, after).games
+    differences = [new[i] - old[i] for i in sorted(old)]  # e2/4 aborted after: 0 - 25
+    assert (paired.items, paired.before_items, paired.after_items) == (7, 7, 8)
+    assert paired.mean_change == pytest.approx(sum(differences) / 7)
+    assert paired.p_value == pytest.approx(_brute_force_p(differences)) and paired.p_method == "exact"
+    assert paired.low < paired.mean_change < paired.high
+
+
 def test_compare_user_errors(tmp_path):
     (tmp_path / "empty").mkdir()
     one_line_error(invoke("eval", "--compare", str(tmp_path / "empty"), str(tmp_path)),
@@ -313,3 +385,46 @@ def test_compare_says_what_each_number_is_over():
     assert Change("clemscore x", 1.0, 2.0, over=(20, 90)).over_text() == "20 / 90 episodes"
     assert Change("statscore", 0.5, 0.4, 4, over=(None, 50)).over_text() == "? / 50 questions"
     assert Change("statscore", 0.5, 0.4, 4).over_text() == "" and "over" not in Change("s", 0, 0).to_dict()
+
+
+# ----------------------------------------------------------------------------- --split dev|test --splits FILE
+
+def _played_items(run_dir) -> set:
+    return {f"{p.parent.parent.name}/{int(p.parent.name.split('_')[-1])}" for p in run_dir.rglob("interactions.json")}
+
+
+def test_eval_plays_only_the_items_of_the_chosen_split(clem_workspace, monkeypatch):
+    """A splits file as a user writes it (three dev and two test items of the protocol's
+    referencegame entry): --split dev plays exactly the dev items, --split test the test items."""
+    from pathlib import Path
+    monkeypatch.chdir(clem_workspace)
+    protocol = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "protocol-splits.json").read_text())
+    entry = protocol["games"]["referencegame"]
+    mine = {"games": {"referencegame": {"instances": entry["instances"], "dev": entry["dev"][:3],
+                                        "test": entry["test"][-2:]}}}
+    (clem_workspace / "splits.json").write_text(json.dumps(mine))
+    for split in ("dev", "test"):
+        result = invoke("eval", "-m", "programmatic", "-g", "referencegame", "--split", split, "--splits",
+                        "splits.json", "--name", split, "--json")
+        assert result.exit_code == 0, result.output
+        assert _played_items(clem_workspace / "results" / split) == set(mine["games"]["referencegame"][split])
+        written = json.loads((clem_workspace / "results" / split / "playpen-eval.json").read_text())
+        assert written["split"] == split and written["splits_file"] == "splits.json"
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--split", "dev", "--splits", "nope.json"], "--splits nope.json: no such file"),
+    (["--split", "dev", "--splits", "splits.json", "-g", "taboo"], "no split for taboo (the file splits referencegame)"),
+    (["--split", "train", "--splits", "splits.json"], "option --split: 'train' is not valid; expected one of dev, test"),
+    (["--split", "dev"], "--split and --splits go together"),
+    (["--split", "dev", "--splits", "bad.json"], "--splits bad.json: not a splits file"),
+    (["--split", "test", "--splits", "devonly.json"], "referencegame has no 'test' split"),
+])
+def test_split_user_errors_are_one_line(clem_workspace, monkeypatch, args, expected):
+    monkeypatch.chdir(clem_workspace)
+    (clem_workspace / "splits.json").write_text(json.dumps({"games": {"referencegame": {"dev": ["a/1"], "test": []}}}))
+    (clem_workspace / "devonly.json").write_text(json.dumps({"games": {"referencegame": {"dev": ["a/1"]}}}))
+    (clem_workspace / "bad.json").write_text("[1, 2")
+    games = [] if "-g" in args else ["-g", "referencegame"]
+    one_line_error(invoke("eval", "-m", "programmatic", *games, *args), expected)
+    assert not (clem_workspace / "results").exists()

@@ -30,7 +30,7 @@ def test_game_building_fewer_players_than_declared_rolls_out(toy_workspace, tiny
 
 
 def test_game_building_fewer_players_than_declared_under_grpo_slots(toy_workspace):
-    from playpen.training.grpo.parts import game_roles
+    from playpen.envs.loading import game_roles
     names, rows = game_roles("interview", "instances")
     assert names == ["Answerer"] and len(rows) == 2
 

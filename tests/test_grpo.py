@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from playpen import peft_internals
 from playpen.cli import cli
 from playpen.training.common import lifecycle as training
-from playpen.training.grpo import parts as grpo
+from playpen.training.grpo import assembly, rollout_bridge
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SP_TRAINER = "grpo"
@@ -89,13 +89,13 @@ def test_rollout_func_rows_groups_and_masks(toy_workspace):
     from playpen.models import load_model_by_name
     from playpen.rollouts import SamplingConfig
     learner = load_model_by_name("tiny-random", gen_args=dict(temperature=1.0, max_tokens=4), role="learner")
-    per_instance, roles = grpo.training_slots(["relay"], instances="instances")
+    per_instance, roles = rollout_bridge.training_slots(["relay"], instances="instances")
     assert roles == {"relay": ["Speaker", "Listener"]}
     assert [s.role for s in per_instance[0]] == ["Speaker", "Listener"]
     slots = per_instance[0] + per_instance[1]
     group = 3
     prompts = [s.to_prompt() for s in slots for _ in range(group)]
-    func = grpo.GameRollout("tiny-random", learner.tokenizer, num_generations=group, game_roles=roles,
+    func = rollout_bridge.GameRollout("tiny-random", learner.tokenizer, num_generations=group, game_roles=roles,
                             sampling=SamplingConfig(temperature=1.0, max_new_tokens=4), records_dir=None,
                             instances="instances")
 
@@ -113,16 +113,16 @@ def test_rollout_func_rows_groups_and_masks(toy_workspace):
         # a role that never got a turn (the episode aborted before it) has nothing to train
         assert sum(mask) > 0 or math.isnan(reward)
     assert any(sum(mask) > 0 for mask in out["env_mask"])
-    funcs, weights = grpo.reward_functions(["Speaker", "Listener"])
+    funcs, weights = rollout_bridge.reward_functions(["Speaker", "Listener"])
     speaker = funcs[0](prompts, None, reward=out["reward"], role=out["role"])
     assert all((v is None) == (r != "Speaker") for v, r in zip(speaker, out["role"]))
     assert weights == [1.0, 1.0, 0.0] and funcs[-1].__name__ == "played"
 
 
 def test_slot_dataset_keeps_an_instances_roles_together():
-    per_instance = [[grpo.Slot("g", "e", i, r) for r in ("A", "B")] for i in range(3)]
-    dataset = grpo.slot_dataset(per_instance, 10, seed=1)
-    slots = [grpo.Slot.from_prompt(p) for p in dataset["prompt"]]
+    per_instance = [[rollout_bridge.Slot("g", "e", i, r) for r in ("A", "B")] for i in range(3)]
+    dataset = rollout_bridge.slot_dataset(per_instance, 10, seed=1)
+    slots = [rollout_bridge.Slot.from_prompt(p) for p in dataset["prompt"]]
     assert len(slots) >= 10
     assert all(slots[i].instance == slots[i + 1].instance and (slots[i].role, slots[i + 1].role) == ("A", "B")
                for i in range(0, len(slots), 2))
@@ -153,7 +153,7 @@ def test_grpo_with_teacher_via_playpen_run(toy_workspace):
     (SP_TRAINER, ["--lora-dropout", "1.5"], "option --lora-dropout: 1.5 is not valid; expected a number in [0, 1)"),
     # every option is checked before a model loads (a step count of 0 once meant 3 epochs)
     (SP_TRAINER, ["--max-steps", "0"], "option --max-steps: 0 is not valid; expected an integer >= 1"),
-    (SP_TRAINER, ["--learning-rate", "-1"], "option --learning-rate: -1.0 is not valid; expected a number > 0"),
+    (SP_TRAINER, ["--learning-rate", "-1"], "option --learning-rate: -1.0 is not valid; expected a number >= 0"),
     (SP_TRAINER, ["--report-to", "foo"], "option --report-to: 'foo' is not valid; expected none or"),
     (SP_TRAINER, ["--num-generations", "1"], "option --num-generations: 1 is not valid"),
     (SP_TRAINER, ["--resume", "--overwrite"], "--resume and --overwrite exclude each other"),
@@ -200,7 +200,7 @@ def test_grpo_from_an_adapter_trains_without_its_dropout(toy_workspace, tiny_mod
     def spy(model, p):
         seen["p"], seen["changed"] = p, original(model, p)
         return seen["changed"]
-    monkeypatch.setattr(grpo, "set_lora_dropout", spy)
+    monkeypatch.setattr(assembly, "set_lora_dropout", spy)
     result = CliRunner().invoke(cli, ["run", str(SP_TRAINER), "-l", "tiny-random", "-L", "3", "--games", "sayword",
                                       "--train-instances", "instances", "--max-steps", "1", "--no-evaluate",
                                       "--num-generations", "2", "--init-adapter", str(adapter)])

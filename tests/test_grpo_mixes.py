@@ -162,14 +162,14 @@ def test_game_shares_follow_their_weights():
 
 
 def test_game_shares_dataset_of_a_config(tiny_workspace):
-    from playpen.training.grpo import anticollapse
-    from playpen.training.grpo import parts as grpo
+    from playpen.training.grpo import rollout_bridge
+    from playpen.training.grpo.assembly import share_dataset
     cls = _config_class(SP_TRAINER)
     cfg = cls(game_shares="referencegame:0.75,taboo:0.25", roles="", max_steps=40, groups_per_step=2)
     assert cfg.game_list == ["referencegame", "taboo"]
-    per_instance, _ = grpo.training_slots(cfg.game_list, [], cfg.train_instances)
-    dataset = anticollapse.dataset(cfg, per_instance, seed=1)
-    games = [grpo.Slot.from_prompt(p).game for p in dataset["prompt"][:80]]
+    per_instance, _ = rollout_bridge.training_slots(cfg.game_list, [], cfg.train_instances)
+    dataset = share_dataset(cfg, per_instance, seed=1)
+    games = [rollout_bridge.Slot.from_prompt(p).game for p in dataset["prompt"][:80]]
     assert abs(games.count("referencegame") - 60) <= 2
 
 

@@ -296,9 +296,23 @@ def test_no_shim_for_old_import_paths():
 
 
 def test_the_shim_finder_finds_the_shims_that_were_deleted():
-    assert shims_in("from playpen.training.grpo.parts import *  # noqa: F401,F403\n", True) == [
-        "star import from playpen.training.grpo.parts"]
+    assert shims_in("from playpen.training.grpo.rollout_bridge import *  # noqa: F401,F403\n", True) == [
+        "star import from playpen.training.grpo.rollout_bridge"]
     assert shims_in("__getattr__ = former_names(__name__, _former)\n", True) == ["package __getattr__"]
     assert shims_in("import sys\ndef install():\n    sys.meta_path.insert(0, Finder())\n", False) == [
         "import hook (sys.meta_path)"]
-    assert shims_in("from playpen.training.grpo.parts import training_slots\n", True) == []
+    assert shims_in("from playpen.training.grpo.rollout_bridge import training_slots\n", True) == []
+
+
+def test_trainer_modules_share_one_name():
+    """A family's trainers live in ``trainer.py`` (TRL's ``<algo>_trainer.py``), never ``trainers.py``;
+    and nothing that holds a trainer is called ``playpen`` (the package's own name)."""
+    plural = [name for name in _modules() if name.rpartition(".")[2] == "trainers"]
+    assert not plural, plural
+    for family in ("sft", "grpo", "preference", "expert_iteration", "spag", "hierarchy", "pipeline"):
+        assert f"playpen.training.{family}.trainer" in _modules(), family
+    named_playpen = [f"{name}:{node.lineno}" for name, path in _modules().items()
+                     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                     if isinstance(node, ast.arg) and node.arg == "playpen"
+                     or isinstance(node, ast.Attribute) and node.attr == "playpen"]
+    assert not named_playpen, named_playpen

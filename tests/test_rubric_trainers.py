@@ -83,7 +83,7 @@ def test_a_good_rubric_passes_and_chance_baseline_is_refused(tiny_workspace, mon
     cls, config = prepare(str(SP), learner="tiny-random", teacher=None,
                           extra_args=["--games", "negotiation", "--rubric", str(path)])
     assert config.rubric == str(path)
-    monkeypatch.setattr("playpen.training.grpo.anticollapse.chance_level", lambda game: 0.5)
+    monkeypatch.setattr("playpen.training.grpo.options.chance_level", lambda game: 0.5)
     with pytest.raises(PlaypenError, match="--baseline chance is the chance level"):
         prepare(str(SP), learner="tiny-random", teacher=None,
                 extra_args=["--games", "negotiation", "--rubric", str(path), "--baseline", "chance"])
@@ -132,15 +132,15 @@ def test_game_rollout_trains_on_the_rubrics_rewards(toy_workspace):
     outcome reward, Listener rows 0.5 x the outcome reward; rubric metrics logged."""
     from playpen.models import load_model_by_name
     from playpen.rollouts import SamplingConfig
-    from playpen.training.grpo import parts as grpo
+    from playpen.training.grpo import rollout_bridge
     from playpen.training.rubrics.files import read_rubric
     path = write(toy_workspace, {"game": "relay", "terms": [
         {"kind": "check", "check": "max_chars", "max_chars": 1000, "weight": 2.0, "roles": ["Speaker"]},
         {"kind": "outcome", "weight": 0.5}]})
     learner = load_model_by_name("tiny-random", gen_args=dict(temperature=1.0, max_tokens=4), role="learner")
-    per_instance, roles = grpo.training_slots(["relay"], instances="instances")
+    per_instance, roles = rollout_bridge.training_slots(["relay"], instances="instances")
     slots, group = per_instance[0], 2
-    func = grpo.GameRollout("tiny-random", learner.tokenizer, num_generations=group, game_roles=roles,
+    func = rollout_bridge.GameRollout("tiny-random", learner.tokenizer, num_generations=group, game_roles=roles,
                             sampling=SamplingConfig(temperature=1.0, max_new_tokens=4), records_dir=None,
                             instances="instances", rubric=read_rubric(path).build())
 

@@ -34,8 +34,8 @@ pair counts, ``memory/peak_rss_mb``) and the curve; the run is then evaluated on
 held-out instances (with the teacher as partner when there is one).
 
 The same trainer by name: ``playpen run dpo ...`` (``playpen run --list``). Its code, to
-read top to bottom: ``playpen/training/preference/trainers.py``. A trainer file of your own imports it (or
+read top to bottom: ``playpen/training/preference/trainer.py``. A trainer file of your own imports it (or
 subclasses it) as this one does.
 """
 
-from playpen.training.preference.trainers import DPOGamesTrainer  # noqa: F401  (the trainer `playpen run` finds in this file)
+from playpen.training.preference.trainer import DPOGamesTrainer  # noqa: F401  (the trainer `playpen run` finds in this file)

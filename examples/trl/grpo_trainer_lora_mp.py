@@ -16,8 +16,8 @@ training instance played ``--num-generations`` times with the learner in one rol
 ``<output_dir>/grpo+lora/<learner>/<teacher>/``.
 
 The same trainer by name: ``playpen run grpo-teacher ...`` (``playpen run --list``). Its code, to
-read top to bottom: ``playpen/training/grpo/trainers.py``. A trainer file of your own imports it (or
+read top to bottom: ``playpen/training/grpo/trainer.py``. A trainer file of your own imports it (or
 subclasses it) as this one does.
 """
 
-from playpen.training.grpo.trainers import GRPOTeacherTrainer  # noqa: F401  (the trainer `playpen run` finds in this file)
+from playpen.training.grpo.trainer import GRPOTeacherTrainer  # noqa: F401  (the trainer `playpen run` finds in this file)

@@ -25,8 +25,8 @@ layout: ``clem score``/``transcribe`` work on them), checkpoints (adapters) to
 tracker of ``--report-to``. At the end the adapter is evaluated on the held-out instances.
 
 The same trainer by name: ``playpen run grpo ...`` (``playpen run --list``). Its code, to
-read top to bottom: ``playpen/training/grpo/trainers.py``. A trainer file of your own imports it (or
+read top to bottom: ``playpen/training/grpo/trainer.py``. A trainer file of your own imports it (or
 subclasses it) as this one does.
 """
 
-from playpen.training.grpo.trainers import GRPOSelfPlayTrainer  # noqa: F401  (the trainer `playpen run` finds in this file)
+from playpen.training.grpo.trainer import GRPOSelfPlayTrainer  # noqa: F401  (the trainer `playpen run` finds in this file)

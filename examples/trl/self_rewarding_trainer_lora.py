@@ -35,8 +35,8 @@ training data. Adapters go to
 included) and the curve; the run is then evaluated on the held-out instances.
 
 The same trainer by name: ``playpen run self-rewarding ...`` (``playpen run --list``). Its code, to
-read top to bottom: ``playpen/training/preference/trainers.py``. A trainer file of your own imports it (or
+read top to bottom: ``playpen/training/preference/trainer.py``. A trainer file of your own imports it (or
 subclasses it) as this one does.
 """
 
-from playpen.training.preference.trainers import SelfRewardingTrainer  # noqa: F401  (the trainer `playpen run` finds in this file)
+from playpen.training.preference.trainer import SelfRewardingTrainer  # noqa: F401  (the trainer `playpen run` finds in this file)

@@ -18,8 +18,8 @@ checkpoints. Evaluate an adapter later with
 ``playpen eval -m LEARNER --adapter models/sft+lora/<learner>/checkpoint-N``.
 
 The same trainer by name: ``playpen run sft ...`` (``playpen run --list``). Its code, to
-read top to bottom: ``playpen/training/sft/trainers.py``. A trainer file of your own imports it (or
+read top to bottom: ``playpen/training/sft/trainer.py``. A trainer file of your own imports it (or
 subclasses it) as this one does.
 """
 
-from playpen.training.sft.trainers import SFTLoraTrainer  # noqa: F401  (the trainer `playpen run` finds in this file)
+from playpen.training.sft.trainer import SFTLoraTrainer  # noqa: F401  (the trainer `playpen run` finds in this file)

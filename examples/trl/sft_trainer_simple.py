@@ -18,8 +18,8 @@ instances (``results/<learner>+sft-checkpoint-N/``), the metrics are in
 With LoRA instead: sft_trainer_lora.py.
 
 The same trainer by name: ``playpen run sft-full ...`` (``playpen run --list``). Its code, to
-read top to bottom: ``playpen/training/sft/trainers.py``. A trainer file of your own imports it (or
+read top to bottom: ``playpen/training/sft/trainer.py``. A trainer file of your own imports it (or
 subclasses it) as this one does.
 """
 
-from playpen.training.sft.trainers import SFTSimpleTrainer  # noqa: F401  (the trainer `playpen run` finds in this file)
+from playpen.training.sft.trainer import SFTSimpleTrainer  # noqa: F401  (the trainer `playpen run` finds in this file)

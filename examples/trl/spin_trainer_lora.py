@@ -25,8 +25,8 @@ rounds) with each round's pairs (``pairs-round-R.jsonl``), the log (``playpen-lo
 instances (``results/<learner>+spin+lora-checkpoint-N/``).
 
 The same trainer by name: ``playpen run spin ...`` (``playpen run --list``). Its code, to
-read top to bottom: ``playpen/training/preference/trainers.py``. A trainer file of your own imports it (or
+read top to bottom: ``playpen/training/preference/trainer.py``. A trainer file of your own imports it (or
 subclasses it) as this one does.
 """
 
-from playpen.training.preference.trainers import SPINTrainer  # noqa: F401  (the trainer `playpen run` finds in this file)
+from playpen.training.preference.trainer import SPINTrainer  # noqa: F401  (the trainer `playpen run` finds in this file)

@@ -12,6 +12,7 @@ from playpen.cli.run import check_generation_options, check_output_folder
 from playpen.envs.turns import MAX_TURNS_HELP, check_max_turns, turn_limit
 from playpen.errors import EvaluationError, GameLoadError
 from playpen.evaluation.game_sets import load_game_sets
+from playpen.evaluation.splits import split_items
 from playpen.evaluation.static_suite import load_tasks
 from playpen.evaluation.suite import SUITES, check_no_earlier_static, evaluate_suite, suite_games
 from playpen.registry import all_game_entries, game_specs, resolve_game
@@ -46,6 +47,11 @@ from playpen.registry import all_game_entries, game_specs, resolve_game
 @click.option("-i", "--instances", default=None,
               help="Instances file stem (in/STEM.json) for every game; refused when a game lacks it "
                    "[default: each game's own, as clemgame.json names it: the held-out set].")
+@click.option("--split", default=None, metavar="dev|test",
+              help="Play only this split's items of each game, as --splits FILE lists them (see docs/evaluation.md).")
+@click.option("--splits", "splits_file", type=click.Path(), default=None, metavar="FILE",
+              help="A splits file: {\"games\": {GAME: {\"instances\": STEM, \"dev\": [ITEMS], \"test\": [ITEMS]}}}, "
+                   "an item '<experiment>/<game_id>' (e.g. benchmarks/protocol-splits.json).")
 @click.option("-r", "--results-dir", type=click.Path(), default="results", show_default=True,
               help="Root of the results folders (one sub-folder per model/adapter).")
 @click.option("--name", "run_name", default=None,
@@ -65,8 +71,8 @@ from playpen.registry import all_game_entries, game_specs, resolve_game
 @click.option("--max-turns", type=int, default=None, help=MAX_TURNS_HELP)
 @remote_options
 def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_paths, limit, compare, adapter,
-                 partner, instances, results_dir, run_name, overwrite, max_instances, batch_size, temperature,
-                 max_tokens, as_json, threads, max_turns, connect_timeout, read_timeout, retries, retry_budget):
+                 partner, instances, split, splits_file, results_dir, run_name, overwrite, max_instances, batch_size,
+                 temperature, max_tokens, as_json, threads, max_turns, connect_timeout, read_timeout, retries, retry_budget):
     """Evaluate MODEL (optionally with --adapter) on game sets and static benchmarks.
 
     Prints the clemscore table (% played, quality, clemscore per game and overall), the
@@ -83,6 +89,7 @@ def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_
       playpen eval -m smol-135m -g referencegame
       playpen eval -m smol-135m --set in_domain --suite all
       playpen eval -m smol-135m --adapter models/sft+lora/smol-135m/checkpoint-8 --suite all
+      playpen eval -m smol-135m -g taboo --split dev --splits benchmarks/protocol-splits.json
       playpen eval --compare results/smol-135m results/smol-135m+sft+lora-checkpoint-8
     """
     if compare:
@@ -117,8 +124,17 @@ def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_
         raise EvaluationError("--task, --include-path and --limit are for the static suite: add --suite static or all")
     wants_sets = (suite != "static" and (set_names or not names)) or (suite != "clem" and not tasks)
     game_sets = load_game_sets(sets_file) if wants_sets or sets_file or set_names else None
+    items = None
+    if split is not None or splits_file is not None:
+        if split is None or splits_file is None:
+            raise EvaluationError("--split and --splits go together: --split dev|test --splits FILE")
+        if suite == "static":
+            raise EvaluationError("--split chooses game instances: it needs --suite clem or all")
     if suite != "static":
         play, _ = suite_games(game_sets, set_names, names)
+        if split is not None:
+            items, split_instances = split_items(splits_file, split, [s.game_name for s in game_specs(play)])
+            instances = instances or split_instances
         game_specs(play, instances)
         for name in names:
             note = shadow_note(name)
@@ -145,8 +161,10 @@ def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_
                                     tasks=tasks, include_paths=include_paths, results_dir=Path(results_dir),
                                     run_name=run_name, instances=instances, batch_size=batch_size,
                                     max_instances=max_instances, limit=limit, overwrite=overwrite, threads=threads,
+                                    items=items,
                                     extra={"model": model_name, "adapter": str(adapter) if adapter else None,
-                                           "partner": partner})
+                                           "partner": partner,
+                                           **({"split": split, "splits_file": str(splits_file)} if split else {})})
     except GameLoadError as e:  # the games that did play still get their tables
         if getattr(e, "suite", None) is not None:
             click.echo(e.suite.to_text())

@@ -215,15 +215,15 @@ def run(trainer, *, learner: str, teacher: str | None, temperature: float, max_t
     set_seed(seed)  # python, numpy, torch (every device)
     learner_model = load_model_by_name(learner, gen_args=gen_args, role="learner")
     teacher_model = load_model_by_name(teacher, gen_args=gen_args, role="teacher") if teacher else None
-    playpen = cls(learner_model, teacher_model, config=config, output_dir=output_dir, seed=seed)
+    trainer = cls(learner_model, teacher_model, config=config, output_dir=output_dir, seed=seed)
     try:
-        playpen.learn(game_registry)
+        trainer.learn(game_registry)
     except PlaypenError:
-        for training_run in playpen.runs:
+        for training_run in trainer.runs:
             training_run.abandon()
         raise
-    if playpen.interrupted_by is not None:  # saved and stopped: `playpen run ... && next` must stop
-        raise Interrupted(playpen.interrupted_by, "checkpoint saved; continue with --resume")
+    if trainer.interrupted_by is not None:  # saved and stopped: `playpen run ... && next` must stop
+        raise Interrupted(trainer.interrupted_by, "checkpoint saved; continue with --resume")
 
 
 def check_generation_options(temperature: float, max_tokens: int) -> None:

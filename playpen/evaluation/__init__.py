@@ -278,6 +278,8 @@ def _play_game(spec, models: list, folder, batch_size: int, max_instances: int |
         return _failure(spec.game_name, str(e), details, traceback.format_exception(e.__cause__ or e))
     captured = RunnerErrors()
     with preserved_logging(), _quiet_stdout(), captured, benchmark:
+        if isinstance(items, Mapping):  # each game its own items (a split file's entries)
+            items = items.get(spec.game_name, ())
         instances = (cg.GameInstances.from_game_spec(spec).filter(only_items(items))
                      .filter(limit_per_experiment(max_instances)))
         try:
@@ -378,7 +380,8 @@ def evaluate(player_models: Sequence, games: Iterable[str] | None = None, *,
     other games are scored and tabulated (the error carries that table as ``.table``).
     ``threads``: torch's CPU threads while playing; None picks them by backend
     (:func:`playpen.clem.playing_threads`: 1 for a local model on the CPU), 0 keeps torch's.
-    ``items``: only these instances (``<experiment>/<game_id>``, e.g. a protocol's test split)."""
+    ``items``: only these instances (``<experiment>/<game_id>``, e.g. a protocol's test split), or
+    game -> its items (:func:`playpen.evaluation.splits.split_items`; a game it lacks plays none)."""
     specs = game_specs(list(games) if games else None, instances)
     if not specs:
         raise EvaluationError("no games to evaluate (pass -g GAME; see `playpen list games`)")

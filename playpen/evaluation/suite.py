@@ -86,11 +86,12 @@ def evaluate_suite(player_models: Sequence, *, suite: str = "all", game_sets: Op
                    results_dir: str | Path = "results", run_name: Optional[str] = None,
                    instances: Optional[str] = None, batch_size: int = 8, max_instances: Optional[int] = None,
                    limit: Optional[int] = None, overwrite: bool = False, threads: Optional[int] = None,
-                   extra: Optional[dict] = None) -> SuiteResult:
+                   extra: Optional[dict] = None, items=None) -> SuiteResult:
     """Evaluate `player_models` (loaded clemcore models; the first is the evaluated one) and
     write the run folder's files; see the module docstring. `game_sets` None: the sets file
     in use (:func:`~playpen.evaluation.game_sets.load_game_sets`); `tasks` default to its
-    ``static_tasks``. `limit`: at most that many questions per static task."""
+    ``static_tasks``. `limit`: at most that many questions per static task. `items`: only these
+    instances of the games (see :func:`playpen.evaluation.evaluate`; a split's, with ``--split``)."""
     if suite not in SUITES:
         raise EvaluationError(f"unknown suite '{suite}' (valid: {', '.join(SUITES)})")
     name = run_name or clemcore().backends.Model.to_identifier(list(player_models))
@@ -112,7 +113,7 @@ def evaluate_suite(player_models: Sequence, *, suite: str = "all", game_sets: Op
         try:
             result.table = evaluate(player_models, play, results_dir=results_dir, instances=instances,
                                     batch_size=batch_size, max_instances=max_instances, run_name=run_name,
-                                    extra=extra, overwrite=overwrite, threads=threads)
+                                    extra=extra, overwrite=overwrite, threads=threads, items=items)
         except GameLoadError as e:  # the other games were played: their sets are still reported
             if getattr(e, "table", None) is None:
                 raise

@@ -10,6 +10,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+from playpen.envs.loading import game_roles
 from playpen.population.players import Population, PopulationError
 from playpen.population.update import Experience
 from playpen.rewards import OutcomeReward
@@ -17,7 +18,6 @@ from playpen.rollouts import InstanceRef, Learner, rollout
 from playpen.rollouts.partners import as_partner
 from playpen.rollouts.types import SamplingConfig
 from playpen.training.common.config import split_list
-from playpen.training.grpo.parts import game_roles
 from playpen.training.spag.objective import RoleOutcomeReward
 
 

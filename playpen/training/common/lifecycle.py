@@ -141,16 +141,16 @@ class TrainingRun:
     learning curve in `run_dir`; the lock is released then (or when training raises, or
     when the process ends).
 
-    `playpen` is the trainer (a ``BasePlayPen``); its config has ``resume`` and
+    `trainer` is the trainer (a ``BasePlayPen``); its config has ``resume`` and
     ``overwrite`` (a RunConfig's fields; a config without ``evaluate`` has no final
     evaluation). Evaluation results go to ``<results_dir>/<eval_prefix>checkpoint-N/``, N
     the last step (`total_steps`, default ``--max-steps``).
     """
 
-    def __init__(self, playpen: Any, run_dir: str | Path, games: list[str], eval_prefix: str = "",
+    def __init__(self, trainer: Any, run_dir: str | Path, games: list[str], eval_prefix: str = "",
                  total_steps: Optional[int] = None):
-        cfg = playpen.config
-        self.playpen, self.run_dir, self.games, self.eval_prefix = playpen, Path(run_dir), games, eval_prefix
+        cfg = trainer.config
+        self.trainer, self.run_dir, self.games, self.eval_prefix = trainer, Path(run_dir), games, eval_prefix
         self.evaluate = bool(getattr(cfg, "evaluate", False))
         self.lock = self._lock()
         self.trained = False
@@ -176,8 +176,8 @@ class TrainingRun:
         self.guard = NonFiniteGuard()  # an own loop's steps: its Optimization drops non-finite ones
         self.checkpoint: Optional[Path] = None
         self.started = time.time()
-        if isinstance(getattr(playpen, "runs", None), list):
-            playpen.runs.append(self)
+        if isinstance(getattr(trainer, "runs", None), list):
+            trainer.runs.append(self)
 
     def abandon(self) -> None:
         """The trainer stopped at a user mistake before this run trained (data that is not
@@ -210,19 +210,19 @@ class TrainingRun:
 
     def trainer_callback(self, extra_metrics: Optional[callable] = None):
         """The ``TrainerCallback`` for the TRL trainer (see :func:`make_trainer_callback`)."""
-        return make_trainer_callback(self.playpen.callbacks, self.run_dir, self.interrupt, extra_metrics)
+        return make_trainer_callback(self.trainer.callbacks, self.run_dir, self.interrupt, extra_metrics)
 
-    def train(self, trainer) -> Optional[Path]:
-        """``trainer.train()``, from the checkpoint to resume from if any; the first Ctrl-C
+    def train(self, trl_trainer) -> Optional[Path]:
+        """``trl_trainer.train()``, from the checkpoint to resume from if any; the first Ctrl-C
         saves a checkpoint and stops. Returns the last complete checkpoint."""
-        return self._run(lambda: trainer.train(resume_from_checkpoint=self.resume_from),
-                         self.playpen.config.max_steps)
+        return self._run(lambda: trl_trainer.train(resume_from_checkpoint=self.resume_from),
+                         self.trainer.config.max_steps)
 
     def _run(self, work: Callable[[], Any], total_steps: int) -> Optional[Path]:
         """`work()` inside the signal handler, between ``on_learn_start`` and ``on_learn_end``
         (the lock goes when it raises); the last complete checkpoint after it."""
-        callbacks = self.playpen.callbacks
-        callbacks.on_learn_start(self.playpen.name, total_steps)
+        callbacks = self.trainer.callbacks
+        callbacks.on_learn_start(self.trainer.name, total_steps)
         try:
             with self.interrupt:
                 work()
@@ -245,9 +245,9 @@ class TrainingRun:
         the earlier checkpoints and log go first. Returns the last complete checkpoint."""
         self.trained = True  # what it writes from here on is kept (see abandon)
         if distributed.world_size() > 1:
-            raise TrainingSetupError(f"{self.playpen.name} runs on one process (its loop is its own, not "
+            raise TrainingSetupError(f"{self.trainer.name} runs on one process (its loop is its own, not "
                                      f"accelerate's): run it without --num-processes or accelerate launch")
-        if self.playpen.config.overwrite and distributed.is_main():
+        if self.trainer.config.overwrite and distributed.is_main():
             for folder in checkpoints(self.run_dir):
                 remove_checkpoint(folder)
             (self.run_dir / LOG_FILE).unlink(missing_ok=True)
@@ -268,7 +268,7 @@ class TrainingRun:
         memory and skipped steps); False when the loop must save and stop: a signal, a
         callback's stop, or the non-finite guard's."""
         metrics = {**metrics, **memory_metrics(), **self.guard.metrics()}
-        keep_going = self.playpen.callbacks.on_train_step(step, metrics)
+        keep_going = self.trainer.callbacks.on_train_step(step, metrics)
         self._log.on_train_step(step, metrics)
         return keep_going and not self.interrupt.requested and not self.guard.stop
 
@@ -288,23 +288,23 @@ class TrainingRun:
             self.lock.release()
 
     def _finish(self, players, partner, saved, evaluate, details) -> dict:
-        playpen, cfg = self.playpen, self.playpen.config
+        trainer, cfg = self.trainer, self.trainer.config
         if not distributed.is_main():  # rank 0 evaluates and writes the summary and the curve
             if self.interrupt.requested:
-                playpen.interrupted_by = self.interrupt.signum
+                trainer.interrupted_by = self.interrupt.signum
                 distributed.barrier()  # an interrupted rank exits 130/143 only once rank 0 has written
-            return {"trainer": playpen.name, "checkpoint": str(self.checkpoint), "rank": distributed.rank()}
-        summary = {"trainer": playpen.name, "learner": playpen.learner.name}
+            return {"trainer": trainer.name, "checkpoint": str(self.checkpoint), "rank": distributed.rank()}
+        summary = {"trainer": trainer.name, "learner": trainer.learner.name}
         if partner is not None:
             summary["partner"] = partner
         summary.update(config=asdict(cfg), checkpoint=str(self.checkpoint), **details,
                        train_seconds=round(time.time() - self.started, 1), interrupted=self.interrupt.requested)
         if self.interrupt.requested:
-            playpen.interrupted_by = self.interrupt.signum
+            trainer.interrupted_by = self.interrupt.signum
             summary["signal"] = signal.Signals(self.interrupt.signum).name
         if self.evaluate and evaluate and not self.interrupt.requested and self.checkpoint is not None:
             self.final.after_name = f"{self.eval_prefix}{self.checkpoint.name}"
-            summary.update(self.final.run(players or [playpen.learner], playpen.learner))
+            summary.update(self.final.run(players or [trainer.learner], trainer.learner))
         write_json(self.run_dir / "playpen-run.json", summary, indent=1)
         if (self.run_dir / LOG_FILE).exists():
             plot_run(self.run_dir)

@@ -34,52 +34,52 @@ from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import split_list
 from playpen.training.expert_iteration.config import ExpertIterationConfig
 from playpen.training.expert_iteration.selection import kept_trajectories, record_of
-from playpen.training.grpo.parts import training_slots
+from playpen.training.grpo.rollout_bridge import training_slots
 from playpen.training.preference.rounds import check_init_adapter, round_bounds
-from playpen.training.sft.trainers import sft_args
+from playpen.training.sft.trainer import sft_args
 
 
 class RoundPlayer:
     """``(round, policy) -> records``: one round's episodes, played and filtered; the
     round's counts stay in :attr:`metrics` for the log lines of its steps."""
 
-    def __init__(self, playpen, records_dir: Path):
-        cfg = playpen.config
-        self.playpen, self.cfg, self.records_dir = playpen, cfg, records_dir
+    def __init__(self, trainer, records_dir: Path):
+        cfg = trainer.config
+        self.trainer, self.cfg, self.records_dir = trainer, cfg, records_dir
         self.roles = split_list(cfg.roles)
         per_instance, self.game_roles = training_slots(cfg.game_list, self.roles, instances=cfg.train_instances)
         self.instances = list(dict.fromkeys(slots[0].instance for slots in per_instance))
-        self.tokenizer = lifecycle.tokenizer_of(playpen.learner)
-        self.template_kwargs = template_kwargs_of(playpen.learner)
+        self.tokenizer = lifecycle.tokenizer_of(trainer.learner)
+        self.template_kwargs = template_kwargs_of(trainer.learner)
         # -T/-L of `playpen run`; imitation of one's own wins needs varied episodes: greedy becomes 1.0
-        sampling = SamplingConfig.from_gen_args(getattr(playpen.learner, "gen_args", None))
+        sampling = SamplingConfig.from_gen_args(getattr(trainer.learner, "gen_args", None))
         if sampling.temperature == 0:
             sampling = SamplingConfig(temperature=1.0, max_new_tokens=sampling.max_new_tokens)
         self.sampling = sampling
         self.metrics: dict[str, float] = {}
 
     def __call__(self, round_: int, policy: Any) -> list[dict]:
-        cfg, playpen = self.cfg, self.playpen
-        rng = random.Random(playpen.seed * 1009 + round_)
+        cfg, trainer = self.cfg, self.trainer
+        rng = random.Random(trainer.seed * 1009 + round_)
         chosen = list(self.instances)
         if cfg.instances_per_round and cfg.instances_per_round < len(chosen):
             chosen = rng.sample(chosen, cfg.instances_per_round)
-        learner = Learner(policy, self.tokenizer, playpen.learner.name, self.sampling, self.template_kwargs)
+        learner = Learner(policy, self.tokenizer, trainer.learner.name, self.sampling, self.template_kwargs)
         common = dict(instances_file=cfg.train_instances, num_repeats=cfg.samples_per_instance,
                       max_concurrent_episodes=cfg.max_concurrent_episodes, records_dir=self.records_dir,
-                      callbacks=playpen.callbacks, seed=playpen.seed * 100003 + round_)
+                      callbacks=trainer.callbacks, seed=trainer.seed * 100003 + round_)
         policy.eval()  # no dropout while playing
         episodes = []
         for game in dict.fromkeys(i[0] for i in chosen):
             refs = [InstanceRef(*i) for i in chosen if i[0] == game]
-            if playpen.teacher is None:  # self-play: the learner plays every role
+            if trainer.teacher is None:  # self-play: the learner plays every role
                 result = rollout([game], learner, instances=refs, **common)
             else:
                 mine = [r for r in self.game_roles[game] if r in self.roles]
-                others = {r: playpen.teacher for r in self.game_roles[game] if r not in self.roles}
+                others = {r: trainer.teacher for r in self.game_roles[game] if r not in self.roles}
                 result = rollout([game], learner, roles=mine, partners=others, instances=refs, **common)
             episodes += result.episodes
-        kept = kept_trajectories(episodes, playpen.learner.name, self.roles, cfg.top_k)
+        kept = kept_trajectories(episodes, trainer.learner.name, self.roles, cfg.top_k)
         won = sum(e.outcome == "success" for e in episodes)
         self.metrics = {"expert/round": round_, "expert/episodes": len(episodes),
                         "expert/win_rate": 100.0 * won / max(1, len(episodes)),
@@ -137,12 +137,12 @@ class ExpertIterationTrainer(BasePlayPen):
               f"that is not its role: evaluate those with `playpen eval`", flush=True)
         return [self.learner, self.teacher]
 
-def train_rounds(playpen, run, play: RoundPlayer) -> list[int]:
+def train_rounds(trainer, run, play: RoundPlayer) -> list[int]:
     """Every round still to train (see the module's docstring); returns the rows kept per round."""
-    cfg = playpen.config
+    cfg = trainer.config
     bounds = round_bounds(cfg.max_steps, cfg.rounds)
     start = lifecycle.checkpoint_step(run.resume_from) if run.resume_from else 0
-    base = lifecycle.model_of(playpen.learner)
+    base = lifecycle.model_of(trainer.learner)
     policy, kept = None, []
     for round_ in range(1, cfg.rounds + 1):
         first, last = bounds[round_ - 1], bounds[round_]
@@ -162,19 +162,19 @@ def train_rounds(playpen, run, play: RoundPlayer) -> list[int]:
               f"({rows_file})", flush=True)
         if not records:
             continue  # nothing won: the next round trains these steps too
-        trainer = _sft_trainer(playpen, run, policy, records, last, fresh=policy is base, inside=inside,
+        sft_trainer = _sft_trainer(trainer, run, policy, records, last, fresh=policy is base, inside=inside,
                                metrics=lambda: dict(play.metrics))
         run.resume_from = str(run.run_dir / f"checkpoint-{start}") if start else None
-        run.train(trainer)
-        policy = trainer.model
-        start = int(trainer.state.global_step)
+        run.train(sft_trainer)
+        policy = sft_trainer.model
+        start = int(sft_trainer.state.global_step)
         if run.interrupt.requested or start < last:
             break
     if run.checkpoint is None and not run.interrupt.requested:
         run.lock.release()
         hints = [h for h, wanted in (("start from a warm-up adapter (--init-adapter)", not cfg.init_adapter),
                                      ("sample more (--samples-per-instance, --instances-per-round)", True),
-                                     ("play with a teacher (-t)", playpen.teacher is None)) if wanted]
+                                     ("play with a teacher (-t)", trainer.teacher is None)) if wanted]
         raise DatasetError(f"the learner won no episode in {cfg.rounds} round(s) of {cfg.samples_per_instance} "
                            f"samples per instance: nothing to imitate; {', or '.join(hints)}")
     return kept
@@ -190,22 +190,22 @@ def _starting_policy(base, cfg, run_dir: Path, start: int):
     return base
 
 
-def _sft_trainer(playpen, run, policy, records: list[dict], last: int, *, fresh: bool, inside: bool, metrics):
+def _sft_trainer(trainer, run, policy, records: list[dict], last: int, *, fresh: bool, inside: bool, metrics):
     """TRL's SFTTrainer for one round: steps up to `last` on the round's rows (token ids
     with the learner's generated tokens as the only targets)."""
     from datasets import Dataset
     from trl import SFTTrainer
-    cfg = playpen.config
+    cfg = trainer.config
     rows = [{"input_ids": r["input_ids"][:cfg.max_length], "assistant_masks": r["assistant_masks"][:cfg.max_length]}
             for r in records]
     rows = [r for r in rows if any(r["assistant_masks"])]
     if not rows:
         raise DatasetError(f"every kept turn lies beyond --max-length {cfg.max_length}: raise it")
-    random.Random(playpen.seed + last).shuffle(rows)
+    random.Random(trainer.seed + last).shuffle(rows)
     # a resumed round re-reads its own rows: only then does the data loader skip the steps done
-    args = sft_args(cfg, run.run_dir, playpen.seed, max_steps=last, activation_checkpointing=True,
+    args = sft_args(cfg, run.run_dir, trainer.seed, max_steps=last, activation_checkpointing=True,
                     ignore_data_skip=not inside)
     return SFTTrainer(model=policy, args=args, train_dataset=Dataset.from_list(rows),
-                      processing_class=lifecycle.tokenizer_of(playpen.learner),
+                      processing_class=lifecycle.tokenizer_of(trainer.learner),
                       peft_config=cfg.lora_config() if fresh else None,
                       callbacks=[run.trainer_callback(extra_metrics=metrics)])

@@ -32,10 +32,10 @@ partners' tokens are masked out of every sum)::
   that adapter; ``--beta 0`` skips the reference pass.
 
 Reading order for a newcomer: this module (the loss); :mod:`.advantages` (A: baselines,
-dropped groups, credit); :mod:`playpen.training.grpo.parts` (the rollout function that
+dropped groups, credit); :mod:`.rollout_bridge` (the rollout function that
 plays the groups' episodes and returns the learner's tokens and masks); :mod:`.steps` (how
 a step's rows are cut into micro-batches); :mod:`playpen.training.trl_trainers`
-(``PlaypenGRPOTrainer``: where TRL's loss is called); :mod:`.trainers` (the two trainers).
+(``PlaypenGRPOTrainer``: where TRL's loss is called); :mod:`.trainer` (the two trainers).
 ``tests/test_grpo_reference.py`` checks the loss and gradients against TRL's stock
 ``GRPOTrainer`` on the same rows.
 """

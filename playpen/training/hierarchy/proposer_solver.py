@@ -21,7 +21,7 @@ from playpen.registry import game_spec
 from playpen.rollouts import InstanceRef, Learner
 from playpen.rollouts.hierarchy import HierarchicalTask, Level, ParentEpisode, SubEpisodes, rollout_hierarchy
 from playpen.rollouts.types import EpisodeResult
-from playpen.training.grpo.parts import Slot, _pick, append_row
+from playpen.training.grpo.rollout_bridge import Slot, _pick, append_row
 
 PROPOSER_GAME = "arith_proposer"
 SOLVER_GAME = "arith_solver"

@@ -18,13 +18,14 @@ from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import LoraOptions, RunConfig, option
 from playpen.training.common.plotting import LOG_FILE
-from playpen.training.grpo import anticollapse
+from playpen.training.grpo import assembly, options
 from playpen.training.grpo.advantages import BatchAdvantages
 from playpen.training.grpo.objective import ObjectiveOptions
 from playpen.training.grpo.mixes import check_partners
-from playpen.training.grpo.parts import load_rubric, reward_functions
+from playpen.training.grpo.assembly import load_rubric
+from playpen.training.grpo.rollout_bridge import reward_functions
 from playpen.training.grpo.steps import GRPOStepOptions
-from playpen.training.grpo.trainers import grpo_args
+from playpen.training.grpo.trainer import grpo_args
 from playpen.training.hierarchy.instance_store import InstanceStore
 from playpen.training.hierarchy.proposer_solver import (PROPOSER, PROPOSER_GAME, SOLVER, SOLVER_GAME,
                                                         HierarchicalRollout, proposer_instances, slot_rows)
@@ -56,7 +57,7 @@ class HierarchicalOptions(ObjectiveOptions):
 
     def validate(self) -> None:
         super().validate()  # the run's and LoRA's options (the classes after this one)
-        anticollapse.validate_credit(self)
+        options.validate_credit(self)
         if self.reward not in ("outcome", "binary"):
             raise TrainingSetupError(f"option --reward: '{self.reward}' is not valid; expected outcome or binary")
         if self.proposer_groups < 1 or self.store_capacity < 1:
@@ -87,10 +88,10 @@ class HierarchicalGRPOTrainer(BasePlayPen):
         check_init_adapter(config.init_adapter, learner)
         if config.solver not in ("self", "programmatic"):
             check_partners({config.solver: 1.0}, learner, teacher)
-        named = anticollapse.role_baselines(config)
+        named = options.role_baselines(config)
         if named:
-            anticollapse.check_roles(named, [PROPOSER_GAME, SOLVER_GAME], config.train_instances, "--role-baselines")
-        anticollapse.check_rubric(config, [PROPOSER_GAME, SOLVER_GAME])
+            options.check_roles(named, [PROPOSER_GAME, SOLVER_GAME], config.train_instances, "--role-baselines")
+        options.check_rubric(config, [PROPOSER_GAME, SOLVER_GAME])
         store = store_file(config, learner)
         if store.exists() and not (config.resume or config.overwrite):
             raise TrainingSetupError(f"{store} holds the instance store of an earlier run: pass --resume to "
@@ -130,8 +131,8 @@ class HierarchicalGRPOTrainer(BasePlayPen):
             max_concurrent_episodes=cfg.max_concurrent_episodes,
             callbacks=CallbackList([self.callbacks, JsonlLogCallback(run.run_dir / LOG_FILE)]),
             rubric=load_rubric(cfg.rubric, self.learner, run.run_dir))
-        advantages = anticollapse.advantages(cfg, {PROPOSER_GAME: [PROPOSER], SOLVER_GAME: [SOLVER]}, reward_fn)
-        guard = anticollapse.guard(cfg)
+        advantages = assembly.make_advantages(cfg, {PROPOSER_GAME: [PROPOSER], SOLVER_GAME: [SOLVER]}, reward_fn)
+        guard = assembly.make_guard(cfg)
         model, peft_config = lifecycle.model_of(self.learner), cfg.lora_config()
         if cfg.init_adapter:
             model = load_init_adapter(model, cfg.init_adapter)

@@ -212,13 +212,13 @@ def has_checkpoint(stage_dir: Path) -> bool:
 # ----------------------------------------------------------------------------- the run
 
 class PipelineRun:
-    """Runs the stages of ``playpen`` (a BasePlayPen whose config has PipelineOptions and
+    """Runs the stages of ``trainer`` (a BasePlayPen whose config has PipelineOptions and
     RunConfig) into ``run_dir``; `load_learner` loads a fresh learner for a stage."""
 
-    def __init__(self, playpen, stages: list[Stage], run_dir: Path, load_learner: Callable[[], Any]):
-        self.playpen, self.cfg, self.stages, self.run_dir = playpen, playpen.config, stages, Path(run_dir)
+    def __init__(self, trainer, stages: list[Stage], run_dir: Path, load_learner: Callable[[], Any]):
+        self.trainer, self.cfg, self.stages, self.run_dir = trainer, trainer.config, stages, Path(run_dir)
         self.load_learner = load_learner
-        self.eval_name = f"{playpen.learner.name}+pipeline-{'-'.join(self.cfg.stage_list)}"
+        self.eval_name = f"{trainer.learner.name}+pipeline-{'-'.join(self.cfg.stage_list)}"
         self.lock = lock_run_folder(self.run_dir)
         try:
             self.done = starting_state(self.run_dir, self.cfg)
@@ -238,7 +238,7 @@ class PipelineRun:
 
     def _run(self) -> dict:
         import gc
-        cfg, playpen = self.cfg, self.playpen
+        cfg, trainer = self.cfg, self.trainer
         names = cfg.stage_list
         started = time.time()
         learner = None
@@ -253,18 +253,18 @@ class PipelineRun:
             write_state(self.run_dir, names, self.done, stage.name)
             config = stage_config(stage, self.run_dir, adapter, resume=resume, overwrite=not resume)
             # the first stage run here trains the learner `playpen run` loaded; later ones a fresh copy
-            learner = trainer = None  # the previous stage's model goes before the next one loads
+            learner = stage_trainer = None  # the previous stage's model goes before the next one loads
             gc.collect()
-            learner = playpen.learner if not self._loaded_used else self.load_learner()
+            learner = trainer.learner if not self._loaded_used else self.load_learner()
             self._loaded_used = True
             print(f"[playpen] pipeline stage {stage.index}/{len(self.stages)}: {stage.name}"
                   f"{f' from {adapter}' if adapter else ''}{' (resumed)' if resume else ''}", flush=True)
-            trainer = stage.trainer(learner, playpen.teacher, config=config, output_dir=playpen.output_dir,
-                                    seed=playpen.seed + stage.index - 1,
-                                    callbacks=list(playpen.callbacks.callbacks), progress=False)
-            trainer.learn(None)
-            if trainer.interrupted_by is not None:
-                playpen.interrupted_by = trainer.interrupted_by
+            stage_trainer = stage.trainer(learner, trainer.teacher, config=config, output_dir=trainer.output_dir,
+                                    seed=trainer.seed + stage.index - 1,
+                                    callbacks=list(trainer.callbacks.callbacks), progress=False)
+            stage_trainer.learn(None)
+            if stage_trainer.interrupted_by is not None:
+                trainer.interrupted_by = stage_trainer.interrupted_by
                 print(f"[playpen] pipeline stopped in stage {stage.name}: continue with --resume", flush=True)
                 return {"stopped_in": stage.name}
             finished = stage_adapter(stage_dir)
@@ -277,16 +277,16 @@ class PipelineRun:
         return self.finish(learner, started)
 
     def finish(self, learner, started: float) -> dict:
-        cfg, playpen = self.cfg, self.playpen
-        summary = {"trainer": playpen.name, "learner": playpen.learner.name, "config": asdict(cfg),
+        cfg, trainer = self.cfg, self.trainer
+        summary = {"trainer": trainer.name, "learner": trainer.learner.name, "config": asdict(cfg),
                    "stages": self.done, "checkpoint": self.done[-1]["adapter"],
                    "train_seconds": round(time.time() - started, 1)}
         if cfg.evaluate:
             if learner is None:  # every stage was done before: the last adapter onto the learner
-                learner = playpen.learner
+                learner = trainer.learner
                 load_init_adapter(learner.model, self.done[-1]["adapter"], trainable=False)
             learner.model.eval()
-            players = [learner, playpen.teacher] if playpen.teacher is not None else [learner]
+            players = [learner, trainer.teacher] if trainer.teacher is not None else [learner]
             summary.update(self.final.run(players, learner))
         write_json(self.run_dir / "playpen-run.json", summary, indent=1)
         print(f"[playpen] pipeline done: {summary['checkpoint']}", flush=True)

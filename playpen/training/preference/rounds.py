@@ -173,7 +173,7 @@ class RoundPlan:
 
 
 class PreferenceRun:
-    """Rounds of DPO with LoRA for ``playpen`` (a BasePlayPen whose config has
+    """Rounds of DPO with LoRA for ``trainer`` (a BasePlayPen whose config has
     :class:`PreferenceOptions`, LoRA options and RunConfig) into
     ``<models_dir>/<kind>/<learner>[/<tag>]`` (checkpoints, ``pairs-round-R.jsonl``, the
     log); the final evaluation goes to ``<results_dir>/<learner>+<kind>-[<tag>-]checkpoint-N``.
@@ -183,17 +183,17 @@ class PreferenceRun:
     checkpoints without ``--resume``/``--overwrite``, another run's evaluation results).
     """
 
-    def __init__(self, playpen, kind: str, tag: str = ""):
-        cfg = playpen.config
-        self.playpen, self.cfg, self.kind = playpen, cfg, kind
-        self.run_name = f"{kind}/{lifecycle.safe_name(playpen.learner.name)}" + (f"/{tag}" if tag else "")
-        self.run = lifecycle.TrainingRun(playpen, Path(cfg.models_dir) / self.run_name, cfg.game_list,
-                                         eval_prefix=f"{playpen.learner.name}+{kind}-" + (f"{tag}-" if tag else ""))
+    def __init__(self, trainer, kind: str, tag: str = ""):
+        cfg = trainer.config
+        self.trainer, self.cfg, self.kind = trainer, cfg, kind
+        self.run_name = f"{kind}/{lifecycle.safe_name(trainer.learner.name)}" + (f"/{tag}" if tag else "")
+        self.run = lifecycle.TrainingRun(trainer, Path(cfg.models_dir) / self.run_name, cfg.game_list,
+                                         eval_prefix=f"{trainer.learner.name}+{kind}-" + (f"{tag}-" if tag else ""))
         self.run_dir = self.run.run_dir
         self.bounds = round_bounds(cfg.max_steps, cfg.rounds)
-        self.tokenizer = lifecycle.tokenizer_of(playpen.learner)
-        self.template_kwargs = template_kwargs_of(playpen.learner)
-        self.base = lifecycle.model_of(playpen.learner)
+        self.tokenizer = lifecycle.tokenizer_of(trainer.learner)
+        self.template_kwargs = template_kwargs_of(trainer.learner)
+        self.base = lifecycle.model_of(trainer.learner)
         self.round_metrics: dict[str, float] = {}
         self.num_pairs: list[int] = []
 
@@ -252,7 +252,7 @@ class PreferenceRun:
                 print(f"[playpen] round {round_}/{self.cfg.rounds}: {len(pairs)} preference pairs ({pairs_file})",
                       flush=True)
             dataset = pair_dataset(pairs, self.tokenizer, max_length=self.cfg.max_length,
-                                   template_kwargs=self.template_kwargs, seed=self.playpen.seed + round_)
+                                   template_kwargs=self.template_kwargs, seed=self.trainer.seed + round_)
             self.round_metrics = {**collected, "pairs/round": round_, "pairs/num": len(dataset)}
             fresh_adapter = policy is self.base
             if not fresh_adapter and not inside and round_ > 1 and distributed.is_main():
@@ -262,13 +262,13 @@ class PreferenceRun:
             plan = RoundPlan(round_, last, ignore_data_skip=not inside,
                              peft_config=self.cfg.lora_config() if fresh_adapter else None,
                              callbacks=[self.run.trainer_callback(extra_metrics=self._metrics)])
-            trainer = make_trainer(policy, dataset, plan)
+            round_trainer = make_trainer(policy, dataset, plan)
             self.run.resume_from = str(self.run_dir / f"checkpoint-{start}") if start else None
-            self.run.train(trainer)
-            policy = trainer.model
+            self.run.train(round_trainer)
+            policy = round_trainer.model
             if "ref" in getattr(policy, "peft_config", {}):
                 policy.delete_adapter("ref")  # the next round copies its own reference
-            start = int(trainer.state.global_step)
+            start = int(round_trainer.state.global_step)
             if self.run.interrupt.requested or start < last:
                 break
         return self.run.checkpoint

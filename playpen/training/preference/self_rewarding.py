@@ -14,7 +14,8 @@ the learner's turns ``--fork-turns`` of every episode as branch points, and rank
   which no reply gives a score stops with one line.
 - ``--reward game``: the external-reward variant. Every episode forks at the branch point
   into N branches, the partner finishes each, and the game's own outcome ranks them
-  (the forked player's reward, as DPO's branching source: :class:`~playpen.training.preference.dpo.BranchCollector`).
+  (the forked player's reward, as DPO's branching source:
+  :class:`~playpen.training.preference.pair_sources.BranchCollector`).
 
 Either way a branch point gives at most one pair: the best candidate chosen, the worst
 rejected (ties give none). Prompts are the branch point's token ids; chosen and rejected
@@ -37,7 +38,7 @@ from playpen.registry import close_matches
 from playpen.rollouts import InstanceRef, Learner, rollout
 from playpen.training.common.config import option, split_list
 from playpen.training.common.plotting import LOG_FILE
-from playpen.training.preference.dpo import BranchCollector
+from playpen.training.preference.pair_sources import BranchCollector
 from playpen.training.rubrics.judging import JudgeRequest
 
 REWARDS = ("judge", "game")
@@ -135,8 +136,8 @@ class JudgeCollector(BranchCollector):
     ``--candidates`` turns at each branch point, has `judge` (a
     :class:`~playpen.training.rubrics.judging.Judge`) score them; unparsed replies go to `log_file`."""
 
-    def __init__(self, playpen, records_dir: Path, judge, log_file: Path, teacher: Any = None):
-        super().__init__(playpen, records_dir, teacher)
+    def __init__(self, trainer, records_dir: Path, judge, log_file: Path, teacher: Any = None):
+        super().__init__(trainer, records_dir, teacher)
         self.judge, self.log_file = judge, Path(log_file)
         self.totals = Counter()
 
@@ -255,11 +256,11 @@ class GameRewardCollector(BranchCollector):
         return out
 
 
-def collector(playpen, records_dir: Path, run_dir: Path, judge=None, teacher: Any = None):
+def collector(trainer, records_dir: Path, run_dir: Path, judge=None, teacher: Any = None):
     """The collector of ``--reward`` (its episodes also logged in the run's JSON log)."""
-    if playpen.config.reward == "game":
-        made = GameRewardCollector(playpen, records_dir, teacher)
+    if trainer.config.reward == "game":
+        made = GameRewardCollector(trainer, records_dir, teacher)
     else:
-        made = JudgeCollector(playpen, records_dir, judge, Path(run_dir) / LOG_FILE, teacher)
+        made = JudgeCollector(trainer, records_dir, judge, Path(run_dir) / LOG_FILE, teacher)
     made.log_episodes_to(run_dir)
     return made

@@ -67,22 +67,22 @@ def demonstration_turns(records: Sequence[dict]) -> list[Context]:
 class SpinCollector:
     """``(round, policy) -> pairs``: demonstration turns chosen, the policy's answers rejected.
 
-    `playpen` is the trainer (learner, config with DemonstrationOptions and SPINOptions,
+    `trainer` is the trainer (learner, config with DemonstrationOptions and SPINOptions,
     seed, output_dir); the demonstrations are read or played once, here.
     """
 
-    def __init__(self, playpen):
-        cfg = playpen.config
+    def __init__(self, trainer):
+        cfg = trainer.config
         self.cfg = cfg
-        self.tokenizer = lifecycle.tokenizer_of(playpen.learner)
-        self.template_kwargs = template_kwargs_of(playpen.learner)
-        self.contexts = demonstration_turns(supervised_records(cfg, playpen.output_dir))
+        self.tokenizer = lifecycle.tokenizer_of(trainer.learner)
+        self.template_kwargs = template_kwargs_of(trainer.learner)
+        self.contexts = demonstration_turns(supervised_records(cfg, trainer.output_dir))
         if not self.contexts:
             raise DatasetError("the demonstrations hold no assistant turn after a message: nothing to compare")
         # -T/-L of `playpen run`: how the learner answers (greedy by default: its most likely turn)
-        self.sampling = SamplingConfig.from_gen_args(getattr(playpen.learner, "gen_args", None),
+        self.sampling = SamplingConfig.from_gen_args(getattr(trainer.learner, "gen_args", None),
                                                      max_batch_size=cfg.generation_batch_size)
-        self.seed = playpen.seed
+        self.seed = trainer.seed
         self.last_metrics: dict[str, float] = {}
 
     def __call__(self, round_: int, policy: Any) -> list[PreferencePair]:

@@ -17,7 +17,7 @@ produce after the generation prompt at inference. SFTTrainer applies the resulti
 ``assistant_masks`` column itself.
 
 :func:`supervised_dataset` is the data half of the SFT trainers
-(:mod:`playpen.training.sft.trainers`); they hold the TRL half.
+(:mod:`playpen.training.sft.trainer`); they hold the TRL half.
 """
 from __future__ import annotations
 

@@ -38,24 +38,24 @@ SAMPLES_FILE = "samples.pt"
 
 
 class SpagRun:
-    """SPAG for ``playpen`` (a BasePlayPen whose config has SPAGOptions, DemonstrationOptions,
+    """SPAG for ``trainer`` (a BasePlayPen whose config has SPAGOptions, DemonstrationOptions,
     LoraOptions, OptimizerOptions and RunConfig). Created before anything is played or
     trained: its :class:`TrainingRun` locks the run folder and refuses what it refuses."""
 
     kind = "spag+lora"
 
-    def __init__(self, playpen):
-        self.playpen, self.cfg = playpen, playpen.config
+    def __init__(self, trainer):
+        self.trainer, self.cfg = trainer, trainer.config
         cfg = self.cfg
-        self.run_dir = Path(cfg.models_dir) / self.kind / safe_name(playpen.learner.name)
+        self.run_dir = Path(cfg.models_dir) / self.kind / safe_name(trainer.learner.name)
         self.phases = ([(IMITATION, cfg.imitation_steps)] if cfg.imitation_steps else []) + \
             [(f"SPAG-{k}", cfg.max_steps) for k in range(1, cfg.epochs + 1)]
         self.total_steps = sum(steps for _, steps in self.phases)
-        self.run = TrainingRun(playpen, self.run_dir, cfg.game_list, eval_prefix=f"{playpen.learner.name}+{self.kind}-",
+        self.run = TrainingRun(trainer, self.run_dir, cfg.game_list, eval_prefix=f"{trainer.learner.name}+{self.kind}-",
                                total_steps=self.total_steps)
         try:
-            self.tokenizer = tokenizer_of(playpen.learner)
-            self.template_kwargs = template_kwargs_of(playpen.learner)
+            self.tokenizer = tokenizer_of(trainer.learner)
+            self.template_kwargs = template_kwargs_of(trainer.learner)
         except BaseException:
             self.run.lock.release()
             raise
@@ -88,7 +88,7 @@ class SpagRun:
         on the learner's model (peft injects it into that model in place, so the learner plays
         and is evaluated with it)."""
         from peft import get_peft_model
-        base = model_of(self.playpen.learner)
+        base = model_of(self.trainer.learner)
         source = str(resume_from) if resume_from is not None else self.cfg.init_adapter
         if source:
             model = load_init_adapter(base, source)
@@ -153,7 +153,7 @@ class SpagRun:
     def imitate(self, model, optimization: Optimization, rows: list, first: int) -> bool:
         """Imitation from its step `first`: SFT + KL to the adapter-free model on `rows` (ids,
         mask). False when stopped inside it (its checkpoint saved)."""
-        cfg, rng = self.cfg, random.Random(self.playpen.seed)
+        cfg, rng = self.cfg, random.Random(self.trainer.seed)
         steps = dict(self.phases)[IMITATION]
         order: list[int] = []
         model.train()
@@ -177,19 +177,19 @@ class SpagRun:
         """Self-play episodes of `epoch` with `model` in every role; samples with their rewards
         and the reference log-probabilities, and the collection's metrics."""
         import torch
-        cfg, playpen = self.cfg, self.playpen
-        sampling = SamplingConfig.from_gen_args(getattr(playpen.learner, "gen_args", None))
+        cfg, trainer = self.cfg, self.trainer
+        sampling = SamplingConfig.from_gen_args(getattr(trainer.learner, "gen_args", None))
         sampling = SamplingConfig(temperature=sampling.temperature or 1.0, max_new_tokens=sampling.max_new_tokens)
-        rng = random.Random(playpen.seed * 7919 + epoch)
+        rng = random.Random(trainer.seed * 7919 + epoch)
         chosen = [InstanceRef(*i) for i in rng.sample(instances, min(cfg.episodes_per_epoch, len(instances)))]
         reward = objective.RoleOutcomeReward(cfg.win_reward, cfg.tie_reward, cfg.lose_reward, cfg.abort_reward)
         model.eval()
-        result = rollout(sorted({i.game for i in chosen}), Learner(model, self.tokenizer, playpen.learner.name,
+        result = rollout(sorted({i.game for i in chosen}), Learner(model, self.tokenizer, trainer.learner.name,
                                                                    sampling, self.template_kwargs),
                          instances=chosen, instances_file=cfg.train_instances, reward_fn=reward,
                          max_concurrent_episodes=cfg.max_concurrent_episodes,
-                         records_dir=playpen.output_dir / self.kind / safe_name(playpen.learner.name),
-                         callbacks=playpen.callbacks, seed=playpen.seed * 100003 + epoch)
+                         records_dir=trainer.output_dir / self.kind / safe_name(trainer.learner.name),
+                         callbacks=trainer.callbacks, seed=trainer.seed * 100003 + epoch)
         samples = objective.episode_samples(result.episodes, cfg.win_reward, cfg.winners_only)
         for s in samples:
             s.ids, s.mask = s.ids[:cfg.max_length], s.mask[:cfg.max_length]
@@ -208,7 +208,7 @@ class SpagRun:
         """Epoch `epoch` from its step `first`: ``--max-steps`` steps of the clipped,
         role-weighted offline policy loss (plus ``--sft-coef`` × SFT on the imitation data).
         False when stopped inside it (its checkpoint saved, with the samples)."""
-        cfg, rng = self.cfg, random.Random(self.playpen.seed * 31 + epoch)
+        cfg, rng = self.cfg, random.Random(self.trainer.seed * 31 + epoch)
         weights = objective.role_weights([s.role for s in samples]) if cfg.role_balance else [1.0] * len(samples)
         order: list[int] = []
         sft_order: list[int] = []

@@ -12,7 +12,7 @@ from playpen.errors import DatasetError
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import DemonstrationOptions, LoraOptions, RunConfig, option
 from playpen.training.common.optimization import OptimizerOptions
-from playpen.training.grpo.parts import training_slots
+from playpen.training.grpo.rollout_bridge import training_slots
 from playpen.training.preference.rounds import check_init_adapter
 from playpen.training.spag import objective
 from playpen.training.spag.phases import IMITATION, SpagRun

@@ -16,9 +16,9 @@ from playpen.errors import PlaypenError
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import LoraOptions, RunConfig, report_to
-from playpen.training.grpo import anticollapse
 from playpen.training.grpo.objective import objective_args
-from playpen.training.grpo.parts import GRPOOptions, grpo_parts
+from playpen.training.grpo.assembly import grpo_parts
+from playpen.training.grpo.options import GRPOOptions, check
 from playpen.training.grpo.steps import GRPOStepOptions, step_args
 
 
@@ -58,7 +58,7 @@ class _GRPOGamesTrainer(BasePlayPen):
     @classmethod
     def check(cls, config, learner, teacher=None):
         # before any model loads: an init adapter of another base model, unknown partners or games
-        anticollapse.check(config, learner, teacher)
+        check(config, learner, teacher)
 
     def learn(self, game_registry) -> None:
         from playpen.training.trl_trainers import PlaypenGRPOTrainer

@@ -12,22 +12,22 @@ from dataclasses import dataclass
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import DemonstrationOptions, LoraOptions, RunConfig, report_to
-from playpen.training.preference import dpo
+from playpen.training.preference import pair_sources
 from playpen.training.preference import self_rewarding
 from playpen.training.preference import spin
 from playpen.training.preference.rounds import PreferenceOptions, PreferenceRun, check_init_adapter, dpo_args
 from playpen.training.rubrics import judging
 
 
-def dpo_trainer_factory(playpen, run: PreferenceRun):
+def dpo_trainer_factory(trainer, run: PreferenceRun):
     """``make_trainer(policy, dataset, plan)`` for :meth:`PreferenceRun.train`: TRL's DPOTrainer of
     a round. The pairs arrive as token ids; with a PEFT model and ref_model=None the reference is
     the policy the round starts from (its adapter disabled, or a frozen copy of it)."""
-    cfg = playpen.config
+    cfg = trainer.config
 
     def make_trainer(policy, dataset, plan):
         from playpen.training.trl_trainers import TokenDPOTrainer
-        args = dpo_args(cfg, run.run_dir, plan, playpen.seed, report_to(cfg.report_to))  # --share-prompts in it
+        args = dpo_args(cfg, run.run_dir, plan, trainer.seed, report_to(cfg.report_to))  # --share-prompts in it
         return TokenDPOTrainer(
             model=policy, ref_model=None, args=args, train_dataset=dataset, processing_class=run.tokenizer,
             peft_config=plan.peft_config, callbacks=plan.callbacks)
@@ -35,7 +35,7 @@ def dpo_trainer_factory(playpen, run: PreferenceRun):
 
 
 @dataclass
-class DPOGamesConfig(dpo.PairSourceOptions, PreferenceOptions, LoraOptions, RunConfig):
+class DPOGamesConfig(pair_sources.PairSourceOptions, PreferenceOptions, LoraOptions, RunConfig):
     """Every option is shared: pair sources, DPO rounds, LoRA and the run."""
 
 
@@ -48,7 +48,7 @@ class DPOGamesTrainer(BasePlayPen):
     @classmethod
     def check(cls, config, learner, teacher=None):
         # before any model loads: a pairs file with no pairs, an adapter of another base model
-        dpo.check_pairs_file(config)
+        pair_sources.check_pairs_file(config)
         check_init_adapter(config.init_adapter, learner)
 
     def learn(self, game_registry) -> None:
@@ -60,7 +60,7 @@ class DPOGamesTrainer(BasePlayPen):
         run = PreferenceRun(self, self.kind, tag=source)
 
         # 1. the pairs of a round: branches played with the round's policy, or recorded play
-        make_pairs, collection_metrics = dpo.pair_source(self, self.output_dir / run.run_name, run.run_dir,
+        make_pairs, collection_metrics = pair_sources.pair_source(self, self.output_dir / run.run_name, run.run_dir,
                                                          teacher=self.teacher)
         # 2. TRL's DPOTrainer per round; 3. rounds of collecting and training (Ctrl-C saves a
         #    checkpoint and stops); 4. evaluate the adapter on the held-out instances

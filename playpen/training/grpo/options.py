@@ -1,34 +1,68 @@
-"""The GRPO options against collapse and forgetting (``--baseline``, ``--partners``,
-``--past-every``, ``--game-shares``, ``--augment``): their checks and what they build.
+"""The options of a GRPO run over games and their checks: :class:`GRPOOptions` (the groups, the
+reward, the options against collapse and forgetting: ``--baseline``, ``--partners``, ``--past-every``,
+``--game-shares``, ``--augment``, ``--rubric``, ``--sft-coef``) and
 
 - :func:`validate_options`: values, when the config is built;
 - :func:`check`: names (partner models, games, an init adapter's base model, chance
-  levels), once the model names are known and before any model loads;
-- :func:`dataset`, :func:`partner_mix`, :func:`advantages`: the parts of the run.
+  levels), once the model names are known and before any model loads.
 
-See :mod:`playpen.training.grpo.mixes`, :mod:`playpen.training.grpo.advantages` and
-:mod:`playpen.training.grpo.past`; docs/trainers.md says when to use each option.
+What a run builds from them: :mod:`playpen.training.grpo.assembly`; docs/trainers.md says
+when to use each option.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Optional
 
 from playpen.envs.loading import game_roles
 from playpen.errors import TrainingSetupError
-from playpen.models import load_model_by_name
 from playpen.registry import close_matches
-from playpen.training.grpo.advantages import BASELINES, Advantages, chance_rewards
-from playpen.training.grpo.mixes import (PAST, PROGRAMMATIC, SELF, TEACHER, PartnerMix, chance_level, check_game_shares,
-                                         check_partners, game_dataset_slots, parse_weights)
-from playpen.training.grpo.objective import validate_objective
-from playpen.training.grpo.offpolicy import PolicyLagGuard
-from playpen.training.grpo.past import PastPolicies
+from playpen.training.common.config import option, split_list
+from playpen.training.grpo.advantages import BASELINES
+from playpen.training.grpo.mixes import chance_level, check_game_shares, check_partners, parse_weights
+from playpen.training.grpo.objective import ObjectiveOptions, validate_objective
 from playpen.training.preference.rounds import check_init_adapter
-from playpen.training.rubrics.files import check_rubric_option
+from playpen.training.rubrics.files import RUBRIC_HELP, check_rubric_option
 
-NO_SIGNAL_HINT = ("Start from a supervised adapter (`playpen run sft`, then --init-adapter "
-                  "models/sft+lora/<learner>/checkpoint-N) or mix in a competent partner "
-                  "(--partners programmatic:0.5,self:0.5, or -t programmatic with `playpen run grpo-teacher`).")
+
+@dataclass
+class GRPOOptions(ObjectiveOptions):
+    """GRPO over games (also sets GRPO's own defaults of the run and LoRA options)."""
+
+    roles: str = option("", "roles to train (comma-separated; empty = all)")
+    num_generations: int = option(4, "group size: episodes per instance and role")
+    groups_per_step: int = option(2, "groups (instance x role) per optimizer step")
+    beta: float = option(0.02, "KL coefficient (0 = no KL, no reference pass)")
+    init_adapter: str = option("", "start from this adapter (e.g. an SFT checkpoint)")
+    reward: str = option("outcome", "outcome (graded) or binary (1 = success)")
+    max_concurrent_episodes: int = option(16, "episodes generated together")
+    max_steps: int = option(50, "optimizer steps")
+    learning_rate: float = option(5e-5, "learning rate")
+    lora_dropout: float = option(0.0, "LoRA dropout, also applied to --init-adapter (0: none, as RL wants; "
+                                      "it costs CPU time too)")
+    partners: str = option("", "partner mix NAME:WEIGHT,... of self, past, teacher (-t), programmatic or a "
+                               "registered model (empty: the trainer's own partner)")
+    past_every: int = option(5, "with past in --partners: snapshot the learner every N steps (last 4 kept)")
+    game_shares: str = option("", "GAME:SHARE,... of the groups (sum 1; replaces --games); empty: every "
+                                  "training instance of --games alike")
+    augment: bool = option(True, "apply the rollout augmentations a game declares (referencegame: the grid "
+                                 "order shuffled per episode)")
+    augment_variants: int = option(0, "with --augment: 0 = every episode its own draw; N = a group's episodes "
+                                      "share N draws (episode r plays draw r mod N), so that the episodes of a "
+                                      "draw share their prompt and --share-prompts runs it once")
+    rubric: str = option("", RUBRIC_HELP)
+    sft_coef: float = option(0.0, "weight of a supervised loss on demonstration turns (the programmatic players' "
+                                  "won training episodes, of the trained roles) added to every step: teaches what "
+                                  "rollouts rarely find and keeps the format (0 = none)")
+    sft_batch: int = option(4, "with --sft-coef: demonstration conversations per step")
+
+    def validate(self) -> None:
+        super().validate()  # the run's and LoRA's options (the classes after this one)
+        validate_options(self)
+
+    @property
+    def game_list(self) -> list[str]:
+        return list(parse_weights(self.game_shares, "game-shares") if self.game_shares else split_list(self.games))
 
 
 def validate_options(cfg) -> None:
@@ -94,52 +128,6 @@ def check_rubric(config, games) -> None:
                                  "not of a rubric; use --baseline group or running")
 
 
-def dataset(cfg, per_instance: list, seed: int):
-    """The slot dataset of a ``--game-shares`` run: groups dealt to the games by share."""
-    from datasets import Dataset
-    per_game: dict[str, list] = {}
-    for slots in per_instance:
-        per_game.setdefault(slots[0].game, []).append(slots)
-    slots = game_dataset_slots(per_game, parse_weights(cfg.game_shares, "game-shares"),
-                               cfg.groups_per_step * cfg.max_steps, seed)
-    return Dataset.from_list([{"prompt": s.to_prompt()} for s in slots])
-
-
-def partner_mix(playpen, teacher: Any, tokenizer: Any, sampling: Any) -> PartnerMix:
-    """The run's partner mix: ``--partners``, else the trainer's own partner (``teacher``;
-    None: self-play). Model names load here (as partners, with the learner's sampling)."""
-    cfg = playpen.config
-    weights = parse_weights(cfg.partners, "partners") if cfg.partners else {TEACHER if teacher is not None
-                                                                            else SELF: 1.0}
-    objects: dict[str, Any] = {SELF: "learner", PROGRAMMATIC: PROGRAMMATIC}
-    if TEACHER in weights:
-        objects[TEACHER] = teacher if teacher is not None else playpen.teacher
-        if objects[TEACHER] is None:
-            raise TrainingSetupError("--partners names 'teacher' but no -t/--teacher MODEL is given")
-    past = None
-    for name in weights:
-        if name == PAST:
-            past = PastPolicies(tokenizer, playpen.learner.name, sampling, cfg.past_every, playpen.seed)
-        elif name not in objects:
-            objects[name] = load_model_by_name(name, role="partner", gen_args=dict(
-                temperature=sampling.temperature, max_tokens=sampling.max_new_tokens))
-    return PartnerMix(weights, objects, past, playpen.seed)
-
-
-def advantages(cfg, game_roles: dict[str, list[str]], reward_fn) -> Advantages:
-    """The advantage computation of ``--baseline`` for groups of ``--num-generations``."""
-    chance = None
-    if "chance" in (cfg.baseline, *role_baselines(cfg).values()):
-        chance = chance_rewards(game_roles, reward_fn, {game: chance_level(game) for game in game_roles})
-    hint = NO_SIGNAL_HINT
-    if cfg.init_adapter:
-        hint = ("Mix in a competent partner (--partners programmatic:0.5,self:0.5) or raise the sampling "
-                "temperature (-T) so that the episodes of a group differ.")
-    return Advantages(cfg.baseline, cfg.num_generations, chance=chance, hint=hint, momentum=cfg.baseline_decay,
-                      credit=cfg.credit, constant=cfg.baseline_constant, role_baselines=role_baselines(cfg),
-                      scale=cfg.scale_rewards)
-
-
 def role_baselines(cfg) -> dict[str, str]:
     """``--role-baselines ROLE:BASELINE,...`` as a dict (a malformed item: TrainingSetupError)."""
     out = {}
@@ -158,8 +146,3 @@ def check_roles(named, games, instances: str, option_name: str) -> None:
         if role not in known:
             raise TrainingSetupError(f"option {option_name}: unknown role '{role}'.{close_matches(role, known)} "
                                      f"Roles of {', '.join(games)}: {', '.join(known)}")
-
-
-def guard(cfg):
-    """The off-policy guard of ``--max-policy-lag`` and ``--off-policy``."""
-    return PolicyLagGuard(cfg.max_policy_lag, cfg.off_policy)

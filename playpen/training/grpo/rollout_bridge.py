@@ -17,10 +17,8 @@ slot is played separately with the partner in the other roles.
 
 Rewards: one TRL reward function per role (``role:<R>``, None for other roles' rows), so
 that TRL logs each role's mean/std and each row is trained with its own role's reward;
-``played`` (weight 0) logs the share of non-aborted episodes. The advantages against
-``--baseline`` and the other options against collapse: :mod:`playpen.training.grpo.anticollapse`.
-
-Longer than 400 lines because the rollout-to-rows conversion and its trainer hooks must be read together.
+``played`` (weight 0) logs the share of non-aborted episodes. What a run builds from these
+(the dataset, the partner mix, the advantages): :mod:`playpen.training.grpo.assembly`.
 """
 from __future__ import annotations
 
@@ -30,27 +28,15 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional, Sequence
 
-from playpen.callbacks import CallbackList, JsonlLogCallback
-from playpen.distributed import any_rank, check_groups, generating_model
+from playpen.distributed import any_rank, generating_model
 from playpen.envs.loading import game_roles
 from playpen.errors import GRPOSetupError
-from playpen.models import load_init_adapter
-from playpen.peft_internals import set_lora_dropout
 from playpen.registry import TRAIN_INSTANCES, close_matches
-from playpen.rewards import BinaryReward, OutcomeReward
 from playpen.rollouts import InstanceRef, rollout
-from playpen.rollouts.types import Learner, SamplingConfig
-from playpen.training.common import lifecycle
-from playpen.training.common.config import option, split_list
-from playpen.training.common.plotting import LOG_FILE
-from playpen.training.grpo import anticollapse
-from playpen.training.grpo.advantages import BatchAdvantages
-from playpen.training.grpo.anticollapse import validate_options
-from playpen.training.grpo.mixes import PartnerMix, parse_weights
-from playpen.training.grpo.objective import ObjectiveOptions
+from playpen.rollouts.types import Learner
+from playpen.training.grpo.mixes import PartnerMix
 from playpen.training.grpo.watch import PolicyWatch, rollout_health
-from playpen.training.rubrics.files import RUBRIC_HELP, merged_metrics, read_rubric
-from playpen.training.sft.anchor import SFTAnchor, demonstration_rows
+from playpen.training.rubrics.files import merged_metrics
 
 
 @dataclass(frozen=True)
@@ -319,137 +305,3 @@ def _merge_stats(stats: list) -> dict[str, float]:
             "rollout/seconds": seconds, "rollout/generated_tokens": tokens,
             "rollout/tokens_per_s": tokens / seconds if seconds else 0.0,
             "rollout/episodes_per_s": episodes / seconds if seconds else 0.0}
-
-
-# ----------------------------------------------------------------------------- a trainer's parts
-
-@dataclass
-class GRPOOptions(ObjectiveOptions):
-    """GRPO over games (also sets GRPO's own defaults of the run and LoRA options)."""
-
-    roles: str = option("", "roles to train (comma-separated; empty = all)")
-    num_generations: int = option(4, "group size: episodes per instance and role")
-    groups_per_step: int = option(2, "groups (instance x role) per optimizer step")
-    beta: float = option(0.02, "KL coefficient (0 = no KL, no reference pass)")
-    init_adapter: str = option("", "start from this adapter (e.g. an SFT checkpoint)")
-    reward: str = option("outcome", "outcome (graded) or binary (1 = success)")
-    max_concurrent_episodes: int = option(16, "episodes generated together")
-    max_steps: int = option(50, "optimizer steps")
-    learning_rate: float = option(5e-5, "learning rate")
-    lora_dropout: float = option(0.0, "LoRA dropout, also applied to --init-adapter (0: none, as RL wants; "
-                                      "it costs CPU time too)")
-    partners: str = option("", "partner mix NAME:WEIGHT,... of self, past, teacher (-t), programmatic or a "
-                               "registered model (empty: the trainer's own partner)")
-    past_every: int = option(5, "with past in --partners: snapshot the learner every N steps (last 4 kept)")
-    game_shares: str = option("", "GAME:SHARE,... of the groups (sum 1; replaces --games); empty: every "
-                                  "training instance of --games alike")
-    augment: bool = option(True, "apply the rollout augmentations a game declares (referencegame: the grid "
-                                 "order shuffled per episode)")
-    augment_variants: int = option(0, "with --augment: 0 = every episode its own draw; N = a group's episodes "
-                                      "share N draws (episode r plays draw r mod N), so that the episodes of a "
-                                      "draw share their prompt and --share-prompts runs it once")
-    rubric: str = option("", RUBRIC_HELP)
-    sft_coef: float = option(0.0, "weight of a supervised loss on demonstration turns (the programmatic players' "
-                                  "won training episodes, of the trained roles) added to every step: teaches what "
-                                  "rollouts rarely find and keeps the format (0 = none)")
-    sft_batch: int = option(4, "with --sft-coef: demonstration conversations per step")
-
-    def validate(self) -> None:
-        super().validate()  # the run's and LoRA's options (the classes after this one)
-        validate_options(self)
-
-    @property
-    def game_list(self) -> list[str]:
-        return list(parse_weights(self.game_shares, "game-shares") if self.game_shares else split_list(self.games))
-
-
-@dataclass(frozen=True)
-class GRPOParts:
-    """What a GRPO trainer hands to TRL: the slot dataset, one reward function per role
-    (and their weights), the rollout function, the model (with ``--init-adapter`` loaded)
-    and the LoRA config for a fresh adapter (None when training ``--init-adapter``)."""
-
-    dataset: Any
-    reward_funcs: list
-    reward_weights: list
-    rollout_func: GameRollout
-    model: Any
-    peft_config: Any
-    tokenizer: Any
-    temperature: float
-    batch_size: int
-    advantages: Any = None
-    guard: Any = None
-    sft_anchor: Any = None
-
-    def trainer_options(self) -> dict:
-        """The constructor arguments of playpen's GRPO trainer
-        (:class:`~playpen.training.trl_trainers.PlaypenGRPOTrainer`) from these parts: the run's
-        advantages (``--baseline``, ``--credit``, stale rows) and, with ``--sft-coef``, its
-        supervised anchor."""
-        return dict(advantages=BatchAdvantages(self.advantages, lambda: self.rollout_func.last_rows, self.guard),
-                    sft_anchor=self.sft_anchor)
-
-    def extra_metrics(self) -> dict:
-        """Per step, next to TRL's: rollout statistics, partner shares, dropped groups, baselines."""
-        out = {**self.rollout_func.last_metrics}
-        if self.advantages is not None:
-            out.update({**self.advantages.metrics, **self.advantages.advantage_metrics})
-        if self.guard is not None:
-            out.update(self.guard.metrics)
-        if self.sft_anchor is not None:
-            out.update(self.sft_anchor.metrics)
-        return out
-
-
-def load_rubric(path: str, learner: Any, run_dir) -> Any:
-    """The :class:`~playpen.training.rubrics.rubric.Rubric` of ``--rubric`` (None without one), its
-    judges loaded; unparsable judge replies are logged to ``rubric-judge.jsonl`` in the run folder."""
-    if not path:
-        return None
-    from pathlib import Path
-    return read_rubric(path).build(learner=learner, log_file=Path(run_dir) / "rubric-judge.jsonl")
-
-
-def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
-    """Build the TRL-facing parts of a GRPO run of ``playpen`` (a BasePlayPen whose config
-    has :class:`GRPOOptions`, LoRA options and :class:`~playpen.training.common.config.RunConfig`)
-    for ``run`` (a :class:`~playpen.training.common.lifecycle.TrainingRun`). ``teacher``: None for
-    self-play, else the partner of every role the learner does not train."""
-    cfg = playpen.config
-    if cfg.reward not in ("outcome", "binary"):
-        raise GRPOSetupError(f"--reward must be outcome or binary, got '{cfg.reward}'")
-    check_groups(cfg.groups_per_step)  # a data-parallel run: whole groups on every rank
-    per_instance, roles_of_games = training_slots(cfg.game_list, split_list(cfg.roles), cfg.train_instances)
-    dataset = anticollapse.dataset(cfg, per_instance, playpen.seed) if cfg.game_shares else \
-        slot_dataset(per_instance, cfg.groups_per_step * cfg.max_steps, playpen.seed)
-    reward_funcs, reward_weights = reward_functions(sorted({s.role for slots in per_instance for s in slots}))
-    # greedy groups carry no signal: -T 0 means the default sampling temperature 1.0
-    sampling = SamplingConfig.from_gen_args(getattr(playpen.learner, "gen_args", None))
-    sampling = SamplingConfig(temperature=sampling.temperature or 1.0, max_new_tokens=sampling.max_new_tokens)
-    tokenizer = lifecycle.tokenizer_of(playpen.learner)
-    # every finished episode goes to the callbacks and the run's JSON log
-    episode_callbacks = CallbackList([playpen.callbacks, JsonlLogCallback(run.run_dir / LOG_FILE)])
-    reward_fn = BinaryReward() if cfg.reward == "binary" else OutcomeReward()
-    rollout_func = GameRollout(
-        playpen.learner.name, tokenizer, num_generations=cfg.num_generations, game_roles=roles_of_games,
-        teacher=teacher, sampling=sampling, records_dir=records_dir, callbacks=episode_callbacks,
-        reward_fn=reward_fn, max_concurrent_episodes=cfg.max_concurrent_episodes, instances=cfg.train_instances,
-        seed=playpen.seed, mix=anticollapse.partner_mix(playpen, teacher, tokenizer, sampling),
-        augment=cfg.augment, rubric=load_rubric(cfg.rubric, playpen.learner, run.run_dir),
-        augment_variants=cfg.augment_variants, learning_rate=cfg.learning_rate)
-    advantages = anticollapse.advantages(cfg, roles_of_games, reward_fn)
-    model, peft_config = lifecycle.model_of(playpen.learner), cfg.lora_config()
-    if cfg.init_adapter:
-        model = load_init_adapter(model, cfg.init_adapter)
-        set_lora_dropout(model, cfg.lora_dropout)
-        peft_config = None
-    anchor = None
-    if cfg.sft_coef > 0:  # demonstrations of the trained roles, played (and kept) beside the records
-        from pathlib import Path
-        rows = demonstration_rows(cfg.game_list, split_list(cfg.roles), cfg.train_instances, Path(records_dir),
-                                  tokenizer, playpen.seed)
-        anchor = SFTAnchor(rows, cfg.sft_coef, cfg.sft_batch)
-    return GRPOParts(dataset, reward_funcs, reward_weights, rollout_func, model, peft_config, tokenizer,
-                     sampling.temperature, cfg.num_generations * cfg.groups_per_step, advantages,
-                     anticollapse.guard(cfg), anchor)

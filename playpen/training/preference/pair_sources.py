@@ -30,7 +30,7 @@ from playpen.rollouts.types import SamplingConfig
 from playpen.training.common import lifecycle
 from playpen.training.common.config import option, split_list
 from playpen.training.common.plotting import LOG_FILE
-from playpen.training.grpo.parts import training_slots
+from playpen.training.grpo.rollout_bridge import training_slots
 
 SOURCES = ("branching", "records", "pairs")
 
@@ -98,25 +98,25 @@ class BranchCollector:
     ``--pair-instances`` sampled training instances with `policy`, forked at that turn of
     that role into ``--branches`` branches; records go to `records_dir`.
 
-    `playpen` is the trainer (its learner, config, seed, callbacks); `teacher` plays the
+    `trainer` is the trainer (its learner, config, seed, callbacks); `teacher` plays the
     other roles (None: self-play, the learner plays them too).
     """
 
-    def __init__(self, playpen, records_dir: Path, teacher: Any = None):
-        cfg = playpen.config
+    def __init__(self, trainer, records_dir: Path, teacher: Any = None):
+        cfg = trainer.config
         self.cfg, self.teacher, self.records_dir = cfg, teacher, Path(records_dir)
-        self.learner_name = playpen.learner.name
-        self.tokenizer = lifecycle.tokenizer_of(playpen.learner)
-        self.template_kwargs = template_kwargs_of(playpen.learner)
+        self.learner_name = trainer.learner.name
+        self.tokenizer = lifecycle.tokenizer_of(trainer.learner)
+        self.template_kwargs = template_kwargs_of(trainer.learner)
         per_instance, self.game_roles = training_slots(cfg.game_list, split_list(cfg.roles), cfg.train_instances)
         self.slots = [slot for slots in per_instance for slot in slots]
         # forks need different continuations: greedy decoding means the default temperature 1.0
-        sampling = SamplingConfig.from_gen_args(getattr(playpen.learner, "gen_args", None))
+        sampling = SamplingConfig.from_gen_args(getattr(trainer.learner, "gen_args", None))
         self.sampling = SamplingConfig(temperature=sampling.temperature or 1.0,
                                        max_new_tokens=sampling.max_new_tokens)
-        self.seed = playpen.seed
-        self.rng = random.Random(playpen.seed)
-        self.callbacks = playpen.callbacks
+        self.seed = trainer.seed
+        self.rng = random.Random(trainer.seed)
+        self.callbacks = trainer.callbacks
         self.last_metrics: dict[str, float] = {}
 
     def log_episodes_to(self, run_dir: Path) -> None:
@@ -189,11 +189,11 @@ def _metrics(summary: dict, num_pairs: int) -> dict[str, float]:
             "pairs/per_fork": num_pairs / len(forks) if forks else 0.0}
 
 
-def pair_source(playpen, records_dir: Path, run_dir: Path, teacher: Any = None):
+def pair_source(trainer, records_dir: Path, run_dir: Path, teacher: Any = None):
     """``(make_pairs, collection_metrics)`` of the trainer's ``--source``."""
-    cfg = playpen.config
+    cfg = trainer.config
     if cfg.source == "branching":
-        collector = BranchCollector(playpen, records_dir, teacher)
+        collector = BranchCollector(trainer, records_dir, teacher)
         collector.log_episodes_to(run_dir)
         return collector, lambda: collector.last_metrics
     if cfg.source == "records":
