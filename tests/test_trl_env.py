@@ -69,6 +69,8 @@ def test_unfinished_and_finished_episodes(toy_workspace):
     assert env.get_reward() == 1.0
     with pytest.raises(RuntimeError, match="the game is over"):
         env.say("yes")
+    with pytest.raises(RolloutError, match="game 'sayword' has no instance experiment='words' game_id=9"):
+        env.reset(experiment="words", game_id=9)
     # no instance named: the file's instances in turn
     assert [env.reset() for _ in range(5)][-1] == "Reply with the single word: yes"
     assert instance_rows("sayword", "instances_train") == [

@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Optional, Union
 
 from playpen.clem import clemcore
 from playpen.envs.game import GameEnv, answer_by_own_model
-from playpen.envs.loading import game_instance_rows, load_benchmark, probe_roles
+from playpen.envs.loading import game_instance_rows, load_seated
 from playpen.errors import RolloutError
 from playpen.models import load_model_by_name
 from playpen.outcomes import EpisodeOutcome
@@ -87,13 +87,9 @@ def game_seats(game: str, *, learner_role: Optional[str] = None,
                instances: Optional[str] = None, reward_fn: Optional[Callable] = None,
                max_turns: Optional[int] = None) -> GameSeats:
     """Load ``game`` and seat the learner and its partners (see :func:`environment_factory`)."""
-    spec = game_spec(game, instances)
-    benchmark = load_benchmark(spec)
+    benchmark, rows, slots = load_seated(game, instances)
+    game_name = benchmark.game_spec.game_name
     try:
-        rows = game_instance_rows(spec)
-        if not rows:
-            raise RolloutError(f"game '{game}' has no instances in in/{instances or 'instances'}.json")
-        slots, _ = probe_roles(benchmark, rows[0])
         names = [n for slot in slots for n in (slot.role, slot.player_name)]
         by_seat = dict(partners) if isinstance(partners, Mapping) else {}
         for key in [*by_seat, *([learner_role] if learner_role else [])]:
@@ -106,8 +102,8 @@ def game_seats(game: str, *, learner_role: Optional[str] = None,
                        (s for s in slots if s.role not in by_seat and s.player_name not in by_seat), None)
         if learner is None:
             raise RolloutError(f"game '{game}': every role has a partner; name the learner's role (learner_role)")
-        models = [None] * int(spec.players)
-        models[learner.index] = _learner_stand_in(spec.game_name)
+        models = [None] * int(benchmark.game_spec.players)
+        models[learner.index] = _learner_stand_in(game_name)
         for slot in slots:
             if slot is learner:
                 continue
@@ -119,7 +115,7 @@ def game_seats(game: str, *, learner_role: Optional[str] = None,
                                    f"pass partners={{'{slot.role}': 'programmatic'}} or a registered model's name")
             models[slot.index] = _partner_model(partner)
         # a slot the master never fills (the game builds that player itself) still needs a model
-        models = [m if m is not None else _learner_stand_in(spec.game_name) for m in models]
+        models = [m if m is not None else _learner_stand_in(game_name) for m in models]
     except BaseException:
         benchmark.close()
         raise
