@@ -255,6 +255,20 @@ class GameEnv:
                           rewards=rewards, episode_scores=scores)
 
 
+def answer_by_own_model(player: Any, context: dict, messages: list[dict], name: str = "programmatic") -> Response:
+    """What ``player`` answers by its own model, as clemcore's ``Player`` would: a programmatic
+    player (``CustomResponseModel``) by its ``_custom_response``, any other by its model called
+    with ``messages`` (its memory plus ``context``); ``name`` is recorded for a player without a model.
+    Serves the seats nobody outside the game plays."""
+    model = getattr(player, "model", None)
+    if model is None or isinstance(model, clemcore().backends.CustomResponseModel):
+        text = player._custom_response(context)
+        return Response(text, prompt=context, response_object={
+            "clem_player": {"response": text, "model_name": getattr(model, "name", name)}})
+    prompt, response_object, text = model.generate_response(list(messages))
+    return Response(text, prompt=prompt, response_object=dict(response_object or {}))
+
+
 def score_episode(benchmark: Any, experiment: dict, game_instance: dict, interactions: dict) -> dict:
     """The game's episode scores for these interactions (what ``clem score`` computes)."""
     scorer = benchmark.create_game_scorer(experiment, game_instance)

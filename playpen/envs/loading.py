@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from playpen.clem import clemcore, clemgame, preserved_logging
-from playpen.errors import GRPOSetupError, GameLoadError
+from playpen.errors import GameLoadError, TrainingSetupError
 from playpen.registry import TRAIN_INSTANCES, game_spec
 
 
@@ -76,18 +76,27 @@ def probe_roles(benchmark: Any, row: dict) -> tuple[list[PlayerSlot], list[tuple
     return slots, own
 
 
-def game_roles(game: str, instances: Optional[str] = TRAIN_INSTANCES) -> tuple[list[str], list[dict]]:
-    """The roles of a game's player slots (player names where roles repeat) and the rows of
-    its ``instances`` file (None: the game's own, held-out set)."""
+def load_seated(game: str, instances: Optional[str] = TRAIN_INSTANCES) -> tuple[Any, list[dict], list[PlayerSlot]]:
+    """A game's loaded benchmark (the caller closes it), the rows of its ``instances`` file
+    (None: the game's own, held-out set) and its player slots, probed on the first row."""
     spec = game_spec(game, instances)  # names a missing instances file clearly
     benchmark = load_benchmark(spec)
     try:
         rows = game_instance_rows(spec)
         if not rows:
-            raise GRPOSetupError(f"game '{game}' has no instances in in/{instances or 'instances'}.json")
+            raise TrainingSetupError(f"game '{game}' has no instances in in/{instances or 'instances'}.json")
         slots, _ = probe_roles(benchmark, rows[0])
-    finally:
+    except BaseException:
         benchmark.close()
+        raise
+    return benchmark, rows, slots
+
+
+def game_roles(game: str, instances: Optional[str] = TRAIN_INSTANCES) -> tuple[list[str], list[dict]]:
+    """The roles of a game's player slots (player names where roles repeat) and the rows of
+    its ``instances`` file (None: the game's own, held-out set)."""
+    benchmark, rows, slots = load_seated(game, instances)
+    benchmark.close()
     names = [s.role for s in slots]
     if len(set(names)) < len(names):
         names = [s.player_name for s in slots]

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Optional, Sequence
 
 from playpen import models
 from playpen.clem import clemcore
-from playpen.envs.game import Response
+from playpen.envs.game import Response, answer_by_own_model
 from playpen.errors import PartnerError, PlaypenError
 from playpen.inference import engine
 from playpen.remote import check_reachable
@@ -123,19 +123,8 @@ class ProgrammaticPartner(Partner):
         return self._clem_model
 
     def respond(self, requests):
-        custom = clemcore().backends.CustomResponseModel
-        out = []
-        for request in requests:
-            model = getattr(request.player, "model", None)
-            if model is None or isinstance(model, custom):
-                text = request.player._custom_response(request.context)
-                out.append(Response(text, prompt=request.context,
-                                    response_object={"clem_player": {"response": text,
-                                                                     "model_name": getattr(model, "name", self.name)}}))
-            else:
-                prompt, response_object, text = model.generate_response(list(request.messages))
-                out.append(Response(text, prompt=prompt, response_object=dict(response_object or {})))
-        return out
+        return [answer_by_own_model(request.player, request.context, request.messages, self.name)
+                for request in requests]
 
 
 GAME_PLAYERS = ProgrammaticPartner("game")
