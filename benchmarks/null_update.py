@@ -6,9 +6,10 @@ reproduce the adapter it started from, episode for episode.
 
 1. a start adapter: SFT-LoRA on the programmatic players' won taboo guesser episodes
    (``--sft-steps``; any adapter that plays differently from the base model will do);
-2. expert iteration as the taboo guesser from it at learning rate 0 — the arm of the learning
-   protocol that fell furthest below its start (-6.1): play a round with the programmatic
-   describer, keep the won episodes, train on them (SFT at lr 0), save;
+2. GRPO as the taboo guesser from it at learning rate 0 (one step of two groups of four episodes
+   with the programmatic describer: rollouts, rewards, advantages, the KL to the start, forward,
+   backward, the optimizer step, save). Expert iteration from a 4-step start won no episode in
+   48 (nothing to imitate: it stops, as it should), so GRPO, which needs no win, runs the path;
 3. the start adapter and the saved checkpoint, each loaded from disk as ``playpen eval`` loads
    an adapter, play the protocol's taboo guesser test split greedily (the programmatic
    describer; ``benchmarks/protocol-splits.json``); every item's turns are compared.
@@ -95,13 +96,13 @@ def main(argv=None) -> int:
         run_trainer("sft", args.learner, None, 0.7, args.max_tokens, args.seed, games="taboo", roles="Guesser",
                     max_steps=args.sft_steps, batch_size=8, max_length=768, learning_rate=2e-4,
                     save_steps=args.sft_steps, models_dir=str(work / "models"), evaluate=False)
-    after_dir = work / "models" / "expert-iteration+lora" / args.learner.replace("/", "_") / "programmatic"
-    after = after_dir / "checkpoint-2"
+    after_dir = work / "models" / "grpo+lora" / args.learner.replace("/", "_") / "programmatic"
+    after = after_dir / "checkpoint-1"
     if not after.exists():
-        run_trainer("expert-iteration", args.learner, "programmatic", 1.0, args.max_tokens, args.seed, games="taboo",
-                    roles="Guesser", rounds=1, instances_per_round=12, samples_per_instance=4, batch_size=4,
-                    max_length=768, learning_rate=0.0, max_steps=2, save_steps=2, init_adapter=str(start),
-                    models_dir=str(work / "models"), evaluate=False)
+        run_trainer("grpo-teacher", args.learner, "programmatic", 1.0, args.max_tokens, args.seed, games="taboo",
+                    roles="Guesser", max_steps=1, num_generations=4, groups_per_step=2, learning_rate=0.0,
+                    beta=0.02, save_steps=1, init_adapter=str(start), models_dir=str(work / "models"),
+                    evaluate=False)
     same_tensors, count = tensors_equal(start, after)
     base = guesser_episodes(args.learner, start, "start", items, work, args.max_tokens)
     mine = guesser_episodes(args.learner, after, "after", items, work, args.max_tokens)
