@@ -29,6 +29,7 @@ import trl.trainer.grpo_trainer as trl_grpo
 from transformers import TrainerCallback
 from trl import DPOConfig, DPOTrainer, GRPOConfig, GRPOTrainer
 
+from playpen.inference.transformers_compat import checkpointing_on
 from playpen.training.common.memory import StepClock, release_memory
 from playpen.training.grpo.advantages import BatchAdvantages
 from playpen.training.grpo.steps import masked_reference, rows_by_prompt
@@ -138,7 +139,7 @@ class PlaypenGRPOTrainer(GRPOTrainer):
         plain = functools.partial(super()._get_per_token_logps_and_entropies, model,
                                   compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra)
         if not self.args.share_prompts or compute_aux_loss or any(v is not None for v in extra.values()) \
-                or self.args.activation_checkpointing or self.accelerator.num_processes > 1:
+                or checkpointing_on(self.args) or self.accelerator.num_processes > 1:
             return plain(input_ids, attention_mask, logits_to_keep, batch_size)
         batch_size = batch_size or input_ids.size(0)
         logps, entropies = [], []
@@ -220,7 +221,7 @@ class TokenDPOTrainer(DPOTrainer):
     shared_prompt_rows = 0  # rows of the step's training passes whose prompt ran shared
 
     def _sharing(self):
-        if not self.args.share_prompts or self.args.activation_checkpointing or self.accelerator.num_processes > 1:
+        if not self.args.share_prompts or checkpointing_on(self.args) or self.accelerator.num_processes > 1:
             return nullcontext()
         return share_prompt_passes(self.accelerator.unwrap_model(self.model))
 

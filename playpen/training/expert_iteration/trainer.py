@@ -19,6 +19,8 @@ the whole run, so ``--resume`` finds the round to continue (re-reading its ``rou
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 import random
 from pathlib import Path
@@ -26,6 +28,7 @@ from typing import Any, Optional
 
 from playpen.errors import DatasetError, TrainingSetupError
 from playpen.files import write_jsonl
+from playpen.inference.transformers_compat import checkpointing_args
 from playpen.models import check_adapter
 from playpen.rollouts import InstanceRef, Learner, SamplingConfig, rollout
 from playpen.rollouts.chat import template_kwargs_of
@@ -53,7 +56,7 @@ class RoundPlayer:
         # -T/-L of `playpen run`; imitation of one's own wins needs varied episodes: greedy becomes 1.0
         sampling = SamplingConfig.from_gen_args(getattr(playpen.learner, "gen_args", None))
         if sampling.temperature == 0:
-            sampling = SamplingConfig(temperature=1.0, max_new_tokens=sampling.max_new_tokens)
+            sampling = replace(sampling, temperature=1.0)
         self.sampling = sampling
         self.metrics: dict[str, float] = {}
 
@@ -207,8 +210,8 @@ def _sft_trainer(playpen, run, policy, records: list[dict], last: int, *, fresh:
         gradient_accumulation_steps=cfg.gradient_accumulation_steps, learning_rate=cfg.learning_rate,
         lr_scheduler_type="constant", max_length=cfg.max_length, logging_steps=1, save_strategy="steps",
         save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to),
-        seed=playpen.seed, activation_checkpointing=True, dataloader_num_workers=0, disable_tqdm=True,
-        ignore_data_skip=not inside, **lifecycle.precision_kwargs())
+        seed=playpen.seed, dataloader_num_workers=0, disable_tqdm=True,
+        ignore_data_skip=not inside, **checkpointing_args(True), **lifecycle.precision_kwargs())
     return SFTTrainer(model=policy, args=args, train_dataset=Dataset.from_list(rows),
                       processing_class=lifecycle.tokenizer_of(playpen.learner),
                       peft_config=cfg.lora_config() if fresh else None,

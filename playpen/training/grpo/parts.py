@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Optional, Sequence
 
 from playpen.callbacks import CallbackList, JsonlLogCallback
@@ -417,7 +417,7 @@ def grpo_parts(playpen, run, *, teacher: Any, records_dir) -> GRPOParts:
     reward_funcs, reward_weights = reward_functions(sorted({s.role for slots in per_instance for s in slots}))
     # greedy groups carry no signal: -T 0 means the default sampling temperature 1.0
     sampling = SamplingConfig.from_gen_args(getattr(playpen.learner, "gen_args", None))
-    sampling = SamplingConfig(temperature=sampling.temperature or 1.0, max_new_tokens=sampling.max_new_tokens)
+    sampling = replace(sampling, temperature=sampling.temperature or 1.0)
     tokenizer = lifecycle.tokenizer_of(playpen.learner)
     # every finished episode goes to the callbacks and the run's JSON log
     episode_callbacks = CallbackList([playpen.callbacks, JsonlLogCallback(run.run_dir / LOG_FILE)])

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from playpen.distributed import world_size
+from playpen.inference.transformers_compat import checkpointing_args
 from playpen.training.common.config import option
 
 
@@ -86,8 +87,7 @@ def step_args(rows: int, micro_batch_size: int, gradient_checkpointing: bool) ->
     rows //= world_size()
     micro = micro_batch(rows, micro_batch_size or automatic_micro_batch())
     return dict(per_device_train_batch_size=micro, gradient_accumulation_steps=rows // micro,
-                steps_per_generation=rows // micro, num_iterations=1,
-                activation_checkpointing=gradient_checkpointing)  # transformers 5's name of gradient checkpointing
+                steps_per_generation=rows // micro, num_iterations=1, **checkpointing_args(gradient_checkpointing))
 
 
 def rows_by_prompt(batch: dict) -> dict:

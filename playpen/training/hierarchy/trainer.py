@@ -5,7 +5,7 @@ and docs/hierarchical.md.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from playpen.callbacks import CallbackList, JsonlLogCallback
@@ -117,7 +117,7 @@ class HierarchicalGRPOTrainer(BasePlayPen):
                                               cfg.max_steps * cfg.proposer_groups, solver_slots, self.seed))
         reward_funcs, reward_weights = reward_functions([PROPOSER, SOLVER])
         sampling = SamplingConfig.from_gen_args(getattr(self.learner, "gen_args", None))
-        sampling = SamplingConfig(temperature=sampling.temperature or 1.0, max_new_tokens=sampling.max_new_tokens)
+        sampling = replace(sampling, temperature=sampling.temperature or 1.0)
         tokenizer = lifecycle.tokenizer_of(self.learner)
         reward_fn = BinaryReward() if cfg.reward == "binary" else OutcomeReward()
         rollout_func = HierarchicalRollout(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -213,7 +213,7 @@ class SpagRun:
         import torch
         cfg, playpen = self.cfg, self.playpen
         sampling = SamplingConfig.from_gen_args(getattr(playpen.learner, "gen_args", None))
-        sampling = SamplingConfig(temperature=sampling.temperature or 1.0, max_new_tokens=sampling.max_new_tokens)
+        sampling = replace(sampling, temperature=sampling.temperature or 1.0)
         rng = random.Random(playpen.seed * 7919 + epoch)
         chosen = [InstanceRef(*i) for i in rng.sample(instances, min(cfg.episodes_per_epoch, len(instances)))]
         reward = objective.RoleOutcomeReward(cfg.win_reward, cfg.tie_reward, cfg.lose_reward, cfg.abort_reward)
