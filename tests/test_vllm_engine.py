@@ -9,16 +9,12 @@ pytest.importorskip("vllm")
 
 import torch  # noqa: E402
 
+from vllm_helpers import LOGPROB_TOLERANCE, VLLM, assert_same, make_vllm_model, playpen_answers, prompts_of  # noqa: E402
+
 from playpen.inference import vllm_engine  # noqa: E402
 from playpen.inference.engine import generate, generate_within  # noqa: E402
 from playpen.inference.kvcache import KVCacheStore  # noqa: E402
 from playpen.rollouts import Learner, SamplingConfig, chat, rollout  # noqa: E402
-
-# fp32 on both sides; vLLM's CPU attention and matmuls sum in another order than torch's eager
-# forward, so logprobs agree up to float noise, far below any difference a sampled token makes
-LOGPROB_TOLERANCE = 1e-3
-VLLM = SamplingConfig(temperature=0.0, max_new_tokens=8, engine="vllm")
-PLAYPEN = SamplingConfig(temperature=0.0, max_new_tokens=8, engine="dynamic")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -30,22 +26,8 @@ def small_kv_cache():
 
 
 @pytest.fixture(scope="module")
-def vllm_model_dir(tmp_path_factory, smol_tokenizer_dir):
-    """A tiny random Llama vLLM's CPU attention can run (head size 32, its smallest), its
-    weights drawn wide enough that greedy choices are never near ties."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-    out = tmp_path_factory.mktemp("tiny-vllm")
-    tokenizer = AutoTokenizer.from_pretrained(smol_tokenizer_dir)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
-                         tie_word_embeddings=True, initializer_range=0.2, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+def vllm_model_dir(tmp_path_factory):
+    return make_vllm_model(tmp_path_factory.mktemp("tiny-vllm"))
 
 
 @pytest.fixture(scope="module")
@@ -61,29 +43,13 @@ def lora_pair(vllm_model_dir):
     return model, AutoTokenizer.from_pretrained(vllm_model_dir)
 
 
-def _prompts(tokenizer, n=3):
-    return [chat.prompt_ids(tokenizer, [{"role": "user", "content": f"Say something about number {i}."}])
-            for i in range(n)]
-
-
-def _assert_same(ours, theirs):
-    for a, b in zip(ours, theirs, strict=True):
-        assert a.token_ids == b.token_ids and a.finished == b.finished and a.text == b.text
-        assert max((abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)), default=0) < LOGPROB_TOLERANCE
-
-
-def _playpen(model, tokenizer, prompts, names=None):
-    return generate(model, tokenizer, prompts, PLAYPEN, adapter_names=names, cache=KVCacheStore(10**9),
-                    conversations=list(range(len(prompts))))
-
-
 def test_base_and_adapter_rows_match_playpen_engine_over_several_turns(lora_pair):
     model, tokenizer = lora_pair
-    prompts = _prompts(tokenizer) * 2
+    prompts = prompts_of(tokenizer) * 2
     names = ["__base__"] * 3 + ["red"] * 3
     for turn in range(3):
         theirs = generate(model, tokenizer, prompts, VLLM, adapter_names=names)
-        _assert_same(_playpen(model, tokenizer, prompts, names), theirs)
+        assert_same(playpen_answers(model, tokenizer, prompts, names), theirs)
         assert all(len(g.token_ids) == len(g.logprobs) > 0 for g in theirs)
         assert [g.token_ids for g in theirs[:3]] != [g.token_ids for g in theirs[3:]]  # the adapter answers
         feedback = [{"role": "user", "content": f"Turn {turn}: go on."}]
@@ -93,28 +59,28 @@ def test_base_and_adapter_rows_match_playpen_engine_over_several_turns(lora_pair
 
 def test_a_batch_of_two_adapters_equals_each_alone(lora_pair):
     model, tokenizer = lora_pair
-    prompts = _prompts(tokenizer, 2)
+    prompts = prompts_of(tokenizer, 2)
     mixed = generate(model, tokenizer, prompts * 3, VLLM, adapter_names=["red", "red", "blue", "blue", "__base__", "__base__"])
     for k, name in enumerate(("red", "blue", "__base__")):
-        _assert_same(generate(model, tokenizer, prompts, VLLM, adapter_names=[name] * 2), mixed[2 * k:2 * k + 2])
+        assert_same(generate(model, tokenizer, prompts, VLLM, adapter_names=[name] * 2), mixed[2 * k:2 * k + 2])
     assert mixed[0].token_ids != mixed[2].token_ids
 
 
 def test_budgets_and_eos_end_rows_as_playpen_engine_does(lora_pair):
     model, tokenizer = lora_pair
-    prompts = _prompts(tokenizer, 2)
+    prompts = prompts_of(tokenizer, 2)
     wide = SamplingConfig(temperature=0.0, max_new_tokens=40, engine="vllm")
     theirs, _ = generate_within(model, tokenizer, prompts, wide, adapter_names=["blue", "blue"])
     ours, _ = generate_within(model, tokenizer, prompts, SamplingConfig(temperature=0.0, max_new_tokens=40),
                               adapter_names=["blue", "blue"], cache=KVCacheStore(10**9), conversations=[0, 1])
-    _assert_same(ours, theirs)
+    assert_same(ours, theirs)
     assert generate(model, tokenizer, prompts, VLLM, adapter_names=["blue", "blue"], budgets=[1, 3])[1].token_ids == \
         theirs[1].token_ids[:3]
 
 
 def test_after_a_training_step_vllm_serves_the_new_lora_weights(lora_pair):
     model, tokenizer = lora_pair
-    prompts = _prompts(tokenizer, 2)
+    prompts = prompts_of(tokenizer, 2)
     before = generate(model, tokenizer, prompts, VLLM, adapter_names=["red", "red"])
     served = vllm_engine._BACKENDS[next(iter(vllm_engine._BACKENDS))][1].served
     first = {key[1]: adapter.id for key, (_, adapter) in served.items()}
@@ -128,7 +94,7 @@ def test_after_a_training_step_vllm_serves_the_new_lora_weights(lora_pair):
     model.eval()
     after = generate(model, tokenizer, prompts, VLLM, adapter_names=["red", "red"])
     assert [g.token_ids for g in after] != [g.token_ids for g in before]  # the step changed the greedy answer
-    _assert_same(_playpen(model, tokenizer, prompts, ["red", "red"]), after)
+    assert_same(playpen_answers(model, tokenizer, prompts, ["red", "red"]), after)
     now = {key[1]: adapter.id for key, (_, adapter) in served.items()}
     assert now["red"] != first["red"] and now["blue"] == first["blue"]  # a new id for "red" only: never stale
 
@@ -155,4 +121,31 @@ def test_a_learner_not_in_a_folder_is_refused_in_one_line(lora_pair):
     orphan = AutoModelForCausalLM.from_config(model.get_base_model().config)
     orphan.name_or_path = orphan.config._name_or_path = ""  # built in memory, never saved
     with pytest.raises(EngineError, match="model folder"):
-        generate(orphan, tokenizer, _prompts(tokenizer, 1), VLLM)
+        generate(orphan, tokenizer, prompts_of(tokenizer, 1), VLLM)
+
+
+def test_a_grpo_run_with_engine_vllm_corrects_its_logprobs_and_serves_each_steps_adapter(toy_workspace, vllm_model_dir):
+    import json as json_module
+    from click.testing import CliRunner
+    from conftest import tiny_registry_entry
+    from playpen.cli import cli
+    (toy_workspace / "model_registry.json").write_text(json_module.dumps([tiny_registry_entry(vllm_model_dir)]))
+    versions = _versions_served()
+    result = CliRunner().invoke(cli, ["run", "grpo", "-l", "tiny-random", "--engine", "vllm", "-L", "3",
+                                      "--games", "sayword", "--train-instances", "instances", "--max-steps", "2",
+                                      "--no-evaluate", "--num-generations", "2", "--save-steps", "100", "--beta", "0.02"])
+    assert result.exit_code == 0, result.output
+    log = next(toy_workspace.rglob("playpen-log.jsonl")).read_text().splitlines()
+    steps = [s for s in map(json_module.loads, log) if s["event"] == "train_step"]
+    assert len(steps) == 2
+    # the trainer recomputed the rollouts' logprobs and weighted tokens by the truncated ratio (TRL's)
+    assert all(0 <= s["sampling/sampling_logp_difference/mean"] < LOGPROB_TOLERANCE for s in steps)
+    assert all(s["sampling/importance_sampling_ratio/max"] <= 3.0 for s in steps)
+    # each step's rollouts came from that step's adapter: a new version after the optimizer step
+    # (--beta: the KL term keeps every step's pass and optimizer step, though the tiny model wins nothing)
+    assert _versions_served() - versions == 2
+
+
+def _versions_served() -> int:
+    """How many adapter versions the process's vLLM engines were handed so far."""
+    return sum(adapters.next_id for _, adapters in vllm_engine._BACKENDS.values())

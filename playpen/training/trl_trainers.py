@@ -43,6 +43,9 @@ class PlaypenGRPOConfig(GRPOConfig):
     """TRL's GRPOConfig and playpen's options of a GRPO step."""
 
     share_prompts: bool = field(default=True, metadata={"help": SHARE_PROMPTS_HELP})
+    rollout_correction: bool = field(default=False, metadata={
+        "help": "the rollouts came from vLLM: TRL's importance-sampling correction of its logprobs "
+                "(playpen.training.grpo.steps.correction_args)"})
 
 
 @dataclass
@@ -80,6 +83,14 @@ class _ClockCallback(TrainerCallback):
         if ended is not None:
             self.trainer.clock.add("optimizer", time.perf_counter() - ended)
 
+class _SyncedByEngine:
+    """TRL's weight-sync hook when playpen's vLLM engine generates: it serves each step's
+    adapter under a new id on its next call (playpen.inference.vllm_engine)."""
+
+    def sync_weights(self):
+        pass
+
+
 class PlaypenGRPOTrainer(GRPOTrainer):
     """TRL's GRPOTrainer with playpen's step: the advantages of ``--baseline``/``--credit``
     (`advantages`, a :class:`~playpen.training.grpo.advantages.BatchAdvantages`; None: TRL's
@@ -103,6 +114,12 @@ class PlaypenGRPOTrainer(GRPOTrainer):
         self.shared_prompt_rows = 0  # rows of the step whose prompt ran shared in the training forward
         self.no_signal_rows = 0  # rows of the step whose micro-batch carried no signal (no forward, no backward)
         self.add_callback(_ClockCallback(self))
+        if self.args.rollout_correction:
+            # TRL applies its correction (the trainer's logprobs recomputed, the truncated
+            # ratio, its metrics) to rollouts "from vLLM": ours came from playpen's vLLM engine,
+            # which takes each step's adapter by itself, so TRL's weight sync has nothing to do
+            self.use_vllm = True
+            self.vllm_generation = _SyncedByEngine()
         if self.rollout_func is not None:
             rollout_func = self.rollout_func
 

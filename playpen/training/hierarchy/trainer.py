@@ -144,7 +144,7 @@ class HierarchicalGRPOTrainer(BasePlayPen):
         # 3. TRL: adapters only; the KL reference is the adapter-free base (or the init adapter)
         batch = size * cfg.proposer_groups * (1 + solver_slots)
         args = grpo_args(cfg, run.run_dir, rows=batch, num_generations=size, temperature=sampling.temperature,
-                         reward_weights=reward_weights, seed=self.seed)
+                         reward_weights=reward_weights, seed=self.seed, engine=sampling.engine)
         # the advantages of --credit/--baseline per level and role; stale rows dropped or clipped
         trainer = PlaypenGRPOTrainer(
             model=model, reward_funcs=reward_funcs, args=args, train_dataset=dataset, processing_class=tokenizer,
