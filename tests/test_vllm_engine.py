@@ -82,11 +82,12 @@ def test_after_a_training_step_vllm_serves_the_new_lora_weights(lora_pair):
     model, tokenizer = lora_pair
     prompts = prompts_of(tokenizer, 2)
     before = generate(model, tokenizer, prompts, VLLM, adapter_names=["red", "red"])
-    served = vllm_engine._BACKENDS[next(iter(vllm_engine._BACKENDS))][1].served
+    served = next(adapters.served for key, (_, adapters) in vllm_engine._BACKENDS.items() if key[0] == "local")
     first = {key[1]: adapter.id for key, (_, adapter) in served.items()}
-    # one optimizer step on adapter "red", away from its greedy answer
+    # one optimizer step on adapter "red", away from its greedy answer; fused, as transformers'
+    # default optimizer is: it leaves torch's version counters as they were
     model.set_adapter("red")
-    optimizer = torch.optim.AdamW([p for n, p in model.named_parameters() if ".red." in n], lr=0.5)
+    optimizer = torch.optim.AdamW([p for n, p in model.named_parameters() if ".red." in n], lr=0.5, fused=True)
     ids = torch.tensor([prompts[0] + list(before[0].token_ids)])
     model.train()
     model(input_ids=ids, labels=ids).loss.neg().backward()
@@ -133,7 +134,7 @@ def test_a_grpo_run_with_engine_vllm_corrects_its_logprobs_and_serves_each_steps
     versions = _versions_served()
     result = CliRunner().invoke(cli, ["run", "grpo", "-l", "tiny-random", "--engine", "vllm", "-L", "3",
                                       "--games", "sayword", "--train-instances", "instances", "--max-steps", "2",
-                                      "--no-evaluate", "--num-generations", "2", "--save-steps", "100", "--beta", "0.02"])
+                                      "--no-evaluate", "--num-generations", "2", "--save-steps", "100"])
     assert result.exit_code == 0, result.output
     log = next(toy_workspace.rglob("playpen-log.jsonl")).read_text().splitlines()
     steps = [s for s in map(json_module.loads, log) if s["event"] == "train_step"]
@@ -141,11 +142,31 @@ def test_a_grpo_run_with_engine_vllm_corrects_its_logprobs_and_serves_each_steps
     # the trainer recomputed the rollouts' logprobs and weighted tokens by the truncated ratio (TRL's)
     assert all(0 <= s["sampling/sampling_logp_difference/mean"] < LOGPROB_TOLERANCE for s in steps)
     assert all(s["sampling/importance_sampling_ratio/max"] <= 3.0 for s in steps)
-    # each step's rollouts came from that step's adapter: a new version after the optimizer step
-    # (--beta: the KL term keeps every step's pass and optimizer step, though the tiny model wins nothing)
-    assert _versions_served() - versions == 2
+    # the random model wins nothing: no step changes the adapter (no signal, no KL at the start), so
+    # the first version serves both steps (a step that changes it: test_after_a_training_step_...)
+    assert all(s["reward/WordSayer/std"] == 0 for s in steps)
+    assert _versions_served() - versions == 1
 
 
 def _versions_served() -> int:
     """How many adapter versions the process's vLLM engines were handed so far."""
     return sum(adapters.next_id for _, adapters in vllm_engine._BACKENDS.values())
+
+
+def test_playpen_eval_with_engine_vllm_plays_as_playpen_engine(toy_workspace, vllm_model_dir):
+    import json as json_module
+    from click.testing import CliRunner
+    from conftest import tiny_registry_entry
+    from playpen.cli import cli
+    (toy_workspace / "model_registry.json").write_text(json_module.dumps([tiny_registry_entry(vllm_model_dir)]))
+    replies = {}
+    for engine in ("dynamic", "vllm"):
+        result = CliRunner().invoke(cli, ["eval", "-m", "tiny-random", "-g", "relay", "-t", "programmatic",
+                                          "-n", "2", "-L", "5", "--engine", engine, "-r", f"results-{engine}",
+                                          "--json"])
+        assert result.exit_code == 0, result.output
+        files = sorted((toy_workspace / f"results-{engine}").rglob("interactions.json"))
+        assert files
+        replies[engine] = [[event["action"].get("content") for turn in json_module.loads(f.read_text())["turns"]
+                            for event in turn] for f in files]
+    assert replies["vllm"] == replies["dynamic"]

@@ -60,6 +60,8 @@ def server(tmp_path_factory):
             time.sleep(2)
         yield url, folder
     finally:
+        from playpen.inference import vllm_engine
+        vllm_engine.shutdown()
         process.terminate()
         try:
             process.wait(timeout=30)

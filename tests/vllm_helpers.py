@@ -45,3 +45,4 @@ def assert_same(ours, theirs):
 def playpen_answers(model, tokenizer, prompts, names=None):
     return generate(model, tokenizer, prompts, PLAYPEN, adapter_names=names, cache=KVCacheStore(10**9),
                     conversations=list(range(len(prompts))))
+

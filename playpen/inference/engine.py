@@ -31,7 +31,7 @@ from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any, Hashable, Optional, Sequence
 
-from playpen.inference import dynamic, hf_generate
+from playpen.inference import dynamic, hf_generate, vllm_engine
 from playpen.inference.kvcache import MIN_REUSED_TOKENS, KVCacheStore, PrefillCounts
 from playpen.inference.mixed_lora import mixed_lora
 from playpen.inference.model_facts import context_limit, device_of
@@ -72,7 +72,6 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
     """
     check_engine(sampling)
     if sampling.engine == "vllm":
-        from playpen.inference import vllm_engine  # vllm's import costs seconds: only when chosen
         return vllm_engine.generate(model, tokenizer, prompts, sampling, adapter_names, budgets)
     out: list[Generation] = []
     step = max(1, sampling.max_batch_size)

@@ -119,7 +119,7 @@ class PlaypenGRPOTrainer(GRPOTrainer):
             # ratio, its metrics) to rollouts "from vLLM": ours came from playpen's vLLM engine,
             # which takes each step's adapter by itself, so TRL's weight sync has nothing to do
             self.use_vllm = True
-            self.vllm_generation = _SyncedByEngine()
+            self.vllm_generation, self._last_loaded_step = _SyncedByEngine(), -1
         if self.rollout_func is not None:
             rollout_func = self.rollout_func
 
