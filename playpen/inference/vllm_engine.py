@@ -106,6 +106,7 @@ def backend_for(model: Any, sampling: SamplingConfig) -> tuple[Backend, "Adapter
         if key not in _BACKENDS:
             server = Server(key[1])
             _BACKENDS[key] = (server, Adapters(server))
+            atexit.register(shutdown, key)
         return _BACKENDS[key]
     folder = model_folder(base)
     dtype = str(getattr(base, "dtype", "float32")).replace("torch.", "")
@@ -120,20 +121,20 @@ def backend_for(model: Any, sampling: SamplingConfig) -> tuple[Backend, "Adapter
     key = ("local", folder, dtype)
     engine = InProcess(folder, dtype=dtype, max_lora_rank=rank, max_loras=max(4, len(getattr(model, "peft_config", {}))))
     _BACKENDS[key] = (engine, Adapters(engine))
+    atexit.register(shutdown, key)  # its engine core and adapter folders go when the process ends
     _BACKENDS[key][1].check_base(base)
     return _BACKENDS[key]
 
 
 def shutdown(key: Optional[tuple] = None) -> None:
-    """Stop the process's vLLM engines (``key``: only that one) and delete their adapter
-    folders; also run at exit."""
+    """Stop the process's vLLM engines (``key``: only that one, if still running) and delete
+    their adapter folders; an engine's is also run at exit."""
     for k in [key] if key is not None else list(_BACKENDS):
+        if k not in _BACKENDS:
+            continue
         backend, adapters = _BACKENDS.pop(k)
         adapters.close()
         getattr(backend, "close", lambda: None)()
-
-
-atexit.register(shutdown)
 
 
 def model_folder(model: Any) -> str:
