@@ -6,9 +6,9 @@ reproduce the adapter it started from, episode for episode.
 
 1. a start adapter: SFT-LoRA on the programmatic players' won taboo guesser episodes
    (``--sft-steps``; any adapter that plays differently from the base model will do);
-2. expert iteration as the taboo describer from it at learning rate 0 — the arm of the learning
-   protocol that fell furthest below its start without training the tested role: play a round
-   with the programmatic guesser, keep the won episodes, train on them (SFT at lr 0), save;
+2. expert iteration as the taboo guesser from it at learning rate 0 — the arm of the learning
+   protocol that fell furthest below its start (-6.1): play a round with the programmatic
+   describer, keep the won episodes, train on them (SFT at lr 0), save;
 3. the start adapter and the saved checkpoint, each loaded from disk as ``playpen eval`` loads
    an adapter, play the protocol's taboo guesser test split greedily (the programmatic
    describer; ``benchmarks/protocol-splits.json``); every item's turns are compared.
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     after = after_dir / "checkpoint-2"
     if not after.exists():
         run_trainer("expert-iteration", args.learner, "programmatic", 1.0, args.max_tokens, args.seed, games="taboo",
-                    roles="Describer", rounds=1, instances_per_round=12, samples_per_instance=4, batch_size=4,
+                    roles="Guesser", rounds=1, instances_per_round=12, samples_per_instance=4, batch_size=4,
                     max_length=768, learning_rate=0.0, max_steps=2, save_steps=2, init_adapter=str(start),
                     models_dir=str(work / "models"), evaluate=False)
     same_tensors, count = tensors_equal(start, after)
