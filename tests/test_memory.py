@@ -2,11 +2,13 @@
 line, GRPO's time split, no old-policy pass when rows are used once, micro-batches, and
 memory that does not grow from step to step (tiny model, a few seconds)."""
 import json
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
 
 from playpen.cli import cli
+from playpen.inference.transformers_compat import checkpointing_on
 from playpen.training.common import memory
 from playpen.training.grpo import steps as grpo_steps
 
@@ -60,7 +62,7 @@ def test_micro_batches_divide_the_step(rows, wanted, micro):
     assert args["per_device_train_batch_size"] == micro
     # generated once, used once: one optimizer step per generation batch, no old-policy pass
     assert args["gradient_accumulation_steps"] == args["steps_per_generation"] == rows // micro
-    assert args["num_iterations"] == 1 and args["activation_checkpointing"] is True
+    assert args["num_iterations"] == 1 and checkpointing_on(SimpleNamespace(**args))
 
 
 # ----------------------------------------------------------------------------- a GRPO run

@@ -121,7 +121,7 @@ def test_engine_choice(tiny_pair):
     assert not use_static_engine(model, SamplingConfig(), [None])  # auto on a CPU: the dynamic loop
     assert use_static_engine(model, STATIC, [None]) and not use_static_engine(model, DYNAMIC, [None])
     assert not use_static_engine(model, STATIC, ["a", "b"])  # several adapters: peft's mixed batch
-    with pytest.raises(ValueError, match="unknown decoding engine 'fast'; valid: auto, static, dynamic"):
+    with pytest.raises(ValueError, match="unknown engine 'fast'; valid: auto, static, dynamic, vllm"):
         use_static_engine(model, replace(STATIC, engine="fast"), [None])
 
 

@@ -16,6 +16,7 @@ import click
 
 from playpen import __version__
 from playpen.errors import WRITE_ERRNOS, Interrupted, PlaypenError, write_error
+from playpen.inference.engine import ENGINES
 from playpen.remote import RemoteLimits, set_remote_limits as set_limits
 
 
@@ -147,6 +148,35 @@ def remote_options(command):
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def engine_options(command):
+    """``--engine`` and ``--vllm-url``: who generates the learner's turns (docs/engines.md)."""
+    command = click.option("--vllm-url", default=None,
+                           help="With --engine vllm: a running `vllm serve MODEL --enable-lora` (e.g. "
+                                "http://127.0.0.1:8000) generates, instead of vLLM in this process.")(command)
+    return click.option("--engine", type=click.Choice(ENGINES), default="auto", show_default=True,
+                        help="Who generates the learner's turns: playpen's engine (auto, static, dynamic) or "
+                             "vllm (pip install 'playpen[vllm]'; docs/engines.md).")(command)
+
+
+def check_engine_options(engine: str, vllm_url: str | None) -> None:
+    """--vllm-url only with --engine vllm, and a URL; vllm importable when chosen."""
+    if vllm_url and engine != "vllm":
+        raise PlaypenError("option --vllm-url: needs --engine vllm")
+    if vllm_url and not vllm_url.startswith(("http://", "https://")):
+        raise PlaypenError(f"option --vllm-url: {vllm_url!r} is not valid; expected http://HOST:PORT")
+    # one line and exit 2 now, not after the models load
+    from playpen.inference import vllm_engine
+    if vllm_url:
+        vllm_engine.Server(vllm_url, timeout=10.0)
+    elif engine == "vllm":
+        vllm_engine.import_vllm()
+
+
+def learner_engine(engine: str, vllm_url: str | None) -> dict:
+    """The learner's generation arguments that choose its engine (none for the default)."""
+    return {} if engine == "auto" and not vllm_url else dict(engine=engine, vllm_url=vllm_url)
 
 
 def set_remote_limits(connect_timeout: float, read_timeout: float, retries: int, retry_budget: float) -> None:

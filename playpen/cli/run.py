@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from playpen import registry
-from playpen.cli import remote_options, set_remote_limits
+from playpen.cli import check_engine_options, engine_options, learner_engine, remote_options, set_remote_limits
 from playpen.distributed import check_groups
 from playpen.envs.turns import MAX_TURNS_HELP, check_max_turns, turn_limit
 from playpen.errors import Interrupted, PlaypenError, TrainerFileError, TrainingSetupError
@@ -110,6 +110,7 @@ def trainer_help(trainer: str | Path) -> str:
               help="Sampling temperature for generation.")
 @click.option("-L", "--max-tokens", type=int, default=300, show_default=True,
               help="Maximum new tokens per generated turn.")
+@engine_options
 @click.option("--seed", type=int, default=42, show_default=True, help="Global seed.")
 @click.option("--max-turns", type=int, default=None, help=MAX_TURNS_HELP)
 @click.option("-o", "--output-dir", type=click.Path(), default="playpen-records",
@@ -125,8 +126,9 @@ def trainer_help(trainer: str | Path) -> str:
 @click.option("-h", "--help", "show_help", is_flag=True,
               help="Show this help; with TRAINER, also the trainer's own options.")
 @click.pass_context
-def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, seed, max_turns, output_dir, connect_timeout,
-                read_timeout, retries, retry_budget, num_processes, accelerate_config, show_list, show_help):
+def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, engine, vllm_url, seed, max_turns, output_dir,
+                connect_timeout, read_timeout, retries, retry_budget, num_processes, accelerate_config, show_list,
+                show_help):
     """Run TRAINER with LEARNER (and TEACHER): a packaged trainer's name (`playpen run sft
     -l smol-135m`; `playpen run --list` names them) or a file defining a BasePlayPen subclass.
 
@@ -149,6 +151,7 @@ def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, seed, m
     if not learner:
         raise PlaypenError("missing learner: pass -l/--learner MODEL (see `playpen list models`)")
     check_generation_options(temperature, max_tokens)
+    check_engine_options(engine, vllm_url)
     check_output_folder(output_dir, "-o/--output-dir")
     set_remote_limits(connect_timeout, read_timeout, retries, retry_budget)
     check_max_turns(max_turns)
@@ -159,7 +162,8 @@ def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, seed, m
         prepare(trainer, learner=learner, teacher=teacher, extra_args=ctx.args, num_processes=num_processes or 1)
         from playpen.launch import launch
         args = ["run", trainer, "-l", learner, *(["-t", teacher] if teacher else []), "-T", repr(temperature),
-                "-L", str(max_tokens), "--seed", str(seed), "-o", str(output_dir),
+                "-L", str(max_tokens), "--engine", engine, *(["--vllm-url", vllm_url] if vllm_url else []),
+                "--seed", str(seed), "-o", str(output_dir),
                 *(["--max-turns", str(max_turns)] if max_turns is not None else []),
                 "--connect-timeout", repr(connect_timeout), "--read-timeout", repr(read_timeout),
                 "--retries", str(retries), "--retry-budget", repr(retry_budget), *ctx.args]
@@ -170,7 +174,7 @@ def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, seed, m
         return
     with turn_limit(max_turns):
         run(trainer, learner=learner, teacher=teacher, temperature=temperature, max_tokens=max_tokens, seed=seed,
-            output_dir=Path(output_dir), extra_args=ctx.args)
+            output_dir=Path(output_dir), extra_args=ctx.args, engine=engine, vllm_url=vllm_url)
 
 
 def check_games(config) -> None:
@@ -206,14 +210,16 @@ def prepare(trainer, *, learner: str, teacher: str | None, extra_args: list[str]
 
 
 def run(trainer, *, learner: str, teacher: str | None, temperature: float, max_tokens: int,
-        seed: int, output_dir: Path, extra_args: list[str]):
+        seed: int, output_dir: Path, extra_args: list[str], engine: str = "auto", vllm_url: str | None = None):
     cls, config = prepare(trainer, learner=learner, teacher=teacher, extra_args=extra_args)
     from playpen.models import load_model_by_name
     game_registry = registry.clem_game_registry()
     gen_args = dict(temperature=temperature, max_tokens=max_tokens)
     from transformers import set_seed
     set_seed(seed)  # python, numpy, torch (every device)
-    learner_model = load_model_by_name(learner, gen_args=gen_args, role="learner")
+    # the engine rides in the learner's generation arguments: SamplingConfig.from_gen_args reads it
+    learner_model = load_model_by_name(learner, gen_args={**gen_args, **learner_engine(engine, vllm_url)},
+                                       role="learner")
     teacher_model = load_model_by_name(teacher, gen_args=gen_args, role="teacher") if teacher else None
     trainer = cls(learner_model, teacher_model, config=config, output_dir=output_dir, seed=seed)
     try:

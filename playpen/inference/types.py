@@ -25,11 +25,15 @@ class SamplingConfig:
     max_batch_size: int = 64
     """Most rows in one ``generate`` call; larger groups are split."""
     engine: str = "auto"
-    """How turns over kept KV caches are decoded: ``static`` (pre-allocated buffers, each
-    step a captured CUDA graph on a GPU: :mod:`playpen.inference.static`), ``dynamic``
-    (a growing per-call cache, :mod:`playpen.inference.dynamic`), or
-    ``auto``: static on CUDA where the model allows it, dynamic elsewhere (on a CPU the
-    launches it saves cost nothing)."""
+    """Who generates: playpen's engine, decoding turns over kept KV caches ``static``
+    (pre-allocated buffers, each step a captured CUDA graph on a GPU:
+    :mod:`playpen.inference.static`), ``dynamic`` (a growing per-call cache,
+    :mod:`playpen.inference.dynamic`), or ``auto``: static on CUDA where the model allows it,
+    dynamic elsewhere (on a CPU the launches it saves cost nothing); or ``vllm``: vLLM, in
+    this process or at ``vllm_url`` (:mod:`playpen.inference.vllm_engine`; docs/engines.md)."""
+    vllm_url: Optional[str] = None
+    """With ``engine="vllm"``: the URL of a running ``vllm serve`` (``http://host:8000``)
+    that answers instead of a vLLM engine in this process."""
     compile_decode: bool = False
     """Compile the static engine's decode step with ``torch.compile`` (inductor fuses the
     step's many small elementwise kernels) before it is captured or run; ignored where the
@@ -39,11 +43,12 @@ class SamplingConfig:
     @classmethod
     def from_gen_args(cls, gen_args: Optional[Mapping[str, Any]], **overrides) -> "SamplingConfig":
         """From clemcore generation arguments (``temperature``, ``max_tokens``), the settings
-        every model carries and ``-T``/``-L`` set; ``overrides`` win (e.g. a GRPO run's
-        temperature)."""
+        every model carries and ``-T``/``-L`` set, and the engine ``--engine``/``--vllm-url``
+        chose (``engine``, ``vllm_url``); ``overrides`` win (e.g. a GRPO run's temperature)."""
         gen = dict(gen_args or {})
         values = dict(temperature=float(gen.get("temperature", cls.temperature)),
-                      max_new_tokens=int(gen.get("max_tokens", cls.max_new_tokens)))
+                      max_new_tokens=int(gen.get("max_tokens", cls.max_new_tokens)),
+                      engine=gen.get("engine") or cls.engine, vllm_url=gen.get("vllm_url"))
         values.update(overrides)
         return cls(**values)
 

@@ -30,7 +30,7 @@ import json
 import math
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -251,8 +251,8 @@ class PopulationPlayPen(BasePlayPen):
 
     def sampling(self):
         """The players' sampling settings: ``-T`` (0 means 1.0: greedy groups carry no signal), ``-L``."""
-        gen = dict(getattr(self.learner, "gen_args", None) or {})
-        return SamplingConfig(temperature=self.temperature, max_new_tokens=int(gen.get("max_tokens", 300)))
+        return replace(SamplingConfig.from_gen_args(getattr(self.learner, "gen_args", None)),
+                       temperature=self.temperature)
 
     def _enter(self, entries: Sequence[Entry]) -> list[str]:
         names = []

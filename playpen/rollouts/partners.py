@@ -253,25 +253,30 @@ def as_partner(value: Any, *, sampling: SamplingConfig = SamplingConfig(), max_i
 _STAND_IN_CLASS = None
 
 
-def stand_in_model(name: str, direct_call, gen_args: Optional[dict] = None, backend: str = "playpen"):
+def stand_in_model(name: str, direct_call, gen_args: Optional[dict] = None, backend: str = "playpen",
+                   batch_call=None):
     """A clemcore Model named ``name`` for a game master's ``player_models``.
 
     The rollout loop answers its player's turns itself; ``direct_call(messages)`` serves
     game masters that call the model themselves (side calls, see :mod:`playpen.rollouts.steps`).
+    ``batch_call(batch_messages)``, when given, answers a clemcore runner's batch in one call
+    (:func:`engine_player`); else each conversation is a ``direct_call``.
     """
     global _STAND_IN_CLASS
     if _STAND_IN_CLASS is None:
         backends = clemcore().backends
 
         class StandInModel(backends.BatchGenerativeModel):
-            def __init__(self, spec, call):
+            def __init__(self, spec, call, batch_call=None):
                 super().__init__(spec)
-                self._call = call
+                self._call, self._batch_call = call, batch_call
 
             def generate_response(self, messages):
                 return self._call(list(messages))
 
             def generate_batch_response(self, batch_messages):
+                if self._batch_call is not None:
+                    return self._batch_call([list(m) for m in batch_messages])
                 return [self._call(list(m)) for m in batch_messages]
 
             def __deepcopy__(self, memo):
@@ -279,6 +284,21 @@ def stand_in_model(name: str, direct_call, gen_args: Optional[dict] = None, back
 
         _STAND_IN_CLASS = StandInModel
     spec = clemcore().backends.ModelSpec(model_name=name, backend=backend)
-    model = _STAND_IN_CLASS(spec, direct_call)
+    model = _STAND_IN_CLASS(spec, direct_call, batch_call)
     model.set_gen_args(**(gen_args or dict(temperature=0.0, max_tokens=300)))
     return model
+
+
+def engine_player(learner: Learner):
+    """A clemcore Model that plays ``learner`` through playpen's door with the learner's
+    sampling (its engine: ``--engine`` of ``playpen eval``), a clemcore runner's batch in one
+    ``generate``; its records are those of a playpen-generated turn."""
+    teacher = HFTeacher(learner.model, learner.tokenizer, learner.name, learner.sampling,
+                        dict(learner.template_kwargs or {}), learner.adapter)
+
+    def batch(batch_messages):
+        requests = [TurnRequest(_MessagesOnlyPlayer(), m[-1], tuple(m)) for m in batch_messages]
+        return [(r.prompt, r.response_object, r.text) for r in teacher.respond(requests)]
+    return stand_in_model(learner.name, teacher._direct_call,
+                          dict(temperature=learner.sampling.temperature, max_tokens=learner.sampling.max_new_tokens),
+                          batch_call=batch)

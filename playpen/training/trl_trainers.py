@@ -36,6 +36,7 @@ from transformers import TrainerCallback
 from trl import DPOConfig, DPOTrainer, GRPOConfig, GRPOTrainer
 from trl.trainer.utils import split_pixel_values_by_grid, split_tensor_dict, unsplit_pixel_values_by_grid
 
+from playpen.inference.transformers_compat import checkpointing_on
 from playpen.training.common.memory import StepClock, release_memory
 from playpen.training.grpo.advantages import BatchAdvantages
 from playpen.training.grpo.steps import masked_reference, rows_by_prompt
@@ -49,6 +50,9 @@ class PlaypenGRPOConfig(GRPOConfig):
     """TRL's GRPOConfig and playpen's options of a GRPO step."""
 
     share_prompts: bool = field(default=True, metadata={"help": SHARE_PROMPTS_HELP})
+    rollout_correction: bool = field(default=False, metadata={
+        "help": "the rollouts came from vLLM: TRL's importance-sampling correction of its logprobs "
+                "(playpen.training.grpo.steps.correction_args)"})
 
 
 @dataclass
@@ -103,6 +107,14 @@ class _ClockCallback(TrainerCallback):
         if ended is not None:
             self.trainer.clock.add("optimizer", time.perf_counter() - ended)
 
+class _SyncedByEngine:
+    """TRL's weight-sync hook when playpen's vLLM engine generates: it serves each step's
+    adapter under a new id on its next call (playpen.inference.vllm_engine)."""
+
+    def sync_weights(self):
+        pass
+
+
 class PlaypenGRPOTrainer(GRPOTrainer):
     """TRL's GRPOTrainer with playpen's step: the advantages of ``--baseline``/``--credit``
     (`advantages`, a :class:`~playpen.training.grpo.advantages.BatchAdvantages`; None: TRL's
@@ -127,6 +139,12 @@ class PlaypenGRPOTrainer(GRPOTrainer):
         self.shared_prompt_rows = 0  # rows of the step whose prompt ran shared in the training forward
         self.no_signal_rows = 0  # rows of the step whose micro-batch carried no signal (no forward, no backward)
         self.add_callback(_ClockCallback(self))
+        if self.args.rollout_correction:
+            # TRL applies its correction (the trainer's logprobs recomputed, the truncated
+            # ratio, its metrics) to rollouts "from vLLM": ours came from playpen's vLLM engine,
+            # which takes each step's adapter by itself, so TRL's weight sync has nothing to do
+            self.use_vllm = True
+            self.vllm_generation, self._last_loaded_step = _SyncedByEngine(), -1
         if self.rollout_func is not None:
             rollout_func = self.rollout_func
 
@@ -163,7 +181,7 @@ class PlaypenGRPOTrainer(GRPOTrainer):
         plain = functools.partial(super()._get_per_token_logps_and_entropies, model,
                                   compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra)
         if not self.args.share_prompts or compute_aux_loss or any(v is not None for v in extra.values()) \
-                or self.args.activation_checkpointing or self.accelerator.num_processes > 1:
+                or checkpointing_on(self.args) or self.accelerator.num_processes > 1:
             return plain(input_ids, attention_mask, logits_to_keep, batch_size)
         batch_size = batch_size or input_ids.size(0)
         logps, entropies = [], []
@@ -249,7 +267,7 @@ class TokenDPOTrainer(DPOTrainer):
     shared_prompt_rows = 0  # rows of the step's training passes whose prompt ran shared
 
     def _sharing(self):
-        if not self.args.share_prompts or self.args.activation_checkpointing or self.accelerator.num_processes > 1:
+        if not self.args.share_prompts or checkpointing_on(self.args) or self.accelerator.num_processes > 1:
             return nullcontext()
         return share_prompt_passes(self.accelerator.unwrap_model(self.model))
 

@@ -19,6 +19,8 @@ the whole run, so ``--resume`` finds the round to continue (re-reading its ``rou
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 import random
 from pathlib import Path
@@ -26,6 +28,7 @@ from typing import Any, Optional
 
 from playpen.errors import DatasetError, TrainingSetupError
 from playpen.files import write_jsonl
+from playpen.inference.transformers_compat import checkpointing_args
 from playpen.models import load_init_adapter
 from playpen.rollouts import InstanceRef, Learner, SamplingConfig, rollout
 from playpen.rollouts.chat import template_kwargs_of
@@ -54,7 +57,7 @@ class RoundPlayer:
         # -T/-L of `playpen run`; imitation of one's own wins needs varied episodes: greedy becomes 1.0
         sampling = SamplingConfig.from_gen_args(getattr(trainer.learner, "gen_args", None))
         if sampling.temperature == 0:
-            sampling = SamplingConfig(temperature=1.0, max_new_tokens=sampling.max_new_tokens)
+            sampling = replace(sampling, temperature=1.0)
         self.sampling = sampling
         self.metrics: dict[str, float] = {}
 
@@ -203,7 +206,7 @@ def _sft_trainer(trainer, run, policy, records: list[dict], last: int, *, fresh:
         raise DatasetError(f"every kept turn lies beyond --max-length {cfg.max_length}: raise it")
     random.Random(trainer.seed + last).shuffle(rows)
     # a resumed round re-reads its own rows: only then does the data loader skip the steps done
-    args = sft_args(cfg, run.run_dir, trainer.seed, max_steps=last, activation_checkpointing=True,
+    args = sft_args(cfg, run.run_dir, trainer.seed, max_steps=last, **checkpointing_args(True),
                     ignore_data_skip=not inside)
     return SFTTrainer(model=policy, args=args, train_dataset=Dataset.from_list(rows),
                       processing_class=lifecycle.tokenizer_of(trainer.learner),

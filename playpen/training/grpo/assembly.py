@@ -9,7 +9,7 @@ See :mod:`playpen.training.grpo.mixes`, :mod:`playpen.training.grpo.advantages` 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from playpen.callbacks import CallbackList, JsonlLogCallback
@@ -101,7 +101,7 @@ def grpo_parts(trainer, run, *, teacher: Any, records_dir) -> GRPOParts:
     reward_funcs, reward_weights = reward_functions(sorted({s.role for slots in per_instance for s in slots}))
     # greedy groups carry no signal: -T 0 means the default sampling temperature 1.0
     sampling = SamplingConfig.from_gen_args(getattr(trainer.learner, "gen_args", None))
-    sampling = SamplingConfig(temperature=sampling.temperature or 1.0, max_new_tokens=sampling.max_new_tokens)
+    sampling = replace(sampling, temperature=sampling.temperature or 1.0)
     tokenizer = lifecycle.tokenizer_of(trainer.learner)
     # every finished episode goes to the callbacks and the run's JSON log
     episode_callbacks = CallbackList([trainer.callbacks, JsonlLogCallback(run.run_dir / LOG_FILE)])

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Optional, Sequence
 
 from playpen.distributed import any_rank, generating_model

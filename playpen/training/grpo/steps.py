@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from playpen.distributed import world_size
+from playpen.inference.transformers_compat import checkpointing_args
 from playpen.training.common.config import option
 
 
@@ -86,8 +87,7 @@ def step_args(rows: int, micro_batch_size: int, gradient_checkpointing: bool) ->
     rows //= world_size()
     micro = micro_batch(rows, micro_batch_size or automatic_micro_batch())
     return dict(per_device_train_batch_size=micro, gradient_accumulation_steps=rows // micro,
-                steps_per_generation=rows // micro, num_iterations=1,
-                activation_checkpointing=gradient_checkpointing)  # transformers 5's name of gradient checkpointing
+                steps_per_generation=rows // micro, num_iterations=1, **checkpointing_args(gradient_checkpointing))
 
 
 def rows_by_prompt(batch: dict) -> dict:
@@ -114,6 +114,20 @@ def rows_by_prompt(batch: dict) -> dict:
     return {key: permute(value) for key, value in batch.items()}
 
 
+def correction_args(cfg, engine: str) -> dict:
+    """``GRPOConfig`` keywords of the rollout correction: with ``--engine vllm`` the trainer
+    recomputes the rollouts' logprobs and weights each token's loss by TRL's truncated
+    importance ratio ``min(exp(logp_train - logp_vllm), cap)`` (``token_truncate``), logging
+    the mismatch per step (``sampling/sampling_logp_difference/*``,
+    ``sampling/importance_sampling_ratio/*``); :class:`playpen.training.trl_trainers.PlaypenGRPOTrainer`
+    turns TRL's correction on."""
+    if engine != "vllm" or not cfg.rollout_correction:
+        return {}
+    return dict(rollout_correction=True, vllm_importance_sampling_correction=True,
+                vllm_importance_sampling_mode="token_truncate",
+                vllm_importance_sampling_clip_max=cfg.rollout_correction_cap)
+
+
 @dataclass
 class GRPOStepOptions:
     """How a GRPO step runs its trajectories (memory against time; the step's result is the same)."""
@@ -126,6 +140,10 @@ class GRPOStepOptions:
                                        "the reference pass: same gradients, less time and memory; needs "
                                        "--micro-batch-size > 1 (e.g. the group size); off with "
                                        "--gradient-checkpointing")
+    rollout_correction: bool = option(True, "with --engine vllm: recompute the rollouts' logprobs in the trainer "
+                                            "and weight each token by the truncated importance ratio of the "
+                                            "two (TRL's token_truncate); the mismatch is logged per step")
+    rollout_correction_cap: float = option(3.0, "the largest importance ratio of --rollout-correction (TRL's default)")
     gradient_checkpointing: bool = option(False, "keep only each layer's input for the backward pass and recompute "
                                                  "the rest: less memory for longer trajectories (~0.4 instead of "
                                                  "~1.7 GB per 512-token row on smol-135m), ~1.35x the backward time")

@@ -13,19 +13,21 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from playpen.errors import PlaypenError
+from playpen.inference.types import SamplingConfig
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import LoraOptions, RunConfig, report_to
 from playpen.training.grpo.objective import objective_args
 from playpen.training.grpo.assembly import grpo_parts
 from playpen.training.grpo.options import GRPOOptions, check
-from playpen.training.grpo.steps import GRPOStepOptions, step_args
+from playpen.training.grpo.steps import GRPOStepOptions, correction_args, step_args
 
 
 def grpo_args(cfg, run_dir: Path, *, rows: int, num_generations: int, temperature: float,
-              reward_weights: Sequence[float], seed: int) -> Any:
+              reward_weights: Sequence[float], seed: int, engine: str = "auto") -> Any:
     """playpen's GRPOConfig of every GRPO trainer: `rows` trajectories per step, generated once and
-    trained once in micro-batches (flat memory; no old-logprob pass), ``--share-prompts``."""
+    trained once in micro-batches (flat memory; no old-logprob pass), ``--share-prompts``; with
+    ``engine`` vllm, the rollouts' logprobs corrected (:func:`playpen.training.grpo.steps.correction_args`)."""
     from playpen.training.trl_trainers import PlaypenGRPOConfig
     return PlaypenGRPOConfig(
         output_dir=str(run_dir), max_steps=cfg.max_steps, learning_rate=cfg.learning_rate, beta=cfg.beta,
@@ -34,6 +36,7 @@ def grpo_args(cfg, run_dir: Path, *, rows: int, num_generations: int, temperatur
         save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to), seed=seed,
         disable_tqdm=True, log_completions=False,
         **step_args(rows, cfg.micro_batch_size, cfg.gradient_checkpointing), **objective_args(cfg),
+        **correction_args(cfg, engine),
         reward_weights=list(reward_weights), dataloader_num_workers=0, share_prompts=cfg.share_prompts,
         **lifecycle.precision_kwargs())
 
@@ -77,7 +80,8 @@ class _GRPOGamesTrainer(BasePlayPen):
         # 2. TRL: adapters only; the reference policy of the KL term is the adapter-free base, or
         #    with --init-adapter a frozen copy of that adapter (a second LoRA adapter, no model copy)
         args = grpo_args(cfg, run.run_dir, rows=parts.batch_size, num_generations=cfg.num_generations,
-                         temperature=parts.temperature, reward_weights=parts.reward_weights, seed=self.seed)
+                         temperature=parts.temperature, reward_weights=parts.reward_weights, seed=self.seed,
+                         engine=SamplingConfig.from_gen_args(getattr(self.learner, "gen_args", None)).engine)
         #    and playpen's step: advantages against --baseline (equal-reward groups dropped), the
         #    --sft-coef anchor, each step's time split
         trainer = PlaypenGRPOTrainer(

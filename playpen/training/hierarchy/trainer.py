@@ -5,7 +5,7 @@ and docs/hierarchical.md.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from playpen.callbacks import CallbackList, JsonlLogCallback
@@ -120,7 +120,7 @@ class HierarchicalGRPOTrainer(BasePlayPen):
                                               cfg.max_steps * cfg.proposer_groups, solver_slots, self.seed))
         reward_funcs, reward_weights = reward_functions([PROPOSER, SOLVER])
         sampling = SamplingConfig.from_gen_args(getattr(self.learner, "gen_args", None))
-        sampling = SamplingConfig(temperature=sampling.temperature or 1.0, max_new_tokens=sampling.max_new_tokens)
+        sampling = replace(sampling, temperature=sampling.temperature or 1.0)
         tokenizer = lifecycle.tokenizer_of(self.learner)
         reward_fn = BinaryReward() if cfg.reward == "binary" else OutcomeReward()
         rollout_func = HierarchicalRollout(
@@ -146,7 +146,7 @@ class HierarchicalGRPOTrainer(BasePlayPen):
         # 3. TRL: adapters only; the KL reference is the adapter-free base (or the init adapter)
         batch = size * cfg.proposer_groups * (1 + solver_slots)
         args = grpo_args(cfg, run.run_dir, rows=batch, num_generations=size, temperature=sampling.temperature,
-                         reward_weights=reward_weights, seed=self.seed)
+                         reward_weights=reward_weights, seed=self.seed, engine=sampling.engine)
         # the advantages of --credit/--baseline per level and role; stale rows dropped or clipped
         trainer = PlaypenGRPOTrainer(
             model=model, reward_funcs=reward_funcs, args=args, train_dataset=dataset, processing_class=tokenizer,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -112,8 +112,7 @@ class BranchCollector:
         self.slots = [slot for slots in per_instance for slot in slots]
         # forks need different continuations: greedy decoding means the default temperature 1.0
         sampling = SamplingConfig.from_gen_args(getattr(trainer.learner, "gen_args", None))
-        self.sampling = SamplingConfig(temperature=sampling.temperature or 1.0,
-                                       max_new_tokens=sampling.max_new_tokens)
+        self.sampling = replace(sampling, temperature=sampling.temperature or 1.0)
         self.seed = trainer.seed
         self.rng = random.Random(trainer.seed)
         self.callbacks = trainer.callbacks

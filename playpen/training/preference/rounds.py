@@ -32,6 +32,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from playpen import distributed
 from playpen.errors import DatasetError, TrainingSetupError
+from playpen.inference.transformers_compat import checkpointing_args
 from playpen.models import check_adapter, check_model_name, load_init_adapter
 from playpen.pairs import PreferencePair, read_pairs, write_pairs
 from playpen.rollouts.chat import normalize_messages, prompt_ids, template_kwargs_of
@@ -137,10 +138,10 @@ def dpo_args(cfg, run_dir, plan, seed: int, report_to: Any) -> Any:
     if cfg.share_prompts:
         batch = dict(per_device_train_batch_size=1,
                      gradient_accumulation_steps=cfg.batch_size * cfg.gradient_accumulation_steps,
-                     activation_checkpointing=False)
+                     **checkpointing_args(False))
     else:
         batch = dict(per_device_train_batch_size=cfg.batch_size,
-                     gradient_accumulation_steps=cfg.gradient_accumulation_steps, activation_checkpointing=True)
+                     gradient_accumulation_steps=cfg.gradient_accumulation_steps, **checkpointing_args(True))
     return PlaypenDPOConfig(
         output_dir=str(run_dir), max_steps=plan.max_steps, learning_rate=cfg.learning_rate, beta=cfg.beta,
         loss_type=[cfg.loss_type], max_length=cfg.max_length, lr_scheduler_type="constant", logging_steps=1,

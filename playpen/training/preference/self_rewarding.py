@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
 from playpen.callbacks import JsonlLogCallback
 from playpen.errors import DatasetError, JudgeError, TrainingSetupError
 from playpen.inference import engine
-from playpen.inference.types import SamplingConfig
 from playpen.pairs import PreferencePair, turn_span
 from playpen.registry import close_matches
 from playpen.rollouts import InstanceRef, Learner, rollout
@@ -170,8 +169,7 @@ class JudgeCollector(BranchCollector):
             raise DatasetError(f"round {round_}: no episode reached the learner turns {cfg.fork_turns} of the "
                                f"roles played ({len(played)} episodes): lower --fork-turns")
         # 1. N candidates per branch point, from the exact token context
-        sampling = SamplingConfig(temperature=self.sampling.temperature, max_new_tokens=self.sampling.max_new_tokens,
-                                  max_batch_size=cfg.max_concurrent_episodes)
+        sampling = replace(self.sampling, max_batch_size=cfg.max_concurrent_episodes)
         torch.manual_seed(self.seed * 7919 + round_)
         policy.eval()
         with torch.no_grad():

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from playpen.inference.transformers_compat import checkpointing_args
 from playpen.models import load_init_adapter
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
@@ -76,7 +77,7 @@ class SFTLoraTrainer(BasePlayPen):
 
         # 2. TRL: the assistant_masks column restricts the loss to assistant tokens;
         #    peft_config: only the LoRA adapters are trained
-        args = sft_args(cfg, run.run_dir, self.seed, activation_checkpointing=True)
+        args = sft_args(cfg, run.run_dir, self.seed, **checkpointing_args(True))
         model, peft_config = lifecycle.model_of(learner), cfg.lora_config()
         if cfg.init_adapter:  # continue that adapter (e.g. in a stage pipeline)
             model = load_init_adapter(model, cfg.init_adapter)
@@ -106,7 +107,7 @@ class SFTSimpleTrainer(BasePlayPen):
 
         # 2. TRL: the assistant_masks column restricts the loss to assistant tokens; no
         #    peft_config: every parameter is trained
-        args = sft_args(cfg, run.run_dir, self.seed, gradient_checkpointing=False)
+        args = sft_args(cfg, run.run_dir, self.seed, **checkpointing_args(False))
         trainer = SFTTrainer(model=lifecycle.model_of(learner), args=args, train_dataset=dataset,
                              processing_class=tokenizer, callbacks=[run.trainer_callback()])
 

@@ -19,6 +19,7 @@ self-play is not shared out over ranks.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -179,7 +180,7 @@ class SpagRun:
         import torch
         cfg, trainer = self.cfg, self.trainer
         sampling = SamplingConfig.from_gen_args(getattr(trainer.learner, "gen_args", None))
-        sampling = SamplingConfig(temperature=sampling.temperature or 1.0, max_new_tokens=sampling.max_new_tokens)
+        sampling = replace(sampling, temperature=sampling.temperature or 1.0)
         rng = random.Random(trainer.seed * 7919 + epoch)
         chosen = [InstanceRef(*i) for i in rng.sample(instances, min(cfg.episodes_per_epoch, len(instances)))]
         reward = objective.RoleOutcomeReward(cfg.win_reward, cfg.tie_reward, cfg.lose_reward, cfg.abort_reward)

@@ -1,0 +1,148 @@
+"""The engines side by side: playpen's engine, transformers' ``model.generate`` and vLLM, fp32
+and bf16, on smol-135m, in one run.
+
+    python benchmarks/engines.py                  # every variant; writes results/engines-<date>.json
+    python benchmarks/engines.py --quick          # a smoke check (4 prompts, 2 episodes; nothing written)
+
+Each variant runs in a process of its own (start-up time and peak memory are its own):
+
+- single turn: a batch of ``--prompts`` (64) chat prompts, ``--max-new-tokens`` (64) sampled
+  tokens each (T = 1.0, logprobs on), through ``playpen.inference.generate``;
+- multi-turn: ``--episodes`` (64) episodes of the recall game (harness.py; ``--rounds`` learner
+  turns each, every turn's prompt the whole history), ``playpen.rollouts.rollout`` with all
+  episodes in flight; playpen's engine keeps each conversation's KV cache, vLLM reuses it
+  through its prefix cache, ``model.generate`` prefills every turn whole.
+
+tok/s = generated tokens / wall seconds of the workload; start-up = seconds from the process's
+start to the first generated token (model load, engine build: vLLM's engine core and its
+warm-up); peak RSS = the process's and its children's (vLLM's engine core) peak resident memory.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+from harness import machine, write_recall_game  # the benchmarks' shared module, beside this script
+
+STARTED = time.perf_counter()
+VARIANTS = {  # name: (engine, dtype)
+    "playpen-fp32": ("dynamic", "float32"), "playpen-bf16": ("dynamic", "bfloat16"),
+    "generate-fp32": ("generate", "float32"),
+    "vllm-fp32": ("vllm", "float32"), "vllm-bf16": ("vllm", "bfloat16"),
+}
+
+
+def run_variant(name: str, args) -> dict:
+    """One variant's numbers, in this process."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from playpen.default_model import prepare_default_model
+    from playpen.inference import generate
+    from playpen.inference.kvcache import KVCacheStore
+    from playpen.rollouts import Learner, SamplingConfig, chat, rollout
+
+    engine, dtype = VARIANTS[name]
+    folder = prepare_default_model()
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype)).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    sampling = SamplingConfig(temperature=1.0, max_new_tokens=args.max_new_tokens,
+                              engine="dynamic" if engine == "generate" else engine)
+
+    def answer(prompts, budget_sampling):
+        if engine == "generate":  # no store: the named fallback, transformers' model.generate
+            return generate(model, tokenizer, prompts, budget_sampling)
+        return generate(model, tokenizer, prompts, budget_sampling, cache=KVCacheStore(2**33),
+                        conversations=list(range(len(prompts))))
+
+    torch.manual_seed(0)
+    answer([chat.prompt_ids(tokenizer, [{"role": "user", "content": "Hi"}])],
+           SamplingConfig(temperature=1.0, max_new_tokens=1, engine=sampling.engine))
+    startup = time.perf_counter() - STARTED
+    prompts = [chat.prompt_ids(tokenizer, [{"role": "user", "content": f"Write a short story about {t}."}])
+               for t in range(args.prompts)]
+    began = time.perf_counter()
+    single = answer(prompts, sampling)
+    single_s = time.perf_counter() - began
+    single_tokens = sum(len(g.token_ids) for g in single)
+
+    games = Path(tempfile.mkdtemp(prefix="playpen-engines-"))
+    game = str(write_recall_game(games, args.episodes, args.rounds))
+    turn = SamplingConfig(temperature=1.0, max_new_tokens=args.turn_tokens, engine=sampling.engine)
+    began = time.perf_counter()
+    result = rollout(game, Learner(model, tokenizer, name, turn), max_concurrent_episodes=args.episodes,
+                     records_dir=None, kv_cache_mb=0 if engine == "generate" else 4096.0)
+    multi_s = time.perf_counter() - began
+    multi_tokens = result.stats.num_generated_tokens
+    if engine == "vllm":
+        from playpen.inference import vllm_engine
+        vllm_engine.shutdown()
+    rss = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+           + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    return dict(variant=name, engine=engine, dtype=dtype, startup_s=round(startup, 1),
+                single_tokens=single_tokens, single_s=round(single_s, 1),
+                single_tok_s=round(single_tokens / single_s, 1),
+                multi_episodes=len(result.episodes), multi_turns=result.stats.num_learner_turns,
+                multi_tokens=multi_tokens, multi_s=round(multi_s, 1), multi_tok_s=round(multi_tokens / multi_s, 1),
+                peak_rss_mb=round(rss))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variant", choices=sorted(VARIANTS), help="run one variant here (the parent runs all)")
+    parser.add_argument("--only", default=None, help="comma-separated variants [default: all]")
+    parser.add_argument("--prompts", type=int, default=64)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--episodes", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--turn-tokens", type=int, default=24, help="most new tokens of a multi-turn turn")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.prompts, args.max_new_tokens, args.episodes, args.rounds, args.turn_tokens = 4, 8, 2, 2, 8
+    if args.variant:
+        print("RESULT " + json.dumps(run_variant(args.variant, args)), flush=True)
+        return
+    names = args.only.split(",") if args.only else list(VARIANTS)
+    rows = []
+    for name in names:
+        command = [sys.executable, __file__, "--variant", name, "--prompts", str(args.prompts),
+                   "--max-new-tokens", str(args.max_new_tokens), "--episodes", str(args.episodes),
+                   "--rounds", str(args.rounds), "--turn-tokens", str(args.turn_tokens)]
+        done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, VLLM_CPU_KVCACHE_SPACE="2"))
+        line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
+        if line is None:
+            print(f"{name}: failed\n{done.stderr[-3000:]}", flush=True)
+            continue
+        rows.append(json.loads(line[7:]))
+        r = rows[-1]
+        print(f"{name:14} start {r['startup_s']:6.1f} s  single {r['single_tok_s']:6.1f} tok/s  "
+              f"multi-turn {r['multi_tok_s']:6.1f} tok/s ({r['multi_turns']} turns)  peak RSS {r['peak_rss_mb']} MB",
+              flush=True)
+    by = {r["variant"]: r for r in rows}
+    ratios = {}
+    for dtype in ("fp32", "bf16"):
+        if f"vllm-{dtype}" in by and "playpen-fp32" in by:
+            ratios[f"vllm-{dtype} / playpen-fp32, multi-turn"] = round(
+                by[f"vllm-{dtype}"]["multi_tok_s"] / by["playpen-fp32"]["multi_tok_s"], 2)
+    for key, value in ratios.items():
+        print(f"{key}: {value}x (target >= 1.5x)")
+    if not args.quick:
+        out = Path(__file__).resolve().parent / "results" / f"engines-{datetime.now():%Y%m%d-%H%M%S}.json"
+        out.write_text(json.dumps(dict(date=datetime.now().isoformat(timespec="seconds"), machine=machine(),
+                                       settings=dict(prompts=args.prompts, max_new_tokens=args.max_new_tokens,
+                                                     episodes=args.episodes, rounds=args.rounds,
+                                                     turn_tokens=args.turn_tokens, temperature=1.0),
+                                       rows=rows, ratios=ratios), indent=1))
+        print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

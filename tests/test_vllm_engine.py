@@ -1,0 +1,172 @@
+"""vLLM behind playpen's door (playpen.inference.vllm_engine): at temperature 0 it gives the
+tokens of playpen's own engine (base and LoRA rows, several turns, a game's rollout), with
+logprobs within LOGPROB_TOLERANCE; a training step's new LoRA weights are served at once
+under a new id; a batch of two adapters equals each alone. One vLLM engine serves the whole
+module (its start-up is ~30 s on 2 cores)."""
+import pytest
+
+pytest.importorskip("vllm")
+
+import torch  # noqa: E402
+
+from vllm_helpers import LOGPROB_TOLERANCE, VLLM, assert_same, make_vllm_model, playpen_answers, prompts_of  # noqa: E402
+
+from playpen.inference import vllm_engine  # noqa: E402
+from playpen.inference.engine import generate, generate_within  # noqa: E402
+from playpen.inference.kvcache import KVCacheStore  # noqa: E402
+from playpen.rollouts import Learner, SamplingConfig, chat, rollout  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def small_kv_cache():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+        yield
+    vllm_engine.shutdown()
+
+
+@pytest.fixture(scope="module")
+def vllm_model_dir(tmp_path_factory):
+    return make_vllm_model(tmp_path_factory.mktemp("tiny-vllm"))
+
+
+@pytest.fixture(scope="module")
+def lora_pair(vllm_model_dir):
+    """The tiny model with two random LoRA adapters, "red" and "blue" (rank 8), and its tokenizer."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    torch.manual_seed(1)
+    model = AutoModelForCausalLM.from_pretrained(vllm_model_dir)
+    lora = dict(r=8, lora_alpha=16, target_modules="all-linear", init_lora_weights=False)
+    model = get_peft_model(model, LoraConfig(**lora), adapter_name="red")
+    model.add_adapter("blue", LoraConfig(**lora))
+    return model, AutoTokenizer.from_pretrained(vllm_model_dir)
+
+
+def test_base_and_adapter_rows_match_playpen_engine_over_several_turns(lora_pair):
+    model, tokenizer = lora_pair
+    prompts = prompts_of(tokenizer) * 2
+    names = ["__base__"] * 3 + ["red"] * 3
+    for turn in range(3):
+        theirs = generate(model, tokenizer, prompts, VLLM, adapter_names=names)
+        assert_same(playpen_answers(model, tokenizer, prompts, names), theirs)
+        assert all(len(g.token_ids) == len(g.logprobs) > 0 for g in theirs)
+        assert [g.token_ids for g in theirs[:3]] != [g.token_ids for g in theirs[3:]]  # the adapter answers
+        feedback = [{"role": "user", "content": f"Turn {turn}: go on."}]
+        prompts = [p + list(g.token_ids) + chat.continuation_ids(tokenizer, feedback, g.token_ids[-1])
+                   for p, g in zip(prompts, theirs)]
+
+
+def test_a_batch_of_two_adapters_equals_each_alone(lora_pair):
+    model, tokenizer = lora_pair
+    prompts = prompts_of(tokenizer, 2)
+    mixed = generate(model, tokenizer, prompts * 3, VLLM, adapter_names=["red", "red", "blue", "blue", "__base__", "__base__"])
+    for k, name in enumerate(("red", "blue", "__base__")):
+        assert_same(generate(model, tokenizer, prompts, VLLM, adapter_names=[name] * 2), mixed[2 * k:2 * k + 2])
+    assert mixed[0].token_ids != mixed[2].token_ids
+
+
+def test_budgets_and_eos_end_rows_as_playpen_engine_does(lora_pair):
+    model, tokenizer = lora_pair
+    prompts = prompts_of(tokenizer, 2)
+    wide = SamplingConfig(temperature=0.0, max_new_tokens=40, engine="vllm")
+    theirs, _ = generate_within(model, tokenizer, prompts, wide, adapter_names=["blue", "blue"])
+    ours, _ = generate_within(model, tokenizer, prompts, SamplingConfig(temperature=0.0, max_new_tokens=40),
+                              adapter_names=["blue", "blue"], cache=KVCacheStore(10**9), conversations=[0, 1])
+    assert_same(ours, theirs)
+    assert generate(model, tokenizer, prompts, VLLM, adapter_names=["blue", "blue"], budgets=[1, 3])[1].token_ids == \
+        theirs[1].token_ids[:3]
+
+
+def test_after_a_training_step_vllm_serves_the_new_lora_weights(lora_pair):
+    model, tokenizer = lora_pair
+    prompts = prompts_of(tokenizer, 2)
+    before = generate(model, tokenizer, prompts, VLLM, adapter_names=["red", "red"])
+    served = next(adapters.served for key, (_, adapters) in vllm_engine._BACKENDS.items() if key[0] == "local")
+    first = {key[1]: adapter.id for key, (_, adapter) in served.items()}
+    # one optimizer step on adapter "red", away from its greedy answer; fused, as transformers'
+    # default optimizer is: it leaves torch's version counters as they were
+    model.set_adapter("red")
+    optimizer = torch.optim.AdamW([p for n, p in model.named_parameters() if ".red." in n], lr=0.5, fused=True)
+    ids = torch.tensor([prompts[0] + list(before[0].token_ids)])
+    model.train()
+    model(input_ids=ids, labels=ids).loss.neg().backward()
+    optimizer.step()
+    model.eval()
+    after = generate(model, tokenizer, prompts, VLLM, adapter_names=["red", "red"])
+    assert [g.token_ids for g in after] != [g.token_ids for g in before]  # the step changed the greedy answer
+    assert_same(playpen_answers(model, tokenizer, prompts, ["red", "red"]), after)
+    now = {key[1]: adapter.id for key, (_, adapter) in served.items()}
+    assert now["red"] != first["red"] and now["blue"] == first["blue"]  # a new id for "red" only: never stale
+
+
+def test_a_game_rollout_with_vllm_plays_as_playpen_engine(toy_workspace, vllm_model_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(vllm_model_dir), AutoTokenizer.from_pretrained(vllm_model_dir)
+    runs = [rollout("relay", Learner(model, tokenizer, "tiny", SamplingConfig(temperature=0.0, max_new_tokens=5,
+                                                                                engine=engine)),
+                    partners={"Listener": "programmatic"}, records_dir=None,
+                    instances=lambda row: row["experiment"]["name"] == "lenient") for engine in ("dynamic", "vllm")]
+    ours, theirs = runs
+    assert [e.outcome for e in ours.episodes] == [e.outcome for e in theirs.episodes]
+    assert all(t.num_turns > 1 for t in theirs.trajectories)
+    for a, b in zip(ours.trajectories, theirs.trajectories, strict=True):
+        assert a.prompt_ids == b.prompt_ids and a.completion_ids == b.completion_ids
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < LOGPROB_TOLERANCE
+
+
+def test_a_learner_not_in_a_folder_is_refused_in_one_line(lora_pair):
+    from playpen.errors import EngineError
+    from transformers import AutoModelForCausalLM
+    model, tokenizer = lora_pair
+    orphan = AutoModelForCausalLM.from_config(model.get_base_model().config)
+    orphan.name_or_path = orphan.config._name_or_path = ""  # built in memory, never saved
+    with pytest.raises(EngineError, match="model folder"):
+        generate(orphan, tokenizer, prompts_of(tokenizer, 1), VLLM)
+
+
+def test_a_grpo_run_with_engine_vllm_corrects_its_logprobs_and_serves_each_steps_adapter(toy_workspace, vllm_model_dir):
+    import json as json_module
+    from click.testing import CliRunner
+    from conftest import tiny_registry_entry
+    from playpen.cli import cli
+    (toy_workspace / "model_registry.json").write_text(json_module.dumps([tiny_registry_entry(vllm_model_dir)]))
+    versions = _versions_served()
+    result = CliRunner().invoke(cli, ["run", "grpo", "-l", "tiny-random", "--engine", "vllm", "-L", "3",
+                                      "--games", "sayword", "--train-instances", "instances", "--max-steps", "2",
+                                      "--no-evaluate", "--num-generations", "2", "--save-steps", "100"])
+    assert result.exit_code == 0, result.output
+    log = next(toy_workspace.rglob("playpen-log.jsonl")).read_text().splitlines()
+    steps = [s for s in map(json_module.loads, log) if s["event"] == "train_step"]
+    assert len(steps) == 2
+    # the trainer recomputed the rollouts' logprobs and weighted tokens by the truncated ratio (TRL's)
+    assert all(0 <= s["sampling/sampling_logp_difference/mean"] < LOGPROB_TOLERANCE for s in steps)
+    assert all(s["sampling/importance_sampling_ratio/max"] <= 3.0 for s in steps)
+    # the random model wins nothing: no step changes the adapter (no signal, no KL at the start), so
+    # the first version serves both steps (a step that changes it: test_after_a_training_step_...)
+    assert all(s["reward/WordSayer/std"] == 0 for s in steps)
+    assert _versions_served() - versions == 1
+
+
+def _versions_served() -> int:
+    """How many adapter versions the process's vLLM engines were handed so far."""
+    return sum(adapters.next_id for _, adapters in vllm_engine._BACKENDS.values())
+
+
+def test_playpen_eval_with_engine_vllm_plays_as_playpen_engine(toy_workspace, vllm_model_dir):
+    import json as json_module
+    from click.testing import CliRunner
+    from conftest import tiny_registry_entry
+    from playpen.cli import cli
+    (toy_workspace / "model_registry.json").write_text(json_module.dumps([tiny_registry_entry(vllm_model_dir)]))
+    replies = {}
+    for engine in ("dynamic", "vllm"):
+        result = CliRunner().invoke(cli, ["eval", "-m", "tiny-random", "-g", "relay", "-t", "programmatic",
+                                          "-n", "2", "-L", "5", "--engine", engine, "-r", f"results-{engine}",
+                                          "--json"])
+        assert result.exit_code == 0, result.output
+        files = sorted((toy_workspace / f"results-{engine}").rglob("interactions.json"))
+        assert files
+        replies[engine] = [[event["action"].get("content") for turn in json_module.loads(f.read_text())["turns"]
+                            for event in turn] for f in files]
+    assert replies["vllm"] == replies["dynamic"]
