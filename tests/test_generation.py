@@ -94,3 +94,29 @@ def test_prefix_plan_groups_rows_that_start_alike():
     plan = plan_prefixes(prompts)
     assert sorted(plan.groups) == [(39, (3, 4)), (100, (0, 1, 2))]
     assert plan.prefix_of(2) == 100 and plan.prefix_of(4) == 39
+
+
+# ----------------------------------------------------------------------------- template continuity
+
+def test_a_template_that_is_not_prefix_continuous_is_named_in_one_line(smol_tokenizer_dir):
+    from transformers import AutoTokenizer
+    from playpen.rollouts.chat import continuity_problem, warn_if_discontinuous
+    tokenizer = AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+    said = []
+    assert continuity_problem(tokenizer) is None  # SmolLM2's: the turn-by-turn tokens equal the render
+    assert warn_if_discontinuous(tokenizer, "smol", echo=said.append) is None and said == []
+    # a template that adds a system block once the conversation has a history: turn 1's prompt
+    # lacked it, so the growing sequence and the render part after the first <|im_start|>
+    tokenizer.chat_template = (
+        "{% if messages|length > 1 %}<|im_start|>system\nHistory follows.<|im_end|>\n{% endif %}"
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    problem = warn_if_discontinuous(tokenizer, "odd-model", echo=said.append)
+    assert problem.startswith("after 1 tokens") and "History follows" in problem
+    assert len(said) == 1 and "odd-model" in said[0] and "\n" not in said[0]
+    # one that hides earlier replies: the model's turn cannot be located at all
+    tokenizer.chat_template = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['role'] == 'assistant' and not loop.last %}"
+        "[earlier]{% else %}{{ m['content'] }}{% endif %}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    assert "dropped the assistant turn" in continuity_problem(tokenizer)

@@ -76,6 +76,18 @@ def continuation_ids(tokenizer, new_messages: Sequence[dict], last_model_token: 
     return _encode(tokenizer, tail)
 
 
+def warn_if_discontinuous(tokenizer, name: str, template_kwargs: Optional[dict] = None,
+                          echo=lambda line: print(line, flush=True)) -> Optional[str]:
+    """Say in one line, before multi-turn training, when ``name``'s chat template is not
+    prefix-continuous (:func:`continuity_problem`); returns the problem or None."""
+    problem = continuity_problem(tokenizer, template_kwargs)
+    if problem is not None:
+        echo(f"[playpen] the chat template of {name} is not prefix-continuous: {problem}. Multi-turn episodes "
+             f"are trained on the tokens the model saw turn by turn; a fresh render of the same conversation "
+             f"(another trainer, an evaluation that re-renders) would give other tokens")
+    return problem
+
+
 def strip_system(messages: Iterable[dict]) -> list[dict]:
     return [m for m in messages if m.get("role") != "system"]
 
@@ -83,3 +95,29 @@ def strip_system(messages: Iterable[dict]) -> list[dict]:
 def template_kwargs_of(clem_model: Any) -> dict:
     """chat_template_kwargs of a clemcore HF model (empty for anything else)."""
     return dict(getattr(clem_model, "chat_template_kwargs", {}) or {})
+
+
+def continuity_problem(tokenizer, template_kwargs: Optional[dict] = None) -> Optional[str]:
+    """Why the chat template is not prefix-continuous, or None when it is.
+
+    A multi-turn trajectory is the growing token sequence above: the first prompt, the
+    model's reply, the environment tokens after it, and so on. A template that renders an
+    earlier turn differently once a later one exists (one that drops earlier reasoning, or
+    adds a per-turn date) makes that sequence differ from a fresh render of the same
+    conversation, so what the model saw while playing is not what the template gives for the
+    history. Checked on a two-turn conversation: the growing sequence must equal the render."""
+    first, reply, second = ({"role": "user", "content": "Say hello."}, {"role": "assistant", "content": "Hello."},
+                            {"role": "user", "content": "Now say bye."})
+    eos = tokenizer.eos_token_id
+    try:
+        growing = (prompt_ids(tokenizer, [first], template_kwargs) + _encode(tokenizer, reply["content"])
+                   + ([eos] if eos is not None else [])
+                   + continuation_ids(tokenizer, [second], eos, template_kwargs))
+        rendered = prompt_ids(tokenizer, [first, reply, second], template_kwargs)
+    except ValueError as e:
+        return str(e)
+    if growing == rendered:
+        return None
+    at = next((i for i, (a, b) in enumerate(zip(growing, rendered)) if a != b), min(len(growing), len(rendered)))
+    return (f"after {at} tokens the turn-by-turn sequence has {tokenizer.decode(growing[at:at + 8])!r} where "
+            f"the template's render of the whole conversation has {tokenizer.decode(rendered[at:at + 8])!r}")

@@ -31,7 +31,7 @@ from playpen.files import write_jsonl
 from playpen.inference.transformers_compat import checkpointing_args
 from playpen.models import load_init_adapter
 from playpen.rollouts import InstanceRef, Learner, SamplingConfig, rollout
-from playpen.rollouts.chat import template_kwargs_of
+from playpen.rollouts.chat import template_kwargs_of, warn_if_discontinuous
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.config import split_list
@@ -54,6 +54,7 @@ class RoundPlayer:
         self.instances = list(dict.fromkeys(slots[0].instance for slots in per_instance))
         self.tokenizer = lifecycle.tokenizer_of(trainer.learner)
         self.template_kwargs = template_kwargs_of(trainer.learner)
+        warn_if_discontinuous(self.tokenizer, trainer.learner.name, self.template_kwargs)
         # -T/-L of `playpen run`; imitation of one's own wins needs varied episodes: greedy becomes 1.0
         sampling = SamplingConfig.from_gen_args(getattr(trainer.learner, "gen_args", None))
         if sampling.temperature == 0:

@@ -18,6 +18,7 @@ from playpen.errors import GRPOSetupError, TrainingSetupError
 from playpen.models import load_init_adapter, load_model_by_name
 from playpen.peft_internals import set_lora_dropout
 from playpen.rewards import BinaryReward, OutcomeReward
+from playpen.rollouts.chat import template_kwargs_of, warn_if_discontinuous
 from playpen.rollouts.types import SamplingConfig
 from playpen.training.common import lifecycle
 from playpen.training.common.config import split_list
@@ -103,6 +104,7 @@ def grpo_parts(trainer, run, *, teacher: Any, records_dir) -> GRPOParts:
     sampling = SamplingConfig.from_gen_args(getattr(trainer.learner, "gen_args", None))
     sampling = replace(sampling, temperature=sampling.temperature or 1.0)
     tokenizer = lifecycle.tokenizer_of(trainer.learner)
+    warn_if_discontinuous(tokenizer, trainer.learner.name, template_kwargs_of(trainer.learner))
     # every finished episode goes to the callbacks and the run's JSON log
     episode_callbacks = CallbackList([trainer.callbacks, JsonlLogCallback(run.run_dir / LOG_FILE)])
     reward_fn = BinaryReward() if cfg.reward == "binary" else OutcomeReward()
