@@ -47,9 +47,10 @@ def solver_prompt(problem: str) -> str:
 def reward_of(reply: str, problem: str) -> float:
     """The game's outcome reward: 1 for the right value, 0 for a wrong one, -1 unparsable."""
     from arith_rules import evaluate, parse_answer, parse_expression
+    from clemcore.clemgame.errors import ParseError
     try:
         given = parse_answer(reply)
-    except Exception:  # the game's ParseError: the episode aborts
+    except ParseError:  # the game aborts the episode
         return -1.0
     return 1.0 if given == evaluate(parse_expression(problem)) else 0.0
 
