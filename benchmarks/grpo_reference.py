@@ -13,8 +13,9 @@ loss type and advantage scaling; greedy accuracy on freshly generated held-out p
    game's own template, a reward function of the same three values (the game's own parser);
 4. both: the adapter at steps 0 / ``--eval-every`` / ... greedy on ``--problems`` problems drawn
    with the game's own generator from a seed no training set uses; accuracy per checkpoint and
-   the reward curve per step, cached per (arm, seed) in ``--out``; the summary with the two
-   one-sided tests (TOST, +-5 points) at the last step is written to
+   the reward curve per step, cached per seed in ``--out``; the summary with the two one-sided
+   tests (TOST, +-5 points, on per-problem differences averaged over seeds) at the last step is
+   written to
    ``results/grpo-reference-<date>.json``.
 """
 from __future__ import annotations
@@ -66,15 +67,15 @@ def train_problems() -> list[str]:
     return [i["problem"] for e in data["experiments"] for i in e["game_instances"]]
 
 
-def accuracy(learner: str, adapter: Path, problems: list[str]) -> float:
-    """Greedy accuracy (%) of learner + adapter, transformers' generate, batches of 32."""
+def correct(learner: str, adapter: Path, problems: list[str]) -> list[int]:
+    """Greedy right (1) or not (0) per problem for learner + adapter, transformers' generate, batches of 32."""
     import torch
     from playpen.models import load_model_by_name
     model = load_model_by_name(learner, gen_args=dict(temperature=0.0, max_tokens=COMMON["max_tokens"]),
                                role="learner", adapter=adapter)
     hf, tokenizer = model.model, model.tokenizer
     tokenizer.padding_side = "left"
-    right = 0
+    right = []
     for start in range(0, len(problems), 32):
         batch = problems[start:start + 32]
         texts = [tokenizer.apply_chat_template([{"role": "user", "content": solver_prompt(p)}],
@@ -84,8 +85,12 @@ def accuracy(learner: str, adapter: Path, problems: list[str]) -> float:
             out = hf.generate(**enc, max_new_tokens=COMMON["max_tokens"], do_sample=False,
                               pad_token_id=tokenizer.pad_token_id)
         replies = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-        right += sum(reward_of(r, p) == 1.0 for r, p in zip(replies, batch))
-    return 100.0 * right / len(problems)
+        right += [int(reward_of(r, p) == 1.0) for r, p in zip(replies, batch)]
+    return right
+
+
+def percent(items: list[int]) -> float:
+    return 100.0 * sum(items) / len(items)
 
 
 def start_adapter(args, seed: int) -> Path:
@@ -169,13 +174,14 @@ def run_stock(args, seed: int, start: Path) -> tuple[Path, list]:
 
 
 def tost_p(differences: list[float], margin: float) -> float:
-    """The larger of the two one-sided t-test p-values of |mean difference| < margin."""
+    """The larger of the two one-sided tests' p-values of |mean difference| < margin (normal
+    approximation: used on per-problem differences, hundreds of them)."""
     from statistics import NormalDist, mean, stdev
     n = len(differences)
     if n < 2 or stdev(differences) == 0:
         return 0.0 if abs(mean(differences)) < margin else 1.0
     se = stdev(differences) / math.sqrt(n)
-    lower = 1 - NormalDist().cdf((mean(differences) + margin) / se)  # normal approximation (n small: indicative)
+    lower = 1 - NormalDist().cdf((mean(differences) + margin) / se)
     upper = NormalDist().cdf((mean(differences) - margin) / se)
     return max(lower, upper)
 
@@ -200,20 +206,26 @@ def main(argv=None) -> int:
             results[seed] = json.loads(cache.read_text())
             continue
         start = start_adapter(args, seed)
-        row = {"step-0": accuracy(args.learner, start, problems)}
+        row = {"step-0": correct(args.learner, start, problems)}
         for arm, run in (("playpen", run_playpen), ("stock", run_stock)):
             run_dir, curve = run(args, seed, start)
-            row[arm] = {"reward_curve": curve, "accuracy": {
-                str(step): accuracy(args.learner, run_dir / f"checkpoint-{step}", problems)
+            row[arm] = {"reward_curve": curve, "correct": {
+                str(step): correct(args.learner, run_dir / f"checkpoint-{step}", problems)
                 for step in range(args.eval_every, args.steps + 1, args.eval_every)}}
-            print(f"seed {seed} {arm}: {row[arm]['accuracy']} (start {row['step-0']:.1f})", flush=True)
+            row[arm]["accuracy"] = {step: percent(items) for step, items in row[arm]["correct"].items()}
+            print(f"seed {seed} {arm}: {row[arm]['accuracy']} (start {percent(row['step-0']):.1f})", flush=True)
         cache.write_text(json.dumps(row, indent=1))
         results[seed] = row
     last = str(args.steps)
     differences = [r["playpen"]["accuracy"][last] - r["stock"]["accuracy"][last] for r in results.values()]
+    # per problem, averaged over seeds: playpen's minus stock's right answers, in points
+    per_problem = [100.0 * sum(r["playpen"]["correct"][last][i] - r["stock"]["correct"][last][i]
+                               for r in results.values()) / len(results) for i in range(len(problems))]
     summary = {"date": time.strftime("%Y-%m-%d"), "learner": args.learner, "settings": COMMON, "steps": args.steps,
                "problems": args.problems, "seeds": results, "difference_at_last_step": differences,
-               "tost_p_5_points": tost_p(differences, 5.0), "seconds": round(time.time() - began, 1)}
+               "tost_p_5_points": tost_p(per_problem, 5.0),
+               "start": {seed: percent(r["step-0"]) for seed, r in results.items()},
+               "seconds": round(time.time() - began, 1)}
     quick = args.problems < 300 or args.steps < 60
     target = Path(args.out) / "summary.json" if quick else HERE / "results" / f"grpo-reference-{time.strftime('%Y%m%d')}.json"
     target.write_text(json.dumps(summary, indent=1))
