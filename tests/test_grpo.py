@@ -250,6 +250,28 @@ def test_steps_without_signal_skip_their_passes(toy_workspace):
 
 # ----------------------------------------------------------------------------- the run's health
 
+def test_a_run_without_signal_saves_and_stops(toy_workspace, capsys):
+    """A random model never says the word: every group scores alike. With --stop-without-signal 2
+    the run saves and stops after its second step, says why in one line, and its end-of-run
+    evaluation still runs; with 0 it trains on to --max-steps."""
+    for stop, steps_run in ((2, 2), (0, 3)):
+        models = toy_workspace / f"models-stop{stop}"
+        trainer, _ = load_trainer(SP_TRAINER, "tiny-random", games="sayword", train_instances="instances",
+                                  max_steps=3, num_generations=4, groups_per_step=1, beta=0.0, reward="binary",
+                                  save_steps=100, evaluate=False, stop_without_signal=stop, models_dir=str(models))
+        trainer.learn(None)
+        run_dir = models / "grpo+lora" / "tiny-random" / "selfplay"
+        log = [json.loads(line) for line in (run_dir / "playpen-log.jsonl").read_text().splitlines()]
+        assert [r["step"] for r in log if r["event"] == "train_step"] == list(range(1, steps_run + 1))
+        assert training.latest_checkpoint(run_dir).name == f"checkpoint-{steps_run}"
+        said = [line for line in capsys.readouterr().out.splitlines() if "stopping at step" in line]
+        assert len(said) == (1 if stop else 0)
+        if stop:
+            assert said[0].startswith("[playpen] stopping at step 2: 2 steps in a row had no learning signal")
+    with pytest.raises(Exception, match="stop-without-signal"):
+        load_trainer(SP_TRAINER, "tiny-random", games="sayword", stop_without_signal=-1)
+
+
 def test_the_policy_watch_says_once_when_the_generating_weights_stop_changing():
     import torch
     from playpen.training.grpo.watch import PolicyWatch, rollout_health

@@ -208,9 +208,9 @@ class TrainingRun:
                 break
         self._created = None
 
-    def trainer_callback(self, extra_metrics: Optional[callable] = None):
+    def trainer_callback(self, extra_metrics: Optional[callable] = None, stop_when: Optional[callable] = None):
         """The ``TrainerCallback`` for the TRL trainer (see :func:`make_trainer_callback`)."""
-        return make_trainer_callback(self.trainer.callbacks, self.run_dir, self.interrupt, extra_metrics)
+        return make_trainer_callback(self.trainer.callbacks, self.run_dir, self.interrupt, extra_metrics, stop_when)
 
     def train(self, trl_trainer) -> Optional[Path]:
         """``trl_trainer.train()``, from the checkpoint to resume from if any; the first Ctrl-C

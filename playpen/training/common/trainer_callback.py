@@ -58,7 +58,7 @@ def rename_metrics(logs: dict) -> dict:
 
 def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
                           interrupt: Optional[Any] = None,
-                          extra_metrics: Optional[callable] = None):
+                          extra_metrics: Optional[callable] = None, stop_when: Optional[callable] = None):
     """A transformers ``TrainerCallback`` that forwards every logged step to playpen's
     callbacks and to ``<run_dir>/playpen-log.jsonl``, adds ``train/tokens_per_s``, the CPU
     seconds since the previous step (``time/cpu_s``) and the
@@ -68,7 +68,8 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
     one freed handed back to the system (:func:`~playpen.training.common.memory.release_memory`).
     A step whose gradients are not finite is dropped before the optimizer step
     (:class:`~playpen.training.common.finite.NonFiniteGuard`: ``train/skipped_steps``; 3 in a row
-    save and stop)."""
+    save and stop). ``stop_when()``, asked after every logged step, returns why the run cannot
+    learn (one line, printed; the run saves and stops) or None."""
     from transformers import TrainerCallback
 
     log = JsonlLogCallback(Path(run_dir) / LOG_FILE)
@@ -133,6 +134,10 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
             keep_going = callbacks.on_train_step(step, metrics)
             log.on_train_step(step, metrics)
             if not keep_going:
+                self._stop = True
+            why = stop_when() if stop_when is not None else None
+            if why:
+                print(f"[playpen] stopping at step {step}: {why}", flush=True)
                 self._stop = True
             # on_log runs before the step's save decision: act on a stop request right away
             self.on_step_end(args, state, control)

@@ -55,6 +55,9 @@ class GRPOOptions(ObjectiveOptions):
                                   "won training episodes, of the trained roles) added to every step: teaches what "
                                   "rollouts rarely find and keeps the format (0 = none)")
     sft_batch: int = option(4, "with --sft-coef: demonstration conversations per step")
+    stop_without_signal: int = option(10, "save and stop after N steps in a row without learning signal (every "
+                                          "group's episodes scored alike) or whose rollouts came from unchanged "
+                                          "weights at a learning rate above 0 (0 = never stop)")
 
     def validate(self) -> None:
         super().validate()  # the run's and LoRA's options (the classes after this one)
@@ -69,6 +72,9 @@ def validate_options(cfg) -> None:
     """TrainingSetupError for a baseline that does not exist, a malformed or not-summing
     ``--partners`` / ``--game-shares``, ``--past-every`` below 1."""
     validate_credit(cfg)
+    if cfg.stop_without_signal < 0:
+        raise TrainingSetupError(f"option --stop-without-signal: must be >= 0 (0: never stop), "
+                                 f"got {cfg.stop_without_signal}")
     if cfg.partners:
         parse_weights(cfg.partners, "partners")
     if cfg.game_shares:

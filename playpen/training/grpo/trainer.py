@@ -87,7 +87,8 @@ class _GRPOGamesTrainer(BasePlayPen):
         trainer = PlaypenGRPOTrainer(
             model=parts.model, reward_funcs=parts.reward_funcs, args=args, train_dataset=parts.dataset,
             processing_class=parts.tokenizer, peft_config=parts.peft_config, rollout_func=parts.rollout_func,
-            callbacks=[run.trainer_callback(extra_metrics=parts.extra_metrics)], **parts.trainer_options())
+            callbacks=[run.trainer_callback(extra_metrics=parts.extra_metrics, stop_when=parts.stop_reason)],
+            **parts.trainer_options())
 
         # 3. train (Ctrl-C saves a checkpoint and stops); 4. evaluate the adapter (the learner
         #    carries it in memory) on the held-out instances, write the summary and the curve
