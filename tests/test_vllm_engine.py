@@ -170,3 +170,33 @@ def test_playpen_eval_with_engine_vllm_plays_as_playpen_engine(toy_workspace, vl
         replies[engine] = [[event["action"].get("content") for turn in json_module.loads(f.read_text())["turns"]
                             for event in turn] for f in files]
     assert replies["vllm"] == replies["dynamic"]
+
+
+def test_a_tournament_with_engine_vllm_plays_as_playpen_engine(toy_workspace, vllm_model_dir):
+    """Two players on one model, the bare model and an adapter, answered by vLLM in one batch of
+    mixed adapters: every episode's replies are those of playpen's engine."""
+    import json as json_module
+    from click.testing import CliRunner
+    from conftest import tiny_registry_entry
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    from playpen.cli import cli
+    (toy_workspace / "model_registry.json").write_text(json_module.dumps([tiny_registry_entry(vllm_model_dir)]))
+    torch.manual_seed(2)
+    peft_model = get_peft_model(AutoModelForCausalLM.from_pretrained(vllm_model_dir),
+                                LoraConfig(r=8, target_modules="all-linear", init_lora_weights=False))
+    peft_model.save_pretrained(toy_workspace / "adapters" / "duo")
+    replies = {}
+    for engine in ("dynamic", "vllm"):
+        result = CliRunner().invoke(cli, ["tournament", "-m", "tiny-random", "-m", "tiny-random+adapters/duo",
+                                          "-g", "relay", "-n", "2", "-L", "5", "--engine", engine,
+                                          "-o", f"cup-{engine}", "--bootstrap-samples", "10"])
+        assert result.exit_code == 0, result.output
+        files = sorted((toy_workspace / f"cup-{engine}").rglob("interactions.json"))
+        assert len(files) == 4  # 2 seatings x 2 instances
+        replies[engine] = [[event["action"].get("content") for turn in json_module.loads(f.read_text())["turns"]
+                            for event in turn] for f in files]
+    assert replies["vllm"] == replies["dynamic"]
+    refused = CliRunner().invoke(cli, ["tournament", "-m", "tiny-random", "-m", "programmatic", "-g", "relay",
+                                       "--vllm-url", "http://127.0.0.1:9"])
+    assert refused.exit_code == 2 and "needs --engine vllm" in refused.output

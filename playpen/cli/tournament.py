@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from playpen.cli import remote_options, set_remote_limits, split_values
+from playpen.cli import check_engine_options, engine_options, learner_engine, remote_options, \
+    set_remote_limits, split_values
 from playpen.cli.run import check_generation_options, check_output_folder
 from playpen.errors import PlaypenError
 
@@ -29,13 +30,16 @@ from playpen.errors import PlaypenError
               help="Resamples of the matches for the 95% intervals.")
 @click.option("-b", "--batch-size", type=int, default=16, show_default=True,
               help="Episodes generated together.")
+@engine_options
 @remote_options
 def tournament_command(players, game, num_instances, instances, out_dir, temperature, max_tokens, seed,
-                       bootstrap_samples, batch_size, connect_timeout, read_timeout, retries, retry_budget):
+                       bootstrap_samples, batch_size, engine, vllm_url, connect_timeout, read_timeout, retries,
+                       retry_budget):
     """Play every pair of PLAYERS against each other in both seatings on held-out instances.
 
     Players on one local model share one copy of it (each adapter by name, the bare
-    model as its base), answered in one batched generate per step. Every episode is
+    model as its base), answered in one batched generate per step; with --engine vllm,
+    vLLM answers that batch, each player's adapter served by name (docs/engines.md). Every episode is
     written in clemcore's layout into OUT (`clem score -r OUT` works); OUT also gets
     ratings.md (Bradley–Terry ratings on the Elo scale with 95% bootstrap intervals,
     OpenSkill, wins/draws/losses; Elo's bootstrap too in ratings.json),
@@ -57,13 +61,15 @@ def tournament_command(players, game, num_instances, instances, out_dir, tempera
         raise PlaypenError(f"option --bootstrap-samples: {bootstrap_samples} is not valid; expected an integer >= 1")
     if batch_size < 1:
         raise PlaypenError(f"option -b/--batch-size: {batch_size} is not valid; expected an integer >= 1")
+    check_engine_options(engine, vllm_url)
     set_remote_limits(connect_timeout, read_timeout, retries, retry_budget)
     if out_dir is None:
         out_dir = Path("playpen-records") / f"tournament-{game}-{datetime.now():%Y%m%d-%H%M%S}"
     check_output_folder(out_dir, "-o/--out")
     specs = [p for value in players for p in ([value] if "+" in value else split_values([value]))]
     result = run_tournament(specs, game, out_dir=Path(out_dir), num_instances=num_instances, instances=instances,
-                            sampling=SamplingConfig(temperature=temperature, max_new_tokens=max_tokens),
+                            sampling=SamplingConfig(temperature=temperature, max_new_tokens=max_tokens,
+                                                    **learner_engine(engine, vllm_url)),
                             seed=seed, num_samples=bootstrap_samples, max_concurrent_episodes=batch_size,
                             echo=lambda line: click.echo(line, err=True))
     click.echo(result.table)
