@@ -5,6 +5,7 @@
     python benchmarks/protocol.py --quick --out /tmp/protocol -l tiny-random       # minutes: the plumbing
     python benchmarks/protocol.py --forgetting-only --seeds 1,2,3                  # forgetting of the finished seeds
     python benchmarks/protocol.py --add-only --add-settings taboo/self-play        # a setting added after selection
+    python benchmarks/protocol.py --drift-only --seeds 1                           # drift on the warm-up's replies
 
 Per seed: an SFT-LoRA warm-up on the programmatic players' won training episodes, trained
 in chunks of ``--warmup-chunk`` steps until its dev score stops improving
@@ -47,6 +48,7 @@ from harness import Setting, run_dir_of  # the benchmarks' shared module, beside
 from harness import fingerprint as harness_fingerprint
 from protocol_choice import SETTING as CHOICE_SETTING
 from protocol_choice import run_choice
+from protocol_drift import run_drift
 from protocol_forgetting import final_configurations, final_results, forgetting_games, run_forgetting
 from protocol_report import build_report, read_dev_log, result_name, run_folder, scores_of_run
 from protocol_splits import SPLITS_FILE, check_splits, load_splits
@@ -540,6 +542,9 @@ def main(argv=None) -> int:
                              "(log-probabilities; protocol_choice.py) of the base model and each final configuration")
     parser.add_argument("--choice-only", action="store_true",
                         help="only that, for the configurations already finished (nothing trained), then the report")
+    parser.add_argument("--drift-only", action="store_true",
+                        help="only the drift of the finished configurations from their warm-up on its own greedy test "
+                             "replies (log-likelihood per token, item by item; protocol_drift.py), nothing trained")
     parser.add_argument("--add-settings", default="",
                         help="settings the finished configurations also play on test, once, after their selection "
                              "(after each seed; not in the warm-up's dev criterion nor the fingerprints)")
@@ -614,13 +619,15 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     wanted = [CONTROL] + [m for m in wanted if m not in (CONTROL, WARM_UP)]
     work = out / "work"
-    only = (args.forgetting_only or args.choice_only or args.add_only) and not args.report
+    only = (args.forgetting_only or args.choice_only or args.add_only or args.drift_only) and not args.report
     from playpen.errors import PlaypenError
     try:
         if only and args.add_only:
             run_added(seeds, wanted, args, out, work)
         if only and args.forgetting_only:
             run_forgetting(seeds, wanted, args, out, work, GAMES.split(","))
+        if only and args.drift_only:
+            run_drift(seeds, wanted, args, out, work, {name: m.trains for name, m in METHODS.items()})
         if only and args.choice_only:
             run_choice(seeds, wanted, args, out, work,
                        split_items(load_splits(args.splits), args, CHOICE_SETTING, "test"))

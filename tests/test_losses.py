@@ -1,10 +1,12 @@
-"""The shared policy-gradient pieces (playpen/training/common/losses.py) against TRL's code and a
-token-by-token loop, and the optimizer step of the own-loop trainers (optimization.py)."""
+"""The shared policy-gradient pieces (playpen/training/common/losses.py, playpen/inference/logprobs.py)
+against TRL's code and a token-by-token loop, and the optimizer step of the own-loop trainers
+(optimization.py)."""
 import math
 
 import pytest
 import torch
 
+from playpen.inference import logprobs
 from playpen.training.common import losses
 from playpen.training.common.optimization import Optimization, OptimizerOptions
 
@@ -13,7 +15,7 @@ def test_token_logprobs_are_trls_selective_log_softmax_and_the_definition():
     from trl.trainer.utils import selective_log_softmax
     torch.manual_seed(0)
     logits, tokens = torch.randn(3, 5, 11) * 4, torch.randint(0, 11, (3, 5))
-    ours = losses.token_logprobs(logits, tokens)
+    ours = logprobs.token_logprobs(logits, tokens)
     assert torch.allclose(ours, selective_log_softmax(logits, tokens), atol=1e-6)
     for b in range(3):
         for t in range(5):
@@ -21,14 +23,14 @@ def test_token_logprobs_are_trls_selective_log_softmax_and_the_definition():
             by_hand = row[tokens[b, t]] - math.log(sum(math.exp(x) for x in row))
             assert ours[b, t].item() == pytest.approx(by_hand, abs=1e-5)
     # the sampling temperature divides the logits, as the rollout's samplers do
-    assert torch.allclose(losses.token_logprobs(logits, tokens, 0.7), selective_log_softmax(logits / 0.7, tokens),
+    assert torch.allclose(logprobs.token_logprobs(logits, tokens, 0.7), selective_log_softmax(logits / 0.7, tokens),
                           atol=1e-6)
 
 
 def test_sequence_logprobs_are_the_full_forward_pass_at_the_masked_tokens(tiny_pair):
     model, _ = tiny_pair
     ids, mask = [5, 17, 29, 3, 8, 41, 2], [0, 0, 0, 1, 1, 0, 1]
-    ours = losses.sequence_logprobs(model, ids, mask, temperature=0.5)
+    ours = logprobs.sequence_logprobs(model, ids, mask, temperature=0.5)
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([ids])).logits[0]
     expected = [torch.log_softmax(logits[t - 1] / 0.5, -1)[ids[t]].item() for t in range(1, len(ids)) if mask[t]]

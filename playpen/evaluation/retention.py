@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from playpen.errors import EvaluationError
+from playpen.evaluation.statistics import sign_flip_test
+from playpen.inference.logprobs import sequence_logprobs
+from playpen.models import load_init_adapter
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,6 @@ def item_logprobs(model, rows: Sequence[TurnRow]) -> dict[str, float]:
     """Item -> the mean log-probability per token of its turns under ``model`` (as it is:
     whichever adapter is active)."""
     import torch
-    from playpen.training.common.losses import sequence_logprobs
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
     with torch.no_grad():
@@ -89,7 +91,6 @@ def item_logprobs(model, rows: Sequence[TurnRow]) -> dict[str, float]:
 def adapters_logprobs(base_model, rows: Sequence[TurnRow], adapters: Mapping[str, str | Path]) -> dict[str, dict]:
     """Name -> item -> mean log-probability per token, each adapter loaded onto ``base_model``
     in turn (one copy of the base weights; the name ``base`` with path None: no adapter)."""
-    from playpen.models import load_init_adapter
     out: dict[str, dict] = {}
     peft_model = None
     for name, path in adapters.items():
@@ -115,7 +116,6 @@ def drift(logprobs: Mapping[str, Mapping[str, float]], start: str) -> dict[str, 
     """Every other adapter against ``start``, item by item: the mean change of the log-
     probability per token (negative: the start's replies became less likely), the items that
     rose and fell, and the exact two-sided sign-flip p."""
-    from playpen.evaluation.statistics import sign_flip_test
     reference = logprobs[start]
     out = {}
     for name, values in logprobs.items():

@@ -15,7 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
-from playpen.training.common.losses import clipped_policy_loss, sequence_logprobs
+from playpen.inference.logprobs import sequence_logprobs
+from playpen.training.common.losses import clipped_policy_loss
 from playpen.training.grpo.advantages import Advantages
 
 

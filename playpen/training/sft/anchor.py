@@ -16,7 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Optional, Sequence
 
-from playpen.training.common.losses import sequence_logprobs  # the vocabulary projection only at the turns' tokens
+from playpen.inference.logprobs import sequence_logprobs  # the vocabulary projection only at the turns' tokens
 from playpen.training.sft.demonstrations import supervised_records, tokenized_dataset
 
 SFT_MAX_LENGTH = 1024  # tokens per demonstration conversation (longer: cut, as in SFT)

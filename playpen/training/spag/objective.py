@@ -32,7 +32,8 @@ from playpen.data import DatasetFilter, conversational_records, episode_folders
 from playpen.errors import DatasetError, TrainingSetupError
 from playpen.outcomes import EpisodeOutcome, flag
 from playpen.training.common.config import option, split_list
-from playpen.training.common.losses import clipped_fraction, clipped_policy_loss, sequence_logprobs
+from playpen.inference.logprobs import sequence_logprobs
+from playpen.training.common.losses import clipped_fraction, clipped_policy_loss
 from playpen.training.sft.demonstrations import play_demonstrations, supervised_records, tokenize_conversation
 
 REFERENCES = ("behaviour", "base")

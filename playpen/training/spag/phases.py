@@ -30,7 +30,7 @@ from playpen.rollouts.chat import template_kwargs_of
 from playpen.training.common.checkpoints import checkpoints, read_state, remove_checkpoint, write_state
 from playpen.peft_internals import set_lora_dropout
 from playpen.training.common.lifecycle import TrainingRun, model_of, safe_name, tokenizer_of
-from playpen.training.common.losses import sequence_logprobs
+from playpen.inference.logprobs import sequence_logprobs
 from playpen.training.common.optimization import Optimization
 from playpen.training.spag import objective
 
