@@ -64,6 +64,10 @@ class DPOGamesTrainer(BasePlayPen):
     - ``pairs``: ``--pairs-file FILE``, e.g. ``playpen dataset RESULTS --pairs -o FILE`` (TRL's
       conversational preference format with a ``meta`` field).
 
+    Checked before any model loads, one line each: an unknown ``--source``, a pairs file that
+    is missing, malformed or holds no pair, ``--source records`` without a folder, an
+    ``--init-adapter`` of another base model.
+
     Rounds (``spin`` and ``self-rewarding`` alike): ``--rounds R`` splits ``--max-steps`` into
     R rounds, each collecting its pairs with the policy the previous round ended with. The
     reference of the DPO loss is never a second copy of the model: with a fresh adapter it is
@@ -201,8 +205,13 @@ class SelfRewardingTrainer(BasePlayPen):
     and replies never become training data or records. Rounds, reference and resume: as
     ``playpen run dpo`` (its ``--help``). Measured on a 2-core CPU: smol-135m as its own judge
     (4 branch points x 4 candidates, ``-L 40``, ``--judge-max-tokens 64``, 2 DPO steps) took
-    3.5 minutes, 67 s judging, and gave a score in 8 of 16 replies; at that size the judge is
-    the weak part: judge with a larger or remote model, or ``--reward game``.
+    3.5 minutes, 67 s judging, and gave a score in 8 of 16 replies; after 6 SFT-LoRA steps on
+    referencegame, 2 of 12 with its adapter, 5 of 12 with ``--no-judge-adapter``. At that size
+    the judge is the weak part: judge with a larger or remote model, or ``--reward game``.
+    Checked before any model loads, one line each: an unknown or programmatic ``--judge``, a
+    template that is missing, malformed, never shows ``{{ candidate }}`` or uses an unknown
+    variable (templates render sandboxed), a score regex that does not compile,
+    ``--score-min`` not below ``--score-max``, ``--candidates`` < 2.
 
     Outputs: ``models/self-rewarding+lora/<learner>/<judge-NAME-partner | game-partner>/`` holds
     ``checkpoint-N``, ``pairs-round-R.jsonl`` (the judge's scores in ``meta``),
