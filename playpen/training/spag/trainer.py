@@ -45,9 +45,9 @@ class SPAGTrainer(BasePlayPen):
     numbered as one run:
 
     1. Imitation (``--imitation-steps``; 0 skips it): the SFT loss on demonstrations (as for
-       ``playpen run sft``; each role's turns only from episodes it won,
-       ``--imitate-winners``, read from the episodes' ``<Role> Win`` keys) plus ``--imitation-kl`` x KL(policy || reference) over the
-       vocabulary, the reference being the model with the adapter disabled.
+       ``playpen run sft``; each role's turns only from episodes it won, ``--imitate-winners``,
+       read from the episodes' ``<Role> Win`` keys) plus ``--imitation-kl`` x KL(policy ||
+       reference) over the vocabulary, the reference being the model with the adapter disabled.
     2. ``--epochs`` epochs (phases ``SPAG-1`` ... ``SPAG-N``): the learner plays both roles on
        ``--episodes-per-epoch`` sampled training instances (``-T``, 0 means 1.0); each side of
        an episode is one sample rewarded by its role's outcome (``--win-reward``,
