@@ -113,3 +113,37 @@ def test_own_games_picks_a_copy_by_path_as_clemcore_does(tmp_path, monkeypatch):
         with pytest.raises(ValueError, match="No games found matching the game selector"):
             registry.get_game_specs_that_unify_with(json.dumps({"game_name": "wordle", "game_path": other_spelling}),
                                                     verbose=False)
+
+
+# ----------------------------------------------------------------------------- trainers' own docs
+
+def trainer_docs():
+    """(name, class docstring) of every packaged trainer (the catalog's)."""
+    import inspect
+
+    from playpen.training.catalog import TRAINERS, trainer_class
+    return [(name, inspect.getdoc(trainer_class(name)) or "") for name in TRAINERS]
+
+
+def test_every_trainer_documents_its_command_and_outputs_in_its_class_docstring():
+    """The wheel ships no examples/: each trainer's documentation is its class docstring."""
+    missing = [name for name, doc in trainer_docs()
+               if f"playpen run {name} -l " not in doc or "\nOutputs: " not in doc]
+    assert not missing, f"class docstrings without `playpen run NAME -l ...` or an Outputs paragraph: {missing}"
+
+
+def test_run_help_shows_each_trainers_example_commands():
+    for name, doc in trainer_docs():
+        shown = CliRunner().invoke(cli, ["run", name, "--help"])
+        assert shown.exit_code == 0, shown.output
+        commands = [line.strip() for line in doc.splitlines() if line.strip().startswith(f"playpen run {name} ")]
+        assert commands and all(command in shown.output for command in commands), name
+        assert "Outputs: " in shown.output and "Trainer options:" in shown.output, name
+
+
+def test_the_package_sends_no_reader_to_examples():
+    """examples/trl/ is not in the wheel: no docstring under playpen/ points there, except the
+    catalog, which names the example file that runs each trainer."""
+    pointing = [str(path.relative_to(REPO)) for path in sorted((REPO / "playpen").rglob("*.py"))
+                if "examples/trl" in path.read_text(encoding="utf-8") and path.name != "catalog.py"]
+    assert not pointing, f"files under playpen/ that point to examples/trl: {pointing}"

@@ -82,6 +82,7 @@ def test_the_installed_wheel_runs_the_trainers_by_name_from_an_empty_folder(tmp_
     assert listed.returncode == 0 and listed.stdout.split()[0] == "sft", listed.stderr
     shown = run("-m", "playpen", "run", "sft", "--help")
     assert shown.returncode == 0 and "Trainer SFTLoraTrainer (sft)" in shown.stdout, shown.stderr[-2000:]
+    assert "playpen run sft -l smol-135m" in shown.stdout and "Outputs: " in shown.stdout  # its docs travel along
     demo = run("-m", "playpen.demo", "--help")
     assert demo.returncode == 0 and "--output-dir" in demo.stdout, demo.stderr[-2000:]
     assert list(empty.iterdir()) == []  # nothing written where it ran

@@ -34,7 +34,7 @@ def dataset(results_dir, output, games, roles, models, outcomes, include_program
     datasets.load_dataset("json", data_files=OUT). Programmatic players are skipped
     unless --include-programmatic is given. Malformed or partial episode folders are
     skipped and reported. With --pairs, each line is a preference pair for DPO
-    (examples/trl/dpo_trainer_lora.py --source pairs, or TRL's DPOTrainer directly).
+    (`playpen run dpo --source pairs --pairs-file OUT`, or TRL's DPOTrainer directly).
     """
     from playpen.data import DatasetFilter, build_dataset
     if Path(output).exists() and not overwrite:

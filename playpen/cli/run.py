@@ -80,16 +80,18 @@ def _user_frame(file: str | Path, error: BaseException) -> str:
 
 
 def trainer_help(trainer: str | Path) -> str:
+    """The trainer's class docstring in full (what it trains, its commands and outputs: the
+    trainer's documentation, as TRL keeps it in its configs) and its options."""
     cls = trainer_class(trainer)
     doc = inspect.getdoc(cls) or ""
     out = [f"Trainer {cls.__name__} ({trainer})"]
     if doc:
-        out.append("  " + doc.splitlines()[0])
+        out.append("\n".join(f"  {line}" if line else "" for line in doc.splitlines()))
     fields = config_fields(cls.config_class)
     if not fields:
         out.append("  (no trainer options)")
         return "\n".join(out)
-    out.append("Trainer options:")
+    out.append("\nTrainer options:")
     hints = typing.get_type_hints(cls.config_class)
     for f in fields:
         default = f.default if f.default is not dataclasses.MISSING else (

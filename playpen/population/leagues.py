@@ -69,9 +69,28 @@ class FSPOptions(PopulationOptions):
 
 
 class FictitiousSelfPlay(PopulationPlayPen):
-    """Epoch e: ``learner-e`` (a copy of ``learner-(e-1)``; the first from ``--init-adapter``
-    or fresh) enters and plays snapshots ``learner-0 .. learner-(e-1)``, drawn uniformly or
-    by how often they beat it; only it trains."""
+    """Fictitious self-play with LoRA: the learner against frozen snapshots of its past epochs.
+
+        playpen run fsp -l smol-135m -T 1.0 -L 40 --games adversarial_taboo --epochs 4
+        playpen run fsp -l smol-135m -T 1.0 --opponents hard --init-adapter models/sft+lora/smol-135m/checkpoint-8
+
+    Every player is a LoRA adapter of one copy of the learner's model. Epoch e: ``learner-e``
+    enters as a copy of ``learner-(e-1)`` (the first: ``--init-adapter`` or fresh) and plays
+    ``--matches-per-epoch`` seatings, both seat orders, against the frozen snapshots
+    ``learner-0 .. learner-(e-1)`` drawn by ``--opponents`` (epoch 0 plays itself). Each
+    seating plays ``--instances-per-match`` training instances ``--num-generations`` times (a
+    group: the baseline of its rewards); both adapters' turns are answered in one batched
+    generate per step. Only the new snapshot trains (GRPO's clipped objective, per-seat
+    rewards), then it is frozen. More: docs/populations.md.
+
+    Outputs: ``models/fsp+lora/<learner>/`` holds ``population/`` (``population.json`` and one
+    adapter folder per player: ``playpen tournament -m smol-135m+<folder>`` plays them),
+    ``records/epoch-N/`` (clemcore layout), ``matches.jsonl``, ``metrics.jsonl``,
+    ``ratings.json`` (Elo and OpenSkill after each epoch), ``ratings.png``, ``checkpoint-E``
+    per epoch (E epochs done; ``--resume`` goes on after the last complete one),
+    ``playpen-log.jsonl`` (a line per epoch), ``learning-curve.png`` and ``playpen-run.json``.
+    No held-out evaluation at the end: ``playpen tournament`` or ``playpen eval`` the players.
+    """
 
     config_class = FSPOptions
     kind = "fsp"
@@ -116,10 +135,26 @@ class LeagueOptions(PopulationOptions):
 
 
 class League(PopulationPlayPen):
-    """Each epoch the main agent enters as a copy of its previous self; from epoch 1 a main
-    exploiter (plays the current main agent), from epoch 2 a league exploiter (plays the
-    frozen players, prioritised by how often they beat it). Only entrants train; older
-    players stay as frozen members; exploiters restart each epoch with --reset-exploiters."""
+    """A league with LoRA: a main agent, a main exploiter and a league exploiter on one model.
+
+        playpen run league -l smol-135m -T 1.0 -L 40 --games adversarial_taboo --epochs 4
+        playpen run league -l smol-135m -T 1.0 --main-weights self:0.2,past:0.6,exploiters:0.2
+
+    Every player is a LoRA adapter of one copy of the learner's model. Each epoch new players
+    enter and only they train; every older player stays as a frozen member: ``main-e``, a
+    copy of ``main-(e-1)`` (the first: ``--init-adapter`` or fresh), its seatings dealt by
+    ``--main-weights`` among itself, the frozen players (those that beat the main agents more
+    often come more often) and the exploiters; ``mx-e`` (from epoch 1), the main exploiter,
+    plays only the current main agent; ``lx-e`` (from epoch 2), the league exploiter, plays
+    the frozen players drawn by ``--exploiter-opponents``. Exploiters start afresh each epoch
+    (``--reset-exploiters``) or continue the previous ones (``--no-reset-exploiters``).
+    Seatings, groups and training as ``playpen run fsp`` (its ``--help``).
+
+    Outputs: ``models/league+lora/<learner>/``, as ``playpen run fsp``'s: ``population/``,
+    ``records/epoch-N/``, ``matches.jsonl``, ``metrics.jsonl``, ``ratings.json``,
+    ``ratings.png`` (Elo over epochs), ``checkpoint-E`` per epoch, ``playpen-log.jsonl``,
+    ``learning-curve.png`` and ``playpen-run.json``.
+    """
 
     config_class = LeagueOptions
     kind = "league"

@@ -94,7 +94,28 @@ class RoundPlayer:
 
 
 class ExpertIterationTrainer(BasePlayPen):
-    """Expert iteration with LoRA: imitate the learner's own won episodes, round by round."""
+    """Expert iteration with LoRA: imitate the learner's own won episodes, round by round.
+
+        playpen run expert-iteration -l smol-135m -t programmatic -L 40 --games taboo --roles Guesser \\
+            --init-adapter models/sft+lora/smol-135m/checkpoint-8
+        playpen run expert-iteration -l smol-135m -L 40 --games taboo     # self-play
+        playpen run expert-iteration -l smol-135m --resume                # after Ctrl-C or a crash
+
+    Each of ``--rounds`` rounds plays ``--instances-per-round`` training instances
+    ``--samples-per-instance`` times with the current policy (``-T``; greedy means 1.0), the
+    teacher ``-t`` in the roles the learner does not play (with a teacher, ``--roles`` names
+    the learner's); keeps the learner's own turns of the won episodes (at most ``--top-k``
+    per instance, best scores first; never a partner's turn) and trains
+    ``--max-steps/--rounds`` SFT steps on them, the loss on the tokens the learner generated.
+    The STaR / ReST family: the baseline a method with rewards, references and advantages
+    should beat (module docstring).
+
+    Outputs: ``models/expert-iteration+lora/<learner>[/<teacher>]/`` holds ``checkpoint-N``,
+    each round's kept trajectories ``round-R.jsonl``, ``playpen-log.jsonl``,
+    ``learning-curve.png`` and ``playpen-run.json``; the rounds' episodes are recorded under
+    ``<output_dir>/expert-iteration+lora/<learner>[/<teacher>]/``; the held-out evaluation
+    goes to ``results/<learner>+expert-iteration+lora-[<teacher>-]checkpoint-N/``.
+    """
 
     config_class = ExpertIterationConfig
     kind = "expert-iteration+lora"

@@ -2,8 +2,8 @@
 plays every role) and :class:`GRPOTeacherTrainer` (``playpen run grpo-teacher``: a frozen teacher
 plays the roles the learner does not train). The loss they minimise, every term set by playpen
 (``--loss-type``, ``--epsilon``, ``--scale-rewards``, ``--beta``, ``--baseline``), is written out
-in :mod:`playpen.training.grpo.objective`, with the order in which to read the GRPO files. Their options and outputs:
-``examples/trl/grpo_trainer_lora_sp.py`` and ``grpo_trainer_lora_mp.py``.
+in :mod:`playpen.training.grpo.objective`, with the order in which to read the GRPO files. Each
+class's docstring is its documentation (``playpen run grpo --help``).
 """
 from __future__ import annotations
 
@@ -98,7 +98,33 @@ class _GRPOGamesTrainer(BasePlayPen):
 
 
 class GRPOSelfPlayTrainer(_GRPOGamesTrainer):
-    """GRPO with LoRA; the learner plays every role (self-play)."""
+    """GRPO with LoRA; the learner plays every role (self-play).
+
+        playpen run grpo -l smol-135m -T 1.0 -L 40
+        playpen run grpo -l smol-135m -T 1.0 --init-adapter models/sft+lora/smol-135m/checkpoint-8 --beta 0.05
+        playpen run grpo -l smol-135m -T 1.0 --partners programmatic:0.5,self:0.3,past:0.2
+        playpen run grpo -l smol-135m --resume      # after Ctrl-C or a crash
+
+    Each optimizer step plays ``--groups-per-step`` groups. A group is one training instance
+    and one role, played ``--num-generations`` times; the role's trajectories (token-exact,
+    from the rollout engine) are its rows, trained with that role's reward (one TRL reward
+    function per role: TRL logs ``rewards/role:<R>/mean|std``), normalised within the group.
+    Game-master and partner tokens ride in the completion with ``env_mask = 0``: no loss. In
+    self-play the roles of an instance share its episodes. ``-T`` is the rollouts'
+    temperature (0 becomes 1.0: greedy groups carry no signal), ``-L`` the tokens per turn.
+    With ``--init-adapter`` the KL term's reference is that adapter, kept frozen as a second
+    adapter of the same model. The objective: docs/trainers.md; against collapse to a private
+    protocol and forgetting (``--baseline``, ``--partners``, ``--game-shares``, ``--sft-coef``):
+    the same page.
+
+    Outputs: ``models/grpo+lora/<learner>/selfplay/`` holds ``checkpoint-N`` (the adapter;
+    ``ref/`` and ``past/`` beside it when there is a frozen reference or past snapshot),
+    ``playpen-log.jsonl`` (loss, reward per role, % played, KL, time split, one ``episode``
+    line per episode), ``learning-curve.png`` and ``playpen-run.json``; every episode is
+    recorded in clemcore's layout under ``<output_dir>/grpo+lora/<learner>/selfplay/``
+    (``clem score`` works on it); the held-out evaluation goes to
+    ``results/<learner>+grpo+lora-selfplay-checkpoint-N/``.
+    """
 
     config_class = GRPOSelfPlayConfig
 
@@ -107,7 +133,23 @@ class GRPOSelfPlayTrainer(_GRPOGamesTrainer):
 
 
 class GRPOTeacherTrainer(_GRPOGamesTrainer):
-    """GRPO with LoRA; the learner plays one role, a frozen teacher the others."""
+    """GRPO with LoRA; the learner plays one role, a frozen teacher the others.
+
+        playpen run grpo-teacher -l smol-135m -t programmatic -T 1.0 -L 40
+        playpen run grpo-teacher -l smol-135m -t my-remote --roles "Instruction Giver"
+        playpen run grpo-teacher -l smol-135m -t programmatic --resume
+
+    The teacher ``-t`` is any registered model, never trained: a local HF model (its turns
+    batched with the learner's), ``programmatic`` (the games' own competent players) or a
+    remote OpenAI-compatible model from key.json (called concurrently). A group is one
+    training instance played ``--num-generations`` times with the learner in one role
+    (``--roles``; default: each role in turn, each with its own group). Everything else, the
+    masking and the options, is ``playpen run grpo``'s (its ``--help``).
+
+    Outputs: as ``playpen run grpo``'s, in ``models/grpo+lora/<learner>/<teacher>/`` and
+    ``<output_dir>/grpo+lora/<learner>/<teacher>/``; the held-out evaluation (the teacher in
+    the other roles) in ``results/<learner>+grpo+lora-<teacher>-checkpoint-N/``.
+    """
 
     config_class = GRPOTeacherConfig
 

@@ -1,6 +1,6 @@
 """The proposer-solver hierarchy (games ``arith_proposer`` and ``arith_solver``) as a
 :class:`~playpen.rollouts.hierarchy.HierarchicalTask`, its instance store, and the TRL
-``rollout_func`` of ``examples/trl/hierarchical_grpo_trainer_lora.py``.
+``rollout_func`` of :class:`~playpen.training.hierarchy.trainer.HierarchicalGRPOTrainer`.
 
 Level 0, ``proposer``: the Proposer writes a problem from its instance's numbers. Level 1,
 ``solver``: ``num_solvers`` episodes of ``arith_solver`` on that problem (one GRPO group).

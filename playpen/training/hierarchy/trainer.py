@@ -1,7 +1,7 @@
 """Hierarchical GRPO with LoRA on proposer-solver (``playpen run hierarchical-grpo``): the learner
 proposes arithmetic problems and solves them; a proposal is rewarded by how close its solvers
-come to solving half. Options and outputs: ``examples/trl/hierarchical_grpo_trainer_lora.py``
-and docs/hierarchical.md.
+come to solving half. :class:`HierarchicalGRPOTrainer`'s docstring is its documentation
+(``playpen run hierarchical-grpo --help``); the rollout: docs/hierarchical.md.
 """
 from __future__ import annotations
 
@@ -78,7 +78,35 @@ class HierarchicalGRPOConfig(HierarchicalOptions, GRPOStepOptions, LoraOptions, 
 
 
 class HierarchicalGRPOTrainer(BasePlayPen):
-    """GRPO with LoRA over the proposer-solver hierarchy."""
+    """GRPO with LoRA over the proposer-solver hierarchy: propose arithmetic problems, solve them.
+
+        playpen run hierarchical-grpo -l smol-135m -T 1.0 -L 40
+        playpen run hierarchical-grpo -l smol-135m --solver programmatic --role-baselines Proposer:running
+        playpen run hierarchical-grpo -l smol-135m --rubric proposer-rubric.json
+        playpen run hierarchical-grpo -l smol-135m --resume     # after Ctrl-C or a crash
+
+    Each optimizer step takes ``--proposer-groups`` training instances of ``arith_proposer``
+    (numbers to build a problem from), each played ``--num-generations`` (G) times; every
+    proposal with a valid problem starts G ``arith_solver`` episodes on it in the same batched
+    loop (docs/hierarchical.md). The proposer's reward is 1 - |2 r - 1| (r: the share of its
+    solver episodes won), the solvers' the game's outcome reward. A proposal without a valid
+    problem keeps its game reward and its solvers get a problem from the instance store
+    (problems earlier proposals got half-solved), else from the solver game's training
+    instances. The step trains one group of G proposals per proposer instance and, with
+    ``--solver self``, the G solver groups of its proposals (``--credit hierarchical``:
+    groups by level, episode type, role and group); ``--solver programmatic`` or a registered
+    model: frozen solvers, only the proposer trains. A ``--rubric`` for ``arith_proposer``
+    replaces the proposer's reward: keep a term of kind ``reward`` (1 - |2 r - 1|) and add to it.
+
+    Outputs: ``models/hierarchical-grpo+lora/<learner>/<solver>/`` holds ``checkpoint-N``,
+    ``instance-store.json`` (resumed with the run), ``playpen-log.jsonl``
+    (``reward/<level>/<role>/mean``, ``advantage/<level>/<role>/mean``,
+    ``hierarchy/solve_rate``, ``store/size``, ...), ``learning-curve.png`` and
+    ``playpen-run.json``; records under ``<output_dir>/hierarchical-grpo+lora/<learner>/<solver>/``
+    (one run folder per step, every episode scorable by ``clem score``; a proposer's
+    episode.json links its solver episodes); the held-out evaluation of both games in
+    ``results/<learner>+hierarchical-grpo+lora-<solver>-checkpoint-N/``.
+    """
 
     config_class = HierarchicalGRPOConfig
 

@@ -1,6 +1,7 @@
 """The stage pipeline trainer (``playpen run pipeline --stages sft,dpo``): packaged trainers one
-after another, each from the adapter the previous stage ended with. Options and outputs:
-``examples/trl/pipeline_trainer_lora.py``; the stages' bookkeeping: :mod:`playpen.training.pipeline`.
+after another, each from the adapter the previous stage ended with. :class:`PipelineTrainer`'s
+docstring is its documentation (``playpen run pipeline --help``); the stages' bookkeeping:
+:mod:`playpen.training.pipeline`.
 """
 from __future__ import annotations
 
@@ -21,7 +22,36 @@ class PipelineConfig(stages.PipelineOptions, RunConfig):
 
 
 class PipelineTrainer(BasePlayPen):
-    """Stages of packaged trainers, each from the previous stage's adapter."""
+    """Stages of packaged trainers, each from the previous stage's adapter.
+
+        playpen run pipeline -l smol-135m -L 40 --stages sft,spin,dpo,grpo --stage-steps 8,4,4,2 --games referencegame
+        playpen run pipeline -l smol-135m -t programmatic --stages sft,dpo --stage-steps 8,4 \\
+            --stage-options 'dpo: --beta 0.2 --roles "Instruction Follower"'
+        playpen run pipeline -l smol-135m -L 40 --stages sft,spin,dpo,grpo --stage-steps 8,4,4,2 --resume
+
+    ``--stages`` names the trainers in the order to run them, any order and any number (a
+    name may repeat): ``sft``, ``spin``, ``dpo``, ``self-rewarding``, ``grpo`` (``grpo-teacher``
+    with ``-t``, self-play without), ``spag``. The first starts from ``--init-adapter`` or a
+    fresh adapter, every later one from the adapter the previous stage ended with. Shared
+    options go to every stage that has them (``--games``, ``--train-instances``,
+    ``--max-steps`` or ``--stage-steps`` (one per stage), ``--learning-rate``,
+    ``--save-steps``, ``--save-total-limit``, ``--report-to``; unset: each stage's own
+    default); ``--stage-options 'dpo: ...; grpo: ...'`` sets options of single stages. Each
+    stage runs its own trainer in this process (a fresh copy of the learner after the first)
+    without its own evaluation. ``--resume`` skips the finished stages and continues the one
+    that stopped (a Ctrl-C, a crash, a round without pairs) from its last complete checkpoint,
+    or its start; ``--stage-options`` may change between the runs, ``--stages`` may not;
+    ``--overwrite`` starts over. Checked before any model loads, one line each: an unknown
+    stage, a stage option its trainer does not know, ``--stage-options`` for a stage not in
+    ``--stages``, ``--stage-steps`` of the wrong length, an adapter of another base model, a
+    stage without ``--init-adapter`` after another, ``--resume`` without a pipeline state.
+
+    Outputs: ``models/pipeline/<learner>/<stage>-<stage>-.../`` holds each stage's own models
+    folder (``1-sft/sft+lora/<learner>/checkpoint-N``, ``2-dpo/...``: its log, curve and
+    ``playpen-run.json`` where that trainer puts them) and ``pipeline-state.json`` (the
+    finished stages and their adapters, written atomically before and after every stage);
+    the last adapter's held-out evaluation goes to ``results/<learner>+pipeline-<stages>/``.
+    """
 
     config_class = PipelineConfig
 

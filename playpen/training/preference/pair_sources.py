@@ -1,5 +1,5 @@
 """DPO from games: where the pairs of a round come from (the data half of
-examples/trl/dpo_trainer_lora.py; :mod:`playpen.training.preference` trains on them).
+``playpen run dpo``; :mod:`playpen.training.preference` trains on them).
 
 ``--source branching`` plays training instances with the current policy, forks every
 episode at a learner turn (``--fork-turns``; 0 = the first move) into ``--branches``

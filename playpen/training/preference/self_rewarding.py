@@ -1,5 +1,5 @@
 """Self-rewarding over games (after Yuan et al. 2024): the data half of
-examples/trl/self_rewarding_trainer_lora.py; :mod:`playpen.training.preference` trains.
+``playpen run self-rewarding``; :mod:`playpen.training.preference` trains.
 
 Each round plays ``--pair-instances`` training instances per role with the policy the
 round starts from (the teacher ``-t`` in the other roles, or the learner itself), takes

@@ -1,5 +1,5 @@
 """SPIN (self-play fine-tuning, Chen et al. 2024) over games: the data half of
-examples/trl/spin_trainer_lora.py.
+``playpen run spin`` (:class:`~playpen.training.preference.trainer.SPINTrainer`).
 
 Each round samples ``--pairs-per-round`` demonstration turns — the assistant turns of
 won episodes by the games' programmatic players (``--demo-model``, or any registered

@@ -1,7 +1,6 @@
 """The SFT trainers: LoRA adapters (:class:`SFTLoraTrainer`, ``playpen run sft``) or every
 parameter (:class:`SFTSimpleTrainer`, ``playpen run sft-full``) on won episodes, the loss on
-the assistant turns only. Their options and outputs: ``examples/trl/sft_trainer_lora.py``
-and ``sft_trainer_simple.py``.
+the assistant turns only. Each class's docstring is its documentation (``playpen run sft --help``).
 """
 from __future__ import annotations
 
@@ -58,7 +57,27 @@ def supervised_run(trainer: BasePlayPen):
 
 
 class SFTLoraTrainer(BasePlayPen):
-    """SFT with LoRA adapters on won episodes (assistant-only loss)."""
+    """SFT with LoRA adapters on won episodes (assistant-only loss).
+
+        playpen run sft -l smol-135m --games referencegame,wordle --max-steps 8
+        playpen run sft -l smol-135m --dataset my_episodes.jsonl
+        playpen run sft -l smol-135m --resume     # after Ctrl-C or a crash
+
+    Data (first that applies): ``--dataset FILE`` (JSON lines of {messages, meta}),
+    ``--records DIR`` (any clemcore results or playpen records folder), else the games' training
+    instances played by ``--demo-model`` (default: the games' programmatic players) into
+    ``<output_dir>/demonstrations/``; ``--outcomes`` (default: success) and ``--roles`` (default:
+    all) pick the episodes. The loss covers the assistant turns only: the masks come from the chat
+    template's renders of the conversation's prefixes (any template whose prefixes render as
+    prefixes, SmolLM2's included, which TRL's ``assistant_only_loss`` cannot patch) and reach
+    SFTTrainer as ``assistant_masks``. With LoRA, activations are checkpointed.
+
+    Outputs: ``models/sft+lora/<learner>/`` holds ``checkpoint-N`` (the adapter only),
+    ``playpen-log.jsonl``, ``learning-curve.png`` and ``playpen-run.json``; the held-out
+    evaluation goes to ``results/<learner>+sft+lora-checkpoint-N/``. Play the adapter later
+    with ``playpen eval -m LEARNER --adapter models/sft+lora/<learner>/checkpoint-N`` or
+    ``playpen register NAME models/sft+lora/<learner>``.
+    """
 
     config_class = SFTLoraConfig
     kind = "sft+lora"
@@ -93,7 +112,20 @@ class SFTLoraTrainer(BasePlayPen):
 
 
 class SFTSimpleTrainer(BasePlayPen):
-    """Full fine-tuning on won episodes (assistant-only loss)."""
+    """Full fine-tuning on won episodes (assistant-only loss).
+
+        playpen run sft-full -l smol-135m --games referencegame,wordle --max-steps 8
+        playpen run sft-full -l smol-135m --dataset my_episodes.jsonl
+        playpen run sft-full -l smol-135m --resume     # after Ctrl-C or a crash
+
+    Data and loss as for ``playpen run sft`` (its ``--help``).
+
+    Outputs: ``models/sft/<learner>/`` holds ``checkpoint-N`` (the full model with its
+    tokenizer: register it as a ``huggingface_id``), ``playpen-log.jsonl``,
+    ``learning-curve.png`` and ``playpen-run.json``; the held-out evaluation goes to
+    ``results/<learner>+sft-checkpoint-N/`` (its before side loads the base model again by
+    name: a full fine-tune has no adapter to switch off).
+    """
 
     config_class = SFTSimpleConfig
     kind = "sft"

@@ -1,8 +1,8 @@
 """SPAG with LoRA on adversarial_taboo (``playpen run spag``): imitation with a KL term, then
 epochs of self-play and offline policy optimisation; the phase loop of the run
 (:class:`~playpen.training.spag.phases.SpagRun` holds each phase's steps and checkpoints,
-inside playpen's one training lifecycle). Options and outputs:
-``examples/trl/spag_trainer_lora.py``.
+inside playpen's one training lifecycle). :class:`SPAGTrainer`'s docstring is its
+documentation (``playpen run spag --help``).
 """
 from __future__ import annotations
 
@@ -33,7 +33,49 @@ class SPAGConfig(objective.SPAGOptions, DemonstrationOptions, LoraOptions, Optim
 
 
 class SPAGTrainer(BasePlayPen):
-    """SPAG with LoRA: imitation with KL, then self-play epochs of offline policy optimisation."""
+    """SPAG with LoRA: imitation with KL, then self-play epochs of offline policy optimisation.
+
+        playpen run spag -l smol-135m -T 1.0 -L 40 --epochs 2 --episodes-per-epoch 32
+        playpen run spag -l smol-135m -t programmatic --imitation-steps 0 \\
+            --init-adapter models/sft+lora/smol-135m/checkpoint-8     # evaluated against -t
+        playpen run spag -l smol-135m --epochs 3 --resume             # after a run of 2: SPAG-3 only
+
+    Cheng et al., "Self-playing Adversarial Language Game Enhances LLM Reasoning", on
+    ``adversarial_taboo`` (playpen/games/builtin/taboo/README.md). Two phases, their steps
+    numbered as one run:
+
+    1. Imitation (``--imitation-steps``; 0 skips it): the SFT loss on demonstrations (as for
+       ``playpen run sft``; each role's turns only from episodes it won, ``--imitate-winners``,
+       read from the episodes' ``<Role> Win`` keys) plus ``--imitation-kl`` x KL(policy ||
+       reference) over the vocabulary, the reference being the model with the adapter disabled.
+    2. ``--epochs`` epochs (phases ``SPAG-1`` ... ``SPAG-N``): the learner plays both roles on
+       ``--episodes-per-epoch`` sampled training instances (``-T``, 0 means 1.0); each side of
+       an episode is one sample rewarded by its role's outcome (``--win-reward``,
+       ``--tie-reward``, ``--lose-reward``; ``--abort-reward`` for the role that broke the
+       format, the tie reward for the other). ``--max-steps`` steps of ``--batch-size``
+       samples minimise per sample ``-mean_t min(rho_t A, clip(rho_t, 1 - eps, 1 + eps) A)``,
+       rho_t = pi/pi_ref (``--clip`` eps), A = r - ``--beta`` x KL (the sample's mean
+       log-ratio, no gradient); pi_ref's log-probabilities are computed once as the epoch
+       starts, by the policy that played it (``--spag-reference behaviour``) or the base
+       (``base``). Only winners' samples by default (``--no-winners-only`` keeps all), every
+       role weighing half (``--role-balance``: weight N / (roles x samples of its role));
+       ``--sft-coef`` adds that weight x the SFT loss on the imitation data. An epoch without a
+       sample keeps the adapter and says so.
+
+    One AdamW state and learning-rate schedule run through all phases, gradients clipped to
+    ``--max-grad-norm``. Ctrl-C inside a phase saves a checkpoint after the current step (in
+    an epoch with its samples, rewards and reference log-probabilities, ``samples.pt``):
+    ``--resume`` goes on there without new self-play; a crash loses the phase it was in.
+
+    Outputs: ``models/spag+lora/<learner>/`` holds ``checkpoint-N`` at each phase's end (N its
+    last step; ``trainer_state.json`` names the phase), ``playpen-run.json`` (the checkpoints
+    under ``phases``), ``playpen-log.jsonl`` (per step: ``spag/phase``, ``train/loss``,
+    ``train/kl``, ``spag/advantage_mean``, ``spag/clipped_fraction``,
+    ``spag/samples[/<role>]``, ``spag/win_rate/<role>``, ``reward/<role>/mean``, ...) and
+    ``learning-curve.png``; self-play episodes under ``<output_dir>/spag+lora/<learner>/``; the
+    last adapter's held-out evaluation (self-play, or the Attacker against ``-t``) in
+    ``results/<learner>+spag+lora-checkpoint-N/``.
+    """
 
     config_class = SPAGConfig
     data_parallel = False  # its loop is its own: one process (TrainingRun.loop)
