@@ -4,6 +4,7 @@
     playpen run examples/trl/sft_trainer_lora.py -l smol-135m --games referencegame,wordle --max-steps 8
     playpen run examples/trl/sft_trainer_lora.py -l smol-135m --dataset my_episodes.jsonl
     playpen run examples/trl/sft_trainer_lora.py -l smol-135m --resume     # after Ctrl-C or a crash
+    playpen run examples/trl/sft_trainer_lora.py -l smol-135m --games taboo --dev-every 20 --dev-patience 2 --dev-splits FILE
 
 Data (first that applies): ``--dataset FILE`` (JSON lines of {messages, meta}), ``--records
 DIR`` (clemcore results / playpen records), else the games' training instances played
