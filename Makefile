@@ -38,7 +38,7 @@ test-slow: setup
 
 benchmarks: setup
 	$(PY) benchmarks/rollouts.py
-	$(PY) benchmarks/learning.py
+	$(PY) benchmarks/protocol.py
 
 clean:
 	rm -rf $(VENV) models results playpen-records .pytest_cache

@@ -1,4 +1,8 @@
-"""One held-out comparison of every learning method, run in parts and cached.
+"""Superseded by benchmarks/protocol.py (dev/test splits, a warm-up to convergence, equal budget in
+training examples, >= 3 seeds, exact paired tests); kept to reproduce its published files
+(``results/learning-*.json``, ``learning-comparison.md``).
+
+One held-out comparison of every learning method, run in parts and cached.
 
     python benchmarks/learning.py                                # every method not cached yet
     python benchmarks/learning.py --methods sft,dpo-branch,spin  # some methods (the warm-up as needed)

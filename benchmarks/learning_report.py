@@ -1,4 +1,8 @@
-"""The comparison's table, target checks and PNG, built only from the cached method results
+"""Superseded with benchmarks/learning.py by benchmarks/protocol.py and protocol_report.py (exact
+sign-flip p and clustered intervals of playpen.evaluation.statistics instead of the paired
+bootstrap below); kept to rebuild learning.py's published files.
+
+The comparison's table, target checks and PNG, built only from the cached method results
 (``learning-<method>.json``) so that they can be rebuilt at any time, on any machine."""
 from __future__ import annotations
 

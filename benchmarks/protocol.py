@@ -7,6 +7,8 @@
     python benchmarks/protocol.py --add-only --add-settings taboo/self-play        # a setting added after selection
     python benchmarks/protocol.py --drift-only --seeds 1                           # drift on the warm-up's replies
 
+The methods are data, ``benchmarks/protocol-methods.json``: edit an entry or add one and rerun.
+
 Per seed: an SFT-LoRA warm-up on the programmatic players' won training episodes, trained
 in chunks of ``--warmup-chunk`` steps until its dev score stops improving
 (``--warmup-patience`` chunks without a gain; the best chunk is kept): every method starts
@@ -77,9 +79,7 @@ SETTINGS = (
                     primary=False),
 )
 GAMES = "taboo,privateshared,arith_solver,referencegame"
-PRIMARY_GAMES = "taboo,privateshared,arith_solver"
 LEARNER_ROLE = {"taboo": "Guesser", "privateshared": "Answerer", "arith_solver": "Solver"}
-LEARNER_ROLES = ",".join(LEARNER_ROLE.values())
 
 
 @dataclass(frozen=True)
@@ -95,73 +95,36 @@ class Method:
     description: str = ""
 
 
-SFT_DATA = dict(games=GAMES, batch_size=8, max_length=768, learning_rate=2e-4)
-METHODS = {
-    WARM_UP: Method("sft", SFT_DATA, trains=tuple(GAMES.split(",")),
-                    description="SFT-LoRA on the programmatic players' won training episodes, until dev stops improving"),
-    CONTROL: Method("sft", SFT_DATA, trains=tuple(GAMES.split(",")),
-                    description="the warm-up's SFT continued for the budget: the imitation control"),
-    "expert-iteration": Method("expert-iteration",
-                               dict(games=PRIMARY_GAMES, roles=LEARNER_ROLES, rounds=4, instances_per_round=24,
-                                    samples_per_instance=4, batch_size=8, max_length=768, learning_rate=1e-4),
-                               teacher="programmatic", trains=tuple(PRIMARY_GAMES.split(",")), temperature=1.0,
-                               description="expert iteration: the learner's own won episodes with the programmatic "
-                                           "partners, 4 rounds"),
-    "expert-iteration-selfplay": Method("expert-iteration",
-                                        dict(games="taboo", rounds=4, instances_per_round=24, samples_per_instance=4,
-                                             batch_size=8, max_length=768, learning_rate=1e-4),
-                                        trains=("taboo",), temperature=1.0,
-                                        description="expert iteration in taboo self-play: both roles the learner's"),
-    "spin": Method("spin", dict(games=PRIMARY_GAMES, roles=LEARNER_ROLES, rounds=3,
-                                                pairs_per_round=32, batch_size=4, learning_rate=5e-5),
-                   trains=tuple(PRIMARY_GAMES.split(",")),
-                   description="SPIN: demonstration turns chosen, the learner's own rejected, 3 rounds"),
-    "dpo-branch": Method("dpo", dict(games=PRIMARY_GAMES, source="branching", roles=LEARNER_ROLES,
-                                                     fork_turns="0", branches=4, pair_instances=8, batch_size=4,
-                                                     learning_rate=5e-5),
-                         teacher="programmatic", trains=tuple(PRIMARY_GAMES.split(",")),
-                         description="DPO on first-move branches finished by the programmatic partner"),
-    "self-rewarding-game": Method("self-rewarding",
-                                  dict(games=PRIMARY_GAMES, roles=LEARNER_ROLES, rounds=2, reward="game",
-                                       batch_size=4),
-                                  teacher="programmatic", trains=tuple(PRIMARY_GAMES.split(",")),
-                                  description="self-rewarding with the game's reward: best vs worst candidate -> DPO"),
-    "grpo-partner": Method("grpo-teacher", dict(games=PRIMARY_GAMES, roles=LEARNER_ROLES,
-                                                           num_generations=8, groups_per_step=2, beta=0.0,
-                                                           learning_rate=2e-4),
-                           teacher="programmatic", trains=tuple(PRIMARY_GAMES.split(",")), temperature=1.0,
-                           description="GRPO in the learner's roles with the programmatic partners"),
-    "grpo-selfplay-sft": Method("grpo", dict(games="taboo", num_generations=8, groups_per_step=2,
-                                                                beta=0.02, learning_rate=2e-4, baseline="running",
-                                                                sft_coef=1.0, sft_batch=8),
-                                trains=("taboo",), temperature=1.0,
-                                description="GRPO in taboo self-play with a running baseline, KL to the warm-up "
-                                            "and a supervised anchor"),
-}
-# the CPU's budget: half the episodes per round (12 instances x 4 samples), the rest as above
-METHODS["expert-iteration-12x4"] = replace(
-    METHODS["expert-iteration"], options={**METHODS["expert-iteration"].options, "instances_per_round": 12},
-    description="expert iteration as above with half the episodes per round (12 instances x 4 samples)")
-# the rule-keeping describer (added after the taboo self-play records: its describer breaks the
-# taboo rule in ~70 % of episodes): the learner describes, the programmatic guesser guesses; its
-# own clues of the episodes the guesser won are imitated. Fixed before it ran; tested once.
-METHODS["expert-iteration-describer"] = replace(
-    METHODS["expert-iteration"], options={**METHODS["expert-iteration"].options, "games": "taboo",
-                                          "roles": "Describer"},
-    trains=("taboo",), description="expert iteration as the taboo describer with the programmatic guesser: "
-                                   "its own clues of won episodes, 4 rounds")
+METHODS_FILE = Path(__file__).with_name("protocol-methods.json")
+METHOD_KEYS = {"trainer", "options", "teacher", "trains", "temperature", "description", "note"}
 
-# the trust checks (issue 39), fixed before they ran. A null update: expert iteration as the
-# describer (the arm that fell furthest below its start without training the tested role) at
-# learning rate 0, one round: its test episodes must be the warm-up's, item for item.
-METHODS["null-expert-iteration-describer"] = replace(
-    METHODS["expert-iteration-describer"],
-    options={**METHODS["expert-iteration-describer"].options, "learning_rate": 0.0, "rounds": 1},
-    description="expert iteration as the describer at learning rate 0, one round: must reproduce the warm-up")
-# the role-matched control: continued SFT on the taboo guesser's demonstrations only, the same
-# rows and steps as the arms (does imitation of the tested role alone also fall? then drift)
-METHODS["role-matched-sft"] = Method("sft", dict(SFT_DATA, games="taboo", roles="Guesser"), trains=("taboo",),
-                                     description="the warm-up's SFT continued on taboo guesser demonstrations only")
+
+def load_methods(path: Path = METHODS_FILE) -> dict[str, Method]:
+    """name -> Method from the methods file (a user edits it and reruns; ``note`` says why an
+    entry exists and is not read). A malformed entry stops the run naming the file and entry."""
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))["methods"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"protocol.py: {path}: not a methods file ({type(e).__name__}: {e})") from e
+    methods = {}
+    for name, entry in entries.items():
+        unknown = set(entry) - METHOD_KEYS if isinstance(entry, dict) else None
+        if unknown is None or unknown or not isinstance(entry.get("trainer"), str) \
+                or not isinstance(entry.get("options", {}), dict):
+            raise SystemExit(f"protocol.py: {path}: method '{name}': expected an object with a trainer, options "
+                             f"and {', '.join(sorted(METHOD_KEYS - {'trainer', 'options'}))}"
+                             + (f" (unknown: {', '.join(sorted(unknown))})" if unknown else ""))
+        methods[name] = Method(entry["trainer"], dict(entry.get("options", {})), entry.get("teacher"),
+                               tuple(entry.get("trains", ())), entry.get("temperature", 0.7),
+                               entry.get("description", ""))
+    missing = {WARM_UP, CONTROL} - set(methods)
+    if missing:
+        raise SystemExit(f"protocol.py: {path}: the warm-up and the control must be methods "
+                         f"(missing: {', '.join(sorted(missing))})")
+    return methods
+
+
+METHODS = load_methods()
 
 
 # ----------------------------------------------------------------------------- configuration

@@ -157,6 +157,30 @@ def test_a_selection_narrows_the_games_and_joins_the_fingerprint(bench):
         protocol.method_of("expert-iteration-selfplay", SimpleNamespace(settings=(), train_games=("privateshared",)))
 
 
+def test_every_method_of_the_methods_file_builds_a_valid_trainer_config(bench, tmp_path):
+    """protocol-methods.json: each entry's trainer is packaged and its options make a config that
+    passes the trainer's own checks (as configure() builds it, budget and run folder added)."""
+    protocol = bench["protocol"]
+    args = SimpleNamespace(quick=False, budget_examples=512, learner="smol-135m")
+    assert {protocol.WARM_UP, protocol.CONTROL} <= set(protocol.METHODS) and len(protocol.METHODS) > 2
+    for name, method in protocol.METHODS.items():
+        cls, config, options = protocol.configure(name, method, args, tmp_path / name, None, None)
+        assert set(method.trains) <= set(config.game_list), name
+        assert options["max_steps"] >= 1 and all(getattr(config, k) == v for k, v in method.options.items()), name
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("{oops", "not a methods file"),
+    ('{"methods": {"sft": {"trainer": "sft", "option": {}}}}', "method 'sft': expected an object"),
+    ('{"methods": {"sft": {"trainer": "sft"}}}', "missing: continued-sft"),
+])
+def test_a_malformed_methods_file_is_refused_naming_file_and_entry(bench, tmp_path, text, expected):
+    path = tmp_path / "methods.json"
+    path.write_text(text)
+    with pytest.raises(SystemExit, match=expected):
+        bench["protocol"].load_methods(path)
+
+
 def test_the_describer_configuration_learns_the_describer_with_the_programmatic_guesser(bench, tmp_path):
     """expert-iteration-describer: the selection keeps its role (it is taboo's Describer, not a
     learner role the narrowing drops), the programmatic partner guesses, and the budget's 128

@@ -205,6 +205,7 @@ def item_scores(run_dir: str | Path) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for s in read_episode_scores(Path(run_dir)):
         game_id = s["episode"].rpartition("_")[2]  # instance_<game_id> (clemcore), episode_<n> before it
+        game_id = str(int(game_id)) if game_id.isdigit() else game_id  # as a splits file names it: 00003 -> 3
         main = s["Main Score"]
         played = not s["Aborted"] and isinstance(main, (int, float)) and not math.isnan(main)
         out.setdefault(s["game"], {})[f"{s['experiment']}/{game_id}"] = float(main) if played else 0.0

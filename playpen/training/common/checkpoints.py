@@ -100,14 +100,15 @@ def remove_partial(run_dir: str | Path) -> list[str]:
     return removed
 
 
-def rotate_checkpoints(run_dir: str | Path, keep: Optional[int]) -> list[str]:
-    """Keep the `keep` newest complete checkpoints (by step), remove older ones and any
-    incomplete folder; call only right after a new checkpoint became complete. `keep`
-    None or < 1: keep all. Returns the names removed."""
+def rotate_checkpoints(run_dir: str | Path, keep: Optional[int], spare: Optional[Path] = None) -> list[str]:
+    """Keep the `keep` newest complete checkpoints (by step) and `spare` (the best one so far
+    of a run that stops on a dev split), remove older ones and any incomplete folder; call
+    only right after a new checkpoint became complete. `keep` None or < 1: keep all.
+    Returns the names removed."""
     removed = remove_partial(run_dir)
     if keep is None or keep < 1:
         return removed
-    complete = checkpoints(run_dir)
+    complete = [path for path in checkpoints(run_dir) if spare is None or path.name != Path(spare).name]
     for path in complete[:max(0, len(complete) - keep)]:
         remove_checkpoint(path)
         removed.append(path.name)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from playpen.errors import PlaypenError
+from playpen.errors import PlaypenError, TrainingSetupError
 
 TRACKERS = ("none", "tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "clearml", "dvclive")
 
@@ -91,6 +91,8 @@ _RULES = {
     "sft_coef": (lambda v: v >= 0, "a number >= 0"),
     "sft_batch": (lambda v: v >= 1, "an integer >= 1"),
     "clip": (lambda v: 0 < v < 1, "a number in (0, 1)"),
+    "dev_every": (lambda v: v >= 0, "an integer >= 0 (0 = no dev evaluation during the run)"),
+    "dev_patience": (lambda v: v >= 0, "an integer >= 0 (0 = never stop early: train --max-steps, keep the best)"),
     "report_to": (lambda v: all(t in TRACKERS for t in split_list(v) or ["none"]),
                   "none or a comma-separated list of " + ", ".join(TRACKERS[1:])),
     "games": (lambda v: bool(split_list(v)), "one or more game names, comma-separated"),
@@ -191,3 +193,25 @@ class DemonstrationOptions:
     batch_size: int = option(8, "conversations per optimizer step (per device)")
     gradient_accumulation_steps: int = option(1, "micro-batches per step")
     max_length: int = option(1024, "tokens per conversation (longer: truncated)")
+
+
+@dataclass
+class DevOptions:
+    """Early stopping on a dev split (:mod:`~playpen.training.common.dev_stopping`): every
+    ``--dev-every`` steps the dev items of ``--dev-splits`` are played; the best chunk wins."""
+
+    dev_every: int = option(0, "every N steps: save, play the dev items of --dev-splits greedily and keep the best "
+                               "checkpoint (0 = off)")
+    dev_patience: int = option(0, "stop after P dev evaluations in a row without a better dev mean "
+                                  "(0 = never stop early; needs --dev-every)")
+    dev_splits: str = option("", "a splits file naming each game's dev items (as `playpen eval --splits`; "
+                                 "needs --dev-every)")
+
+    def validate(self) -> None:
+        super().validate()
+        if not self.dev_every and (self.dev_patience or self.dev_splits):
+            raise TrainingSetupError("--dev-patience and --dev-splits need --dev-every N (the steps between "
+                                     "dev evaluations)")
+        if self.dev_every and not self.dev_splits:
+            raise TrainingSetupError("--dev-every needs --dev-splits FILE: the dev items of each game "
+                                     "({\"games\": {GAME: {\"dev\": [...]}}}, docs/evaluation.md)")

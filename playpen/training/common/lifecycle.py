@@ -25,6 +25,7 @@ from playpen.files import FolderLock, write_json
 from playpen.training.common.checkpoints import (checkpoint_step, checkpoints, latest_checkpoint,  # noqa: F401
                                                  read_state, remove_checkpoint, remove_partial, resume_checkpoint,
                                                  truncate_log)
+from playpen.training.common.dev_stopping import DevStopping
 from playpen.training.common.final_evaluation import FinalEvaluation
 from playpen.training.common.finite import NonFiniteGuard
 from playpen.training.common.memory import memory_metrics, prepare_for_training, release_memory, reset_peak
@@ -175,6 +176,7 @@ class TrainingRun:
         self.interrupt = GracefulInterrupt()
         self.guard = NonFiniteGuard()  # an own loop's steps: its Optimization drops non-finite ones
         self.checkpoint: Optional[Path] = None
+        self.dev: Optional[DevStopping] = None
         self.started = time.time()
         if isinstance(getattr(trainer, "runs", None), list):
             trainer.runs.append(self)
@@ -208,15 +210,24 @@ class TrainingRun:
                 break
         self._created = None
 
-    def trainer_callback(self, extra_metrics: Optional[callable] = None, stop_when: Optional[callable] = None):
-        """The ``TrainerCallback`` for the TRL trainer (see :func:`make_trainer_callback`)."""
-        return make_trainer_callback(self.trainer.callbacks, self.run_dir, self.interrupt, extra_metrics, stop_when)
+    def trainer_callback(self, extra_metrics: Optional[callable] = None, stop_when: Optional[callable] = None,
+                         dev_learner: Any = None):
+        """The ``TrainerCallback`` for the TRL trainer (see :func:`make_trainer_callback`). With
+        `dev_learner` (the learner, when the config's ``--dev-every`` is on) the run stops on its
+        dev split (:class:`~playpen.training.common.dev_stopping.DevStopping`)."""
+        if dev_learner is not None and getattr(self.trainer.config, "dev_every", 0):
+            self.dev = DevStopping(self.trainer.config, dev_learner, self.run_dir, self.eval_prefix, self.resume_from)
+        return make_trainer_callback(self.trainer.callbacks, self.run_dir, self.interrupt, extra_metrics, stop_when,
+                                     self.dev)
 
     def train(self, trl_trainer) -> Optional[Path]:
         """``trl_trainer.train()``, from the checkpoint to resume from if any; the first Ctrl-C
-        saves a checkpoint and stops. Returns the last complete checkpoint."""
-        return self._run(lambda: trl_trainer.train(resume_from_checkpoint=self.resume_from),
-                         self.trainer.config.max_steps)
+        saves a checkpoint and stops. Returns the last complete checkpoint, or with a dev split
+        the best one (its weights put back into the model)."""
+        self._run(lambda: trl_trainer.train(resume_from_checkpoint=self.resume_from), self.trainer.config.max_steps)
+        if self.dev is not None and not self.interrupt.requested:
+            self.checkpoint = self.dev.restore(trl_trainer.model, self.checkpoint) or self.checkpoint
+        return self.checkpoint
 
     def _run(self, work: Callable[[], Any], total_steps: int) -> Optional[Path]:
         """`work()` inside the signal handler, between ``on_learn_start`` and ``on_learn_end``
@@ -299,6 +310,8 @@ class TrainingRun:
             summary["partner"] = partner
         summary.update(config=asdict(cfg), checkpoint=str(self.checkpoint), **details,
                        train_seconds=round(time.time() - self.started, 1), interrupted=self.interrupt.requested)
+        if self.dev is not None:
+            summary.update(self.dev.summary())
         if self.interrupt.requested:
             trainer.interrupted_by = self.interrupt.signum
             summary["signal"] = signal.Signals(self.interrupt.signum).name

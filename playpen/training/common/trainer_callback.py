@@ -58,7 +58,8 @@ def rename_metrics(logs: dict) -> dict:
 
 def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
                           interrupt: Optional[Any] = None,
-                          extra_metrics: Optional[callable] = None, stop_when: Optional[callable] = None):
+                          extra_metrics: Optional[callable] = None, stop_when: Optional[callable] = None,
+                          dev: Optional[Any] = None):
     """A transformers ``TrainerCallback`` that forwards every logged step to playpen's
     callbacks and to ``<run_dir>/playpen-log.jsonl``, adds ``train/tokens_per_s``, the CPU
     seconds since the previous step (``time/cpu_s``) and the
@@ -69,7 +70,10 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
     A step whose gradients are not finite is dropped before the optimizer step
     (:class:`~playpen.training.common.finite.NonFiniteGuard`: ``train/skipped_steps``; 3 in a row
     save and stop). ``stop_when()``, asked after every logged step, returns why the run cannot
-    learn (one line, printed; the run saves and stops) or None."""
+    learn (one line, printed; the run saves and stops) or None. With `dev` (a
+    :class:`~playpen.training.common.dev_stopping.DevStopping`) each chunk's end is saved, its
+    dev items played after the save, the run stopped when its patience runs out, and the best
+    checkpoint spared by the rotation."""
     from transformers import TrainerCallback
 
     log = JsonlLogCallback(Path(run_dir) / LOG_FILE)
@@ -106,8 +110,14 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
                 self._stop = True  # saved and stopped at the step's end, the weights as they were
 
         def on_save(self, args, state, control, **kwargs):
+            if self._dev_due(state) and dev.measure(int(state.global_step)):
+                control.should_training_stop = True
             if distributed.is_main():  # the rank that saved (transformers saves from rank 0)
-                rotate_checkpoints(args.output_dir, self._keep)
+                rotate_checkpoints(args.output_dir, self._keep, dev.best_checkpoint if dev is not None else None)
+
+        def _dev_due(self, state) -> bool:
+            interrupted = interrupt is not None and interrupt.requested
+            return dev is not None and not interrupted and dev.due(int(state.global_step), state.max_steps)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "train_runtime" in logs:  # the end-of-training summary is no step
@@ -151,5 +161,7 @@ def make_trainer_callback(callbacks: BaseCallback, run_dir: str | Path,
             if distributed.any_rank(self._stop) or signum:
                 control.should_save = True
                 control.should_training_stop = True
+            elif self._dev_due(state):  # a chunk's end: saved, then its dev items played (on_save)
+                control.should_save = True
 
     return PlaypenTrainerCallback()

@@ -11,21 +11,24 @@ from playpen.inference.transformers_compat import checkpointing_args
 from playpen.models import load_init_adapter
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
-from playpen.training.common.config import DemonstrationOptions, LoraOptions, RunConfig, option, report_to
+from playpen.training.common.dev_stopping import dev_items
+from playpen.training.common.config import DemonstrationOptions, DevOptions, LoraOptions, RunConfig, option, report_to
 from playpen.training.preference.rounds import check_init_adapter
 from playpen.training.sft.demonstrations import supervised_dataset
 
 
 @dataclass
-class SFTLoraConfig(DemonstrationOptions, LoraOptions, RunConfig):
-    """The run (RunConfig), LoRA and the supervised data; an adapter to continue from."""
+class SFTLoraConfig(DevOptions, DemonstrationOptions, LoraOptions, RunConfig):
+    """The run (RunConfig), LoRA, the supervised data, early stopping on a dev split; an adapter
+    to continue from."""
 
     init_adapter: str = option("", "continue training this adapter (same base model) instead of a fresh one")
 
 
 @dataclass
-class SFTSimpleConfig(DemonstrationOptions, RunConfig):
-    """The run (RunConfig) and the supervised data; a full fine-tune wants a smaller step."""
+class SFTSimpleConfig(DevOptions, DemonstrationOptions, RunConfig):
+    """The run (RunConfig), the supervised data, early stopping on a dev split; a full fine-tune
+    wants a smaller step."""
 
     learning_rate: float = option(2e-5, "peak learning rate")
 
@@ -62,6 +65,7 @@ class SFTLoraTrainer(BasePlayPen):
         playpen run sft -l smol-135m --games referencegame,wordle --max-steps 8
         playpen run sft -l smol-135m --dataset my_episodes.jsonl
         playpen run sft -l smol-135m --resume     # after Ctrl-C or a crash
+        playpen run sft -l smol-135m --games taboo --dev-every 8 --dev-patience 2 --dev-splits splits.json
 
     Data (first that applies): ``--dataset FILE`` (JSON lines of {messages, meta}),
     ``--records DIR`` (any clemcore results or playpen records folder), else the games' training
@@ -76,7 +80,9 @@ class SFTLoraTrainer(BasePlayPen):
     ``playpen-log.jsonl``, ``learning-curve.png`` and ``playpen-run.json``; the held-out
     evaluation goes to ``results/<learner>+sft+lora-checkpoint-N/``. Play the adapter later
     with ``playpen eval -m LEARNER --adapter models/sft+lora/<learner>/checkpoint-N`` or
-    ``playpen register NAME models/sft+lora/<learner>``.
+    ``playpen register NAME models/sft+lora/<learner>``. With ``--dev-every N`` the dev items of
+    ``--dev-splits`` are played every N steps (``"event": "dev"`` rows in the log) and the best
+    chunk's checkpoint is the run's result (``best_checkpoint``; docs/trainers.md).
     """
 
     config_class = SFTLoraConfig
@@ -84,8 +90,10 @@ class SFTLoraTrainer(BasePlayPen):
 
     @classmethod
     def check(cls, config, learner, teacher=None):
-        # before any model loads: an adapter trained on another base model
+        # before any model loads: an adapter trained on another base model, a dev split that is not there
         check_init_adapter(config.init_adapter, learner)
+        if config.dev_every:
+            dev_items(config)
 
     def learn(self, game_registry) -> None:
         from trl import SFTTrainer
@@ -103,7 +111,7 @@ class SFTLoraTrainer(BasePlayPen):
             peft_config = None
         trainer = SFTTrainer(model=model, args=args, train_dataset=dataset,
                              processing_class=tokenizer, peft_config=peft_config,
-                             callbacks=[run.trainer_callback()])
+                             callbacks=[run.trainer_callback(dev_learner=learner)])
 
         # 3. train (Ctrl-C saves a checkpoint and stops); 4. evaluate the adapter (the learner
         #    carries it in memory) on the held-out instances, write the summary and the curve
@@ -130,6 +138,11 @@ class SFTSimpleTrainer(BasePlayPen):
     config_class = SFTSimpleConfig
     kind = "sft"
 
+    @classmethod
+    def check(cls, config, learner, teacher=None):
+        if config.dev_every:  # before any model loads: a dev split that is not there
+            dev_items(config)
+
     def learn(self, game_registry) -> None:
         from trl import SFTTrainer
 
@@ -141,7 +154,7 @@ class SFTSimpleTrainer(BasePlayPen):
         #    peft_config: every parameter is trained
         args = sft_args(cfg, run.run_dir, self.seed, **checkpointing_args(False))
         trainer = SFTTrainer(model=lifecycle.model_of(learner), args=args, train_dataset=dataset,
-                             processing_class=tokenizer, callbacks=[run.trainer_callback()])
+                             processing_class=tokenizer, callbacks=[run.trainer_callback(dev_learner=learner)])
 
         # 3. train (Ctrl-C saves a checkpoint and stops); 4. evaluate the trained model on the
         #    held-out instances, write the summary and the curve
