@@ -152,6 +152,29 @@ def test_rounds_imitate_the_won_episodes_and_the_win_gets_likelier(toy_workspace
     assert summary["eval"]["run_name"] == "tiny-yesno+expert-iteration+lora-checkpoint-6"
 
 
+def test_demo_share_mixes_demonstrations_into_each_round(toy_workspace):
+    """--demo-share 0.5: each round's rows are its own wins and as many demonstrations of the
+    programmatic players (marked as such, never counted as the learner's wins)."""
+    trainer, learner = load_trainer("tiny-yesno", games="sayword", train_instances="instances", rounds=2,
+                                    max_steps=2, instances_per_round=0, samples_per_instance=4, batch_size=4,
+                                    learning_rate=1e-3, demo_share=0.5, save_steps=100, evaluate=False)
+    trainer.learn(None)
+    run_dir = toy_workspace / "models" / "expert-iteration+lora" / "tiny-yesno"
+    log = [json.loads(line) for line in (run_dir / "playpen-log.jsonl").read_text().splitlines()]
+    summary = json.loads((run_dir / "playpen-run.json").read_text())
+    for round_ in (1, 2):
+        rows = [json.loads(line) for line in (run_dir / f"round-{round_}.jsonl").read_text().splitlines()]
+        demos = [r for r in rows if r["meta"].get("demonstration")]
+        own = [r for r in rows if not r["meta"].get("demonstration")]
+        assert len(own) == summary["kept_per_round"][round_ - 1] > 0 and len(demos) == len(own)
+        assert next(r for r in log if r["expert/round"] == round_)["expert/demonstrations"] == len(demos)
+        for row in demos:  # the programmatic WordSayer's won turn: its word
+            target = [i for i, m in zip(row["input_ids"], row["assistant_masks"]) if m]
+            assert learner.tokenizer.decode(target).startswith("yes")
+    demo_records = toy_workspace / "playpen-records" / "expert-iteration+lora" / "tiny-yesno" / "demonstrations"
+    assert list(demo_records.rglob("interactions.json"))
+
+
 def test_nothing_won_is_one_line_naming_what_to_do(toy_workspace):
     # relay's Listener must answer "GUESS: <word>": the random tiny model never does
     result = CliRunner().invoke(cli, ["run", str(TRAINER), "-l", "tiny-random", "-t", "programmatic", "-L", "4",
@@ -169,6 +192,8 @@ def test_nothing_won_is_one_line_naming_what_to_do(toy_workspace):
     (["--samples-per-instance", "0"], "option --samples-per-instance: 0 is not valid"),
     (["--rounds", "4", "--max-steps", "3"], "--max-steps 3 is fewer than --rounds 4"),
     (["-t", "programmatic"], "with a teacher (-t programmatic) pass --roles"),
+    (["--demo-share", "1"], "option --demo-share: 1.0 is not valid; expected a number in [0, 1)"),
+    (["--demo-roles", "Guesser"], "option --demo-roles: needs --demo-share above 0"),
 ])
 def test_bad_options_fail_in_one_line_before_any_model_loads(tiny_workspace, args, expected):
     result = CliRunner().invoke(cli, ["run", str(TRAINER), "-l", "tiny-random", "--games", "taboo", *args])

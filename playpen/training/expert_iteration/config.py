@@ -24,6 +24,11 @@ class ExpertIterationOptions:
     gradient_accumulation_steps: int = option(1, "micro-batches per step")
     max_length: int = option(1024, "tokens per conversation (longer: truncated)")
     max_concurrent_episodes: int = option(16, "episodes played at once")
+    demo_share: float = option(0.0, "share of each round's SFT rows that are demonstrations (the programmatic "
+                                    "players' won training episodes of --demo-roles): an anchor against drift "
+                                    "of the roles and turns the round's own wins do not cover (0 = none; < 1)")
+    demo_roles: str = option("", "roles whose demonstrations --demo-share mixes in (comma-separated; empty = "
+                                 "every role of the games)")
 
 
 @dataclass
@@ -41,6 +46,11 @@ class ExpertIterationConfig(ExpertIterationOptions, LoraOptions, RunConfig):
             if not isinstance(value, int) or value < low:
                 raise TrainingSetupError(f"option --{name.replace('_', '-')}: {value!r} is not valid; "
                                          f"expected {valid}")
+        if not isinstance(self.demo_share, (int, float)) or not 0.0 <= self.demo_share < 1.0:
+            raise TrainingSetupError(f"option --demo-share: {self.demo_share!r} is not valid; expected a number "
+                                     f"in [0, 1) (0 = no demonstrations)")
+        if self.demo_roles and not self.demo_share:
+            raise TrainingSetupError("option --demo-roles: needs --demo-share above 0")
         if self.max_steps < self.rounds:
             raise TrainingSetupError(f"--max-steps {self.max_steps} is fewer than --rounds {self.rounds}: "
                                      f"every round needs at least one step")

@@ -39,6 +39,7 @@ from playpen.training.expert_iteration.config import ExpertIterationConfig
 from playpen.training.expert_iteration.selection import kept_trajectories, record_of
 from playpen.training.grpo.rollout_bridge import training_slots
 from playpen.training.preference.rounds import check_init_adapter, round_bounds
+from playpen.training.sft.anchor import demonstration_rows
 from playpen.training.sft.trainer import sft_args
 
 
@@ -108,7 +109,11 @@ class ExpertIterationTrainer(BasePlayPen):
     per instance, best scores first; never a partner's turn) and trains
     ``--max-steps/--rounds`` SFT steps on them, the loss on the tokens the learner generated.
     The STaR / ReST family: the baseline a method with rewards, references and advantages
-    should beat (module docstring).
+    should beat (module docstring). ``--demo-share F`` makes F of each round's rows
+    demonstrations (the programmatic players' won training episodes of ``--demo-roles``, every
+    role by default, marked ``"demonstration": true`` in ``round-R.jsonl``): an anchor for the
+    roles and turns the learner's own wins do not cover, which the shared LoRA otherwise lets
+    drift (benchmarks/results/LOG.md, "Trust").
 
     Outputs: ``models/expert-iteration+lora/<learner>[/<teacher>]/`` holds ``checkpoint-N``,
     each round's kept trajectories ``round-R.jsonl``, ``playpen-log.jsonl``,
@@ -168,7 +173,7 @@ def train_rounds(trainer, run, play: RoundPlayer) -> list[int]:
     bounds = round_bounds(cfg.max_steps, cfg.rounds)
     start = lifecycle.checkpoint_step(run.resume_from) if run.resume_from else 0
     base = lifecycle.model_of(trainer.learner)
-    policy, kept = None, []
+    policy, kept, demos = None, [], None
     for round_ in range(1, cfg.rounds + 1):
         first, last = bounds[round_ - 1], bounds[round_]
         if start >= last:
@@ -181,9 +186,15 @@ def train_rounds(trainer, run, play: RoundPlayer) -> list[int]:
             records = [json.loads(line) for line in rows_file.read_text(encoding="utf-8").splitlines() if line]
         else:
             records = play(round_, policy)
+            if cfg.demo_share and records:  # the anchor (--demo-share): made once, on the first round with wins
+                demos = demos or Demonstrations(trainer, play.records_dir, lifecycle.tokenizer_of(trainer.learner))
+                records += demos.draw(len(records))
             write_jsonl(records, rows_file)
-        kept.append(len(records))
-        print(f"[playpen] round {round_}/{cfg.rounds}: {len(records)} won trajectories of the learner "
+        own = sum(not r.get("meta", {}).get("demonstration") for r in records)
+        kept.append(own)
+        play.metrics["expert/demonstrations"] = len(records) - own
+        mixed = f" + {len(records) - own} demonstrations" if len(records) > own else ""
+        print(f"[playpen] round {round_}/{cfg.rounds}: {own} won trajectories of the learner{mixed} "
               f"({rows_file})", flush=True)
         if not records:
             continue  # nothing won: the next round trains these steps too
@@ -203,6 +214,31 @@ def train_rounds(trainer, run, play: RoundPlayer) -> list[int]:
         raise DatasetError(f"the learner won no episode in {cfg.rounds} round(s) of {cfg.samples_per_instance} "
                            f"samples per instance: nothing to imitate; {', or '.join(hints)}")
     return kept
+
+
+class Demonstrations:
+    """``--demo-share``: the programmatic players' won training episodes of ``--demo-roles``
+    (every role when empty), played once, drawn in a seeded order round after round so that
+    they make that share of each round's rows."""
+
+    def __init__(self, trainer, records_dir: Path, tokenizer):
+        cfg = trainer.config
+        rows = demonstration_rows(cfg.game_list, split_list(cfg.demo_roles), cfg.train_instances, records_dir,
+                                  tokenizer, trainer.seed)
+        if not rows:
+            raise DatasetError(f"--demo-share: the programmatic players won no training episode of "
+                               f"{', '.join(cfg.game_list)} to mix in")
+        self.rows = [{"input_ids": list(r["input_ids"]), "assistant_masks": list(r["assistant_masks"]),
+                      "meta": {"demonstration": True}} for r in rows]
+        random.Random(trainer.seed).shuffle(self.rows)
+        self.share, self.cursor = cfg.demo_share, 0
+
+    def draw(self, own: int) -> list[dict]:
+        """Demonstration rows that make ``share`` of a round with ``own`` rows of its own."""
+        count = round(own * self.share / (1.0 - self.share))
+        out = [self.rows[(self.cursor + i) % len(self.rows)] for i in range(count)]
+        self.cursor += count
+        return out
 
 
 def _starting_policy(base, cfg, run_dir: Path, start: int):
