@@ -16,6 +16,12 @@ Each variant runs in a process of its own (start-up time and peak memory are its
 tok/s = generated tokens / wall seconds of the workload; start-up = seconds from the process's
 start to the first generated token (model load, engine build: vLLM's engine core and its
 warm-up); peak RSS = the process's and its children's (vLLM's engine core) peak resident memory.
+
+Agreement with the trainer: for the first 16 single-turn rows, the engine's log-probabilities
+of its sampled tokens against those of the fp32 model a trainer holds (one forward pass,
+``playpen.inference.logprobs``): the mean and largest absolute difference per token, and the
+largest ratio exp(trainer - engine) that GRPO's truncated importance weight would cap. It
+says whether a bf16 engine can sample for an fp32 trainer.
 """
 from __future__ import annotations
 
@@ -72,6 +78,7 @@ def run_variant(name: str, args) -> dict:
     single = answer(prompts, sampling)
     single_s = time.perf_counter() - began
     single_tokens = sum(len(g.token_ids) for g in single)
+    agreement = trainer_agreement(folder, prompts[:16], single[:16], model if dtype == "float32" else None)
 
     games = Path(tempfile.mkdtemp(prefix="playpen-engines-"))
     game = str(write_recall_game(games, args.episodes, args.rounds))
@@ -91,7 +98,29 @@ def run_variant(name: str, args) -> dict:
                 single_tok_s=round(single_tokens / single_s, 1),
                 multi_episodes=len(result.episodes), multi_turns=result.stats.num_learner_turns,
                 multi_tokens=multi_tokens, multi_s=round(multi_s, 1), multi_tok_s=round(multi_tokens / multi_s, 1),
-                peak_rss_mb=round(rss))
+                peak_rss_mb=round(rss), **agreement)
+
+
+def trainer_agreement(folder, prompts, generations, fp32_model=None) -> dict:
+    """The engine's sampled tokens' log-probabilities against the fp32 trainer's (T = 1)."""
+    import math
+    import torch
+    from transformers import AutoModelForCausalLM
+    from playpen.inference.logprobs import sequence_logprobs
+    model = fp32_model or AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    diffs = []
+    with torch.no_grad():
+        for prompt, g in zip(prompts, generations):
+            if not g.token_ids:
+                continue
+            ids = list(prompt) + list(g.token_ids)
+            theirs = sequence_logprobs(model, ids, [0] * len(prompt) + [1] * len(g.token_ids)).tolist()
+            diffs += [t - e for t, e in zip(theirs, g.logprobs)]
+    if not diffs:
+        return {}
+    return dict(logprob_abs_diff_mean=round(sum(abs(d) for d in diffs) / len(diffs), 5),
+                logprob_abs_diff_max=round(max(abs(d) for d in diffs), 4),
+                trainer_engine_ratio_max=round(math.exp(max(diffs)), 3), agreement_tokens=len(diffs))
 
 
 def main(argv=None):
@@ -124,7 +153,8 @@ def main(argv=None):
         rows.append(json.loads(line[7:]))
         r = rows[-1]
         print(f"{name:14} start {r['startup_s']:6.1f} s  single {r['single_tok_s']:6.1f} tok/s  "
-              f"multi-turn {r['multi_tok_s']:6.1f} tok/s ({r['multi_turns']} turns)  peak RSS {r['peak_rss_mb']} MB",
+              f"multi-turn {r['multi_tok_s']:6.1f} tok/s ({r['multi_turns']} turns)  peak RSS {r['peak_rss_mb']} MB  "
+              f"|logp - trainer's| mean {r.get('logprob_abs_diff_mean')} max {r.get('logprob_abs_diff_max')}",
               flush=True)
     by = {r["variant"]: r for r in rows}
     ratios = {}
