@@ -29,9 +29,10 @@ setup: install
 demo: setup
 	$(PY) -m playpen.demo
 
-# one worker per core (pytest-xdist), each test file whole on one worker: its module fixtures built once
+# one worker per core (pytest-xdist), each test file whole on one worker: its module fixtures built once;
+# the 15 slowest tests are named at the end (the suite should stay under ~8 minutes on 2 cores)
 test: setup
-	$(VENV)/bin/python -m pytest -q -n auto --dist loadfile
+	$(VENV)/bin/python -m pytest -q -n auto --dist loadfile --durations=15
 
 test-slow: setup
 	$(VENV)/bin/python -m pytest -q -m slow
