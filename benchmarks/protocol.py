@@ -68,6 +68,7 @@ class ProtocolSetting(Setting):
 
     split: str = ""
     primary: bool = True
+    instances: str = ""  # played from this instances file (the split's items) instead of the split's own
 
 
 SETTINGS = (
@@ -77,6 +78,11 @@ SETTINGS = (
     ProtocolSetting("arith_solver/solver", "arith_solver", split="arith_solver"),
     ProtocolSetting("referencegame/follower", "referencegame", 1, "programmatic", split="referencegame",
                     primary=False),
+    # the describer with a fixed listener (issue 42, study 1): the learner clues, the programmatic
+    # guesser guesses; and the same items with a held-out listener that knows half its cues
+    ProtocolSetting("taboo/describer", "taboo", 0, "programmatic", split="taboo", primary=False),
+    ProtocolSetting("taboo/describer-listener", "taboo", 0, "programmatic", split="taboo", primary=False,
+                    instances="instances_protocol_listener"),
 )
 GAMES = "taboo,privateshared,arith_solver,referencegame"
 LEARNER_ROLE = {"taboo": "Guesser", "privateshared": "Answerer", "arith_solver": "Solver"}
@@ -214,7 +220,8 @@ def evaluate_split(adapter: Path | None, split: str, label: str, args, work: Pat
         entry = splits["games"][setting.split]
         items = split_items(splits, args, setting.name, split)
         players = setting.players(learner, partner if setting.partner else None)
-        table = evaluate(players, [setting.game], results_dir=work / "results", instances=entry["instances"],
+        table = evaluate(players, [setting.game], results_dir=work / "results",
+                         instances=setting.instances or entry["instances"],
                          items=items, batch_size=16, run_name=run_folder(label, split, setting.name),
                          overwrite=True)
         out[setting.name] = scores_of_run(Path(table.run_dir) / setting.game, items)
@@ -328,6 +335,7 @@ def write_results(out: Path, name: str, method: Method, seed: int, key: str, tes
         write_json(out / result_name(name, seed, setting.name), {
             "method": name, "seed": seed, "game": setting.game, "setting": setting.name, "split": "test",
             "scores": row["scores"], "played": row["played"], "primary": setting.primary,
+            **({"first_clue_broke": row["first_clue_broke"]} if "first_clue_broke" in row else {}),
             "trains": list(method.trains), "fingerprint": key, **extra}, indent=1)
 
 

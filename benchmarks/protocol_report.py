@@ -57,9 +57,12 @@ def item_of(episode_dir: Path) -> str:
 def scores_of_run(game_dir: Path, items) -> dict:
     """``{"scores": item -> score, "played": item -> 0/1}`` for `items` from a results
     folder of one game (``<experiment>/instance_<id>/scores.json``): the Main Score of a
-    played episode, 0 for an aborted, unscored or missing one."""
+    played episode, 0 for an aborted, unscored or missing one. For taboo also
+    ``"first_clue_broke"``: item -> 1 when the describer's first clue broke the taboo rule
+    (the episode ended with "invalid clue" before any guess; interactions.json's keys)."""
     scores = {item: 0.0 for item in items}
     played = {item: 0 for item in items}
+    broke = {}
     for path in Path(game_dir).rglob("scores.json"):
         item = item_of(path.parent)
         if item not in scores:
@@ -68,7 +71,14 @@ def scores_of_run(game_dir: Path, items) -> dict:
         main = episode.get("Main Score")
         aborted = episode.get("Aborted") == 1 or main is None or (isinstance(main, float) and math.isnan(main))
         scores[item], played[item] = (0.0, 0) if aborted else (float(main), 1)
-    return {"scores": scores, "played": played}
+        interactions = path.parent / "interactions.json"
+        keys = json.loads(interactions.read_text(encoding="utf-8")) if interactions.exists() else {}
+        if "End Reason" in keys and "Guesses" in keys:  # taboo's
+            broke[item] = int(keys["End Reason"] == "invalid clue" and not keys["Guesses"])
+    out = {"scores": scores, "played": played}
+    if broke:
+        out["first_clue_broke"] = {item: broke.get(item, 0) for item in items}
+    return out
 
 
 def load_results(out: Path) -> dict:

@@ -65,6 +65,15 @@ def test_a_split_is_played_item_by_item(bench, clem_workspace, monkeypatch):
     assert set(found["scores"]) == {*items, "medium_en/0"}
     assert found["played"] == {"high_en/3": 1, "low_en/34": 1, "medium_en/0": 0}  # not played: aborted = 0
     assert found["scores"]["medium_en/0"] == 0.0
+    # taboo's first-clue rule breaks, item by item (the programmatic describer keeps the rule)
+    assert found["first_clue_broke"] == {"high_en/3": 0, "low_en/34": 0, "medium_en/0": 0}
+    # an episode that ended on the first clue for a taboo word (its record's keys as the master logs them)
+    episode = next(Path(table.run_dir).glob("taboo/high_en/instance_*3"))
+    keys = json.loads((episode / "interactions.json").read_text())
+    keys.update({"End Reason": "invalid clue", "Guesses": 0})
+    (episode / "interactions.json").write_text(json.dumps(keys))
+    assert bench["protocol_report"].scores_of_run(Path(table.run_dir) / "taboo", items)["first_clue_broke"] == \
+        {"high_en/3": 1, "low_en/34": 0}
 
 
 def write_result(out, method, seed, setting, scores, trains=("taboo",), played=None):

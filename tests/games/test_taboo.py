@@ -362,8 +362,32 @@ def test_the_protocol_set_extends_the_evaluation_set_with_unseen_targets():
         assert extended["game_instances"][:20] == evaluation["game_instances"]
 
 
+def test_the_held_out_listener_plays_the_protocol_items_knowing_half_its_cues():
+    protocol = gametest.load_instances(GAME_DIR, "instances_protocol")
+    listener = gametest.load_instances(GAME_DIR, "instances_protocol_listener")
+    for plain, thinned in zip(protocol["experiments"], listener["experiments"], strict=True):
+        assert thinned["game_instances"] == plain["game_instances"]  # the same items, ids and contents
+        assert thinned["guesser_cue_share"] == 0.5 and "guesser_cue_share" not in plain
+    full = json.loads(lexicon_module.LEXICON_FILE.read_text(encoding="utf-8"))["cues"]
+    half = lexicon_module.thinned(full, 0.5)
+    assert half == lexicon_module.thinned(full, 0.5) and set(half) == set(full)  # a fixed draw per word
+    for word, cues in full.items():
+        assert len(half[word]) == max(1, round(len(cues) / 2)) and set(half[word]) <= set(cues)
+    assert lexicon_module.thinned(full, 1.0) is full
+    with pytest.raises(ValueError, match="cue share"):
+        lexicon_module.thinned(full, 0.0)
+    # the programmatic describer's clues, heard by the guesser that knows half: fewer wins, no new aborts
+    pairs = list(zip(all_instances(protocol), all_instances(listener)))[:40]
+    plain_scores = [play(e, i)[1] for (e, i), _ in pairs]
+    thinned_scores = [play(e, i)[1] for _, (e, i) in pairs]
+    assert all(outcome(s) != "Aborted" for s in plain_scores + thinned_scores)
+    wins = [sum(outcome(s) == "Success" for s in scores) for scores in (plain_scores, thinned_scores)]
+    assert wins[1] < wins[0], wins
+
+
 def test_generator_is_reproducible(tmp_path):
-    for split, stem in [*gametest.SPLITS, ("protocol", "instances_protocol")]:
+    for split, stem in [*gametest.SPLITS, ("protocol", "instances_protocol"),
+                        ("protocol_listener", "instances_protocol_listener")]:
         written = gametest.generated_instances(generator.TabooInstanceGenerator("taboo"), tmp_path, stem,
                                                seed=generator.SEED, split=split)
         assert written == gametest.load_instances(GAME_DIR, stem)

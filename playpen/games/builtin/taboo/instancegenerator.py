@@ -15,6 +15,9 @@ taboo's larger held-out set for the learning protocol (benchmarks/protocol.py, i
 in/instances_protocol.json: every evaluation target (the same ids) followed by every word
 of its bin that is neither an evaluation nor a training target (120 in all), so that a
 dev and a test split can both be drawn from targets no training run has seen.
+in/instances_protocol_listener.json: the same instances (same ids), played by a held-out
+listener: the programmatic guesser keeps half of each word's lexicon cues
+(``guesser_cue_share``), so a describer that fitted its training listener is found out.
 """
 import json
 import os
@@ -27,7 +30,8 @@ from taboo_rules import mentions, stem, stopwords, taboo_violations, tokenize
 
 SEED = 42
 MAX_ROUNDS = {"taboo": 3, "adversarial_taboo": 5}  # per game name
-SPLITS = ("eval", "train", "protocol")
+SPLITS = ("eval", "train", "protocol", "protocol_listener")
+HELD_OUT_LISTENER_CUES = 0.5  # the share of its lexicon cues the held-out listener keeps
 NUM_EVAL_PER_BIN = 20
 NUM_TRAIN_PER_BIN = 40
 # (experiment name, lowest Zipf frequency included, highest excluded)
@@ -54,6 +58,7 @@ def instances_files() -> dict[tuple[str, str], str]:
     files = {(game, split): own[game] if split == "eval" else f"{own[game]}_train"
              for game in MAX_ROUNDS for split in ("eval", "train")}
     files[("taboo", "protocol")] = f"{own['taboo']}_protocol"  # the protocol's held-out set: taboo's only
+    files[("taboo", "protocol_listener")] = f"{own['taboo']}_protocol_listener"  # the same, a held-out listener
     return files
 
 
@@ -113,10 +118,13 @@ class TabooInstanceGenerator(GameInstanceGenerator):
         splits = split_by_frequency(entries, seed)
         for name, low, high in FREQUENCY_BINS:
             evaluation, training, rest = splits[name]
-            chosen = {"eval": evaluation, "train": training, "protocol": evaluation + rest}[split]
+            chosen = {"eval": evaluation, "train": training, "protocol": evaluation + rest,
+                      "protocol_listener": evaluation + rest}[split]
             experiment = self.add_experiment(name)
             experiment["max_rounds"] = MAX_ROUNDS[self.game]
             experiment["zipf_range"] = [low, high]
+            if split == "protocol_listener":
+                experiment["guesser_cue_share"] = HELD_OUT_LISTENER_CUES
             for game_id, entry in enumerate(chosen):
                 instance = self.add_game_instance(experiment, game_id)
                 instance["target_word"] = entry["word"]

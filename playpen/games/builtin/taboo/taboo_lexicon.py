@@ -5,10 +5,15 @@ resources/lexicon.json maps each known word (every target plus distractors) to c
 that describe it. The stems a player heard (clues, attacks) are matched against the cue
 stems of every word; rarer shared stems weigh more (inverse document frequency). The
 lexicon never says which word is the target of an episode.
+
+A *thinned* lexicon (:func:`default_lexicon` with ``cue_share`` below 1; taboo's experiment key
+``guesser_cue_share``) keeps that share of each word's cues, a fixed draw per word: a listener
+that knows less than the one a describer trained with (the learning protocol's held-out listener).
 """
 import functools
 import json
 import math
+import random
 from collections import Counter
 from pathlib import Path
 from typing import Iterable
@@ -40,9 +45,9 @@ class Lexicon:
         return self
 
     @classmethod
-    def from_file(cls, path: str | Path = LEXICON_FILE) -> "Lexicon":
+    def from_file(cls, path: str | Path = LEXICON_FILE, cue_share: float = 1.0) -> "Lexicon":
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return cls(data["cues"])
+        return cls(thinned(data["cues"], cue_share))
 
     def score(self, word: str, heard_stems: frozenset) -> float:
         return sum(self.idf[s] for s in self.cue_stems[word] & heard_stems)
@@ -61,7 +66,23 @@ class Lexicon:
         return sorted(scored, key=lambda item: (-item[1], item[0]))
 
 
-@functools.lru_cache(maxsize=1)
-def default_lexicon() -> Lexicon:
-    """The shipped lexicon, loaded once per process (players only read it)."""
-    return Lexicon.from_file(LEXICON_FILE)
+def thinned(cues_by_word: dict[str, list[str]], share: float) -> dict[str, list[str]]:
+    """Each word keeps ``share`` of its cues (at least one), the same ones in every process:
+    drawn with a generator seeded by the word."""
+    if not 0.0 < share <= 1.0:
+        raise ValueError(f"a cue share must be in (0, 1], got {share}")
+    if share == 1.0:
+        return cues_by_word
+    out = {}
+    for word, cues in cues_by_word.items():
+        keep = max(1, round(share * len(cues)))
+        chosen = sorted(random.Random(f"taboo-lexicon:{word}").sample(range(len(cues)), keep))
+        out[word] = [cues[i] for i in chosen]
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def default_lexicon(cue_share: float = 1.0) -> Lexicon:
+    """The shipped lexicon (thinned to ``cue_share`` of each word's cues), loaded once per
+    process and share (players only read it)."""
+    return Lexicon.from_file(LEXICON_FILE, cue_share)

@@ -63,7 +63,9 @@ class TabooGameMaster(DialogueGameMaster):
         self.solved_at_round = None
         self.end_reason = None
         self.describer = Describer(self.player_models[0], self.target, self.related, instance.get("clues", []))
-        self.guesser = Guesser(self.player_models[1], default_lexicon())
+        # an experiment may thin the programmatic guesser's knowledge (a held-out listener)
+        self.guesser = Guesser(self.player_models[1],
+                               default_lexicon(float(self.experiment.get("guesser_cue_share", 1.0))))
         self.add_player(self.describer, initial_context=self._prompt("describer_prompt"))
         self.add_player(self.guesser, initial_prompt=self._prompt("guesser_prompt"))
 
