@@ -484,7 +484,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-l", "--learner", default="smol-135m")
     parser.add_argument("--methods", default=",".join(m for m in METHODS if m != WARM_UP),
-                        help=f"comma-separated, the control always included: {','.join(METHODS)}")
+                        help=f"comma-separated, the control always included (unless --skip-control): "
+                             f"{','.join(METHODS)}")
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated training seeds (>= 3 for the report)")
     parser.add_argument("--budget-examples", type=int, default=512,
                         help="training examples per method (steps = this / the method's rows per step)")
@@ -513,6 +514,9 @@ def main(argv=None) -> int:
                              "(log-probabilities; protocol_choice.py) of the base model and each final configuration")
     parser.add_argument("--choice-only", action="store_true",
                         help="only that, for the configurations already finished (nothing trained), then the report")
+    parser.add_argument("--skip-control", action="store_true",
+                        help="do not train the control in this run (another run of the same warm-up has it, or it "
+                             "is read from published results); the methods named are trained")
     parser.add_argument("--drift-only", action="store_true",
                         help="only the drift of the finished configurations from their warm-up on its own greedy test "
                              "replies (log-likelihood per token, item by item; protocol_drift.py), nothing trained")
@@ -588,7 +592,8 @@ def main(argv=None) -> int:
             print(f"protocol.py: --forgetting: {e}", file=sys.stderr)
             return 2
     out.mkdir(parents=True, exist_ok=True)
-    wanted = [CONTROL] + [m for m in wanted if m not in (CONTROL, WARM_UP)]
+    others = [m for m in wanted if m not in (CONTROL, WARM_UP)]
+    wanted = others if args.skip_control and others else [CONTROL] + others
     work = out / "work"
     only = (args.forgetting_only or args.choice_only or args.add_only or args.drift_only) and not args.report
     from playpen.errors import PlaypenError
