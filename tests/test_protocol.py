@@ -139,8 +139,8 @@ def test_bad_arguments_exit_2(bench, tmp_path, capsys):
     assert "unknown method(s) ['nope']" in capsys.readouterr().err
     assert protocol.main(["--quick"]) == 2  # plumbing never lands in the published results
     assert "pass --out DIR" in capsys.readouterr().err
-    assert protocol.main(["--settings", "taboo/describer", "--out", str(tmp_path)]) == 2
-    assert "unknown setting(s) ['taboo/describer']; known: taboo/guesser," in capsys.readouterr().err
+    assert protocol.main(["--settings", "taboo/narrator", "--out", str(tmp_path)]) == 2
+    assert "unknown setting(s) ['taboo/narrator']; known: taboo/guesser," in capsys.readouterr().err
     assert protocol.main(["--choice-only", "--settings", "taboo/guesser", "--out", str(tmp_path)]) == 2
     assert "--choice needs the referencegame/follower setting among --settings" in capsys.readouterr().err
     assert protocol.main(["--add-only", "--out", str(tmp_path)]) == 2
