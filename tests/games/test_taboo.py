@@ -402,6 +402,7 @@ def test_folder_holds_both_specs_each_with_its_own_instances():
     files = generator.instances_files()
     assert files == {("taboo", "eval"): "instances", ("taboo", "train"): "instances_train",
                      ("taboo", "protocol"): "instances_protocol",
+                     ("taboo", "protocol_listener"): "instances_protocol_listener",
                      ("adversarial_taboo", "eval"): "instances_adversarial",
                      ("adversarial_taboo", "train"): "instances_adversarial_train"}
     assert sorted(path.stem for path in (GAME_DIR / "in").glob("*.json")) == sorted(files.values())
