@@ -483,9 +483,12 @@ def run_seeds(seeds, wanted, args, out: Path, work: Path, forgetting: bool, choi
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-l", "--learner", default="smol-135m")
-    parser.add_argument("--methods", default=",".join(m for m in METHODS if m != WARM_UP),
-                        help=f"comma-separated, the control always included (unless --skip-control): "
-                             f"{','.join(METHODS)}")
+    parser.add_argument("--methods", default=None,
+                        help=f"comma-separated, the control always included (unless --skip-control); of "
+                             f"--methods-file's, by default all but the warm-up: {','.join(METHODS)}")
+    parser.add_argument("--methods-file", default=str(METHODS_FILE),
+                        help="the methods (a study's own file: its 'sft' is the warm-up, its 'continued-sft' "
+                             "the control) [default: benchmarks/protocol-methods.json]")
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated training seeds (>= 3 for the report)")
     parser.add_argument("--budget-examples", type=int, default=512,
                         help="training examples per method (steps = this / the method's rows per step)")
@@ -534,6 +537,10 @@ def main(argv=None) -> int:
     parser.add_argument("--forgetting-static-limit", type=int, default=100,
                         help="questions per static task (0 = all)")
     args = parser.parse_args(argv)
+    global METHODS  # every stage reads the methods of this run's file
+    METHODS = load_methods(Path(args.methods_file))
+    if args.methods is None:
+        args.methods = ",".join(m for m in METHODS if m != WARM_UP)
     out = Path(args.out)
     if args.quick:
         args.budget_examples, args.warmup_chunk, args.warmup_max_chunks = 8, 1, 2
