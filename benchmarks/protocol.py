@@ -481,6 +481,7 @@ def run_seeds(seeds, wanted, args, out: Path, work: Path, forgetting: bool, choi
 
 
 def main(argv=None) -> int:
+    global METHODS  # every stage reads the methods of this run's file (--methods-file)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-l", "--learner", default="smol-135m")
     parser.add_argument("--methods", default=None,
@@ -537,7 +538,6 @@ def main(argv=None) -> int:
     parser.add_argument("--forgetting-static-limit", type=int, default=100,
                         help="questions per static task (0 = all)")
     args = parser.parse_args(argv)
-    global METHODS  # every stage reads the methods of this run's file
     METHODS = load_methods(Path(args.methods_file))
     if args.methods is None:
         args.methods = ",".join(m for m in METHODS if m != WARM_UP)
