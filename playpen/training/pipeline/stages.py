@@ -38,8 +38,8 @@ STAGES = {"sft": "sft", "spin": "spin", "dpo": "dpo", "self-rewarding": "self-re
           "spag": "spag"}
 WITH_TEACHER = {"grpo": "grpo-teacher"}
 # options of the pipeline handed to every stage that has them (None: the stage's own default)
-SHARED = ("games", "train_instances", "max_steps", "learning_rate", "save_steps", "save_total_limit",
-          "report_to", "results_dir")
+SHARED = ("games", "train_instances", "split", "splits", "max_steps", "learning_rate", "save_steps",
+          "save_total_limit", "report_to", "results_dir")
 
 
 @dataclass
