@@ -132,7 +132,7 @@ def plan_stages(cfg, teacher: Optional[str]) -> list[Stage]:
             value = getattr(cfg, key)
             if key == "max_steps" and steps:
                 value = int(steps[i])
-            if value is not None and key in fields:
+            if value not in (None, "") and key in fields:
                 args += [f"--{key.replace('_', '-')}", str(value)]
         if "init_adapter" not in fields and (i > 0 or cfg.init_adapter):
             raise TrainingSetupError(f"stage '{name}' cannot start from an adapter (its trainer has no "
