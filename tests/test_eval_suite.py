@@ -415,7 +415,8 @@ def test_eval_plays_only_the_items_of_the_chosen_split(clem_workspace, monkeypat
 @pytest.mark.parametrize("args, expected", [
     (["--split", "dev", "--splits", "nope.json"], "--splits nope.json: no such file"),
     (["--split", "dev", "--splits", "splits.json", "-g", "taboo"], "no split for taboo (the file splits referencegame)"),
-    (["--split", "train", "--splits", "splits.json"], "option --split: 'train' is not valid; expected one of dev, test"),
+    (["--split", "train", "--splits", "splits.json"], "option --split: 'train' is not valid; expected dev or test "
+                                                     "(the held-out splits; splits.json defines dev, test)"),
     (["--split", "dev"], "--split and --splits go together"),
     (["--split", "dev", "--splits", "bad.json"], "--splits bad.json: not a splits file"),
     (["--split", "test", "--splits", "devonly.json"], "referencegame has no 'test' split"),

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 from playpen.clem import clemcore, clemgame, preserved_logging
 from playpen.errors import GameLoadError, TrainingSetupError
@@ -28,14 +28,20 @@ def cause(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def game_instance_rows(spec: Any) -> list[dict]:
-    """All rows ``{"game_name", "experiment", "game_instance"}`` of the game's instances file."""
+def game_instance_rows(spec: Any, items: Optional[Iterable[str]] = None) -> list[dict]:
+    """The rows ``{"game_name", "experiment", "game_instance"}`` of the game's instances file:
+    all of them, or those whose ``<experiment>/<game_id>`` is one of `items` (a named split,
+    :mod:`playpen.evaluation.splits`: what a trainer's ``--split`` selects)."""
     cg = clemgame()
     try:
-        return list(cg.GameInstances.from_game_spec(spec))
+        rows = list(cg.GameInstances.from_game_spec(spec))
     except Exception as e:  # a malformed instances file
         raise GameLoadError(f"game '{spec.game_name}': cannot read in/{getattr(spec, 'instances', 'instances')}"
                             f".json: {cause(e)}") from e
+    if items is None:
+        return rows
+    wanted = set(items)
+    return [r for r in rows if f"{r['experiment']['name']}/{r['game_instance']['game_id']}" in wanted]
 
 
 @dataclass(frozen=True)
@@ -76,13 +82,15 @@ def probe_roles(benchmark: Any, row: dict) -> tuple[list[PlayerSlot], list[tuple
     return slots, own
 
 
-def load_seated(game: str, instances: Optional[str] = TRAIN_INSTANCES) -> tuple[Any, list[dict], list[PlayerSlot]]:
+def load_seated(game: str, instances: Optional[str] = TRAIN_INSTANCES, items: Optional[Iterable[str]] = None
+                ) -> tuple[Any, list[dict], list[PlayerSlot]]:
     """A game's loaded benchmark (the caller closes it), the rows of its ``instances`` file
-    (None: the game's own, held-out set) and its player slots, probed on the first row."""
+    (None: the game's own, held-out set; `items`: only those) and its player slots, probed on
+    the first row."""
     spec = game_spec(game, instances)  # names a missing instances file clearly
     benchmark = load_benchmark(spec)
     try:
-        rows = game_instance_rows(spec)
+        rows = game_instance_rows(spec, items)
         if not rows:
             raise TrainingSetupError(f"game '{game}' has no instances in in/{instances or 'instances'}.json")
         slots, _ = probe_roles(benchmark, rows[0])
@@ -92,10 +100,11 @@ def load_seated(game: str, instances: Optional[str] = TRAIN_INSTANCES) -> tuple[
     return benchmark, rows, slots
 
 
-def game_roles(game: str, instances: Optional[str] = TRAIN_INSTANCES) -> tuple[list[str], list[dict]]:
+def game_roles(game: str, instances: Optional[str] = TRAIN_INSTANCES, items: Optional[Iterable[str]] = None
+               ) -> tuple[list[str], list[dict]]:
     """The roles of a game's player slots (player names where roles repeat) and the rows of
-    its ``instances`` file (None: the game's own, held-out set)."""
-    benchmark, rows, slots = load_seated(game, instances)
+    its ``instances`` file (None: the game's own, held-out set; `items`: only those)."""
+    benchmark, rows, slots = load_seated(game, instances, items)
     benchmark.close()
     names = [s.role for s in slots]
     if len(set(names)) < len(names):

@@ -58,10 +58,11 @@ class MatchReward:
         return OutcomeReward()(outcome, player_name, role)
 
 
-def game_seats(game: str, instances: str) -> tuple[list[str], list[dict]]:
-    """The seats (roles, or player names where roles repeat) of a two-player game, and its rows;
-    PopulationError (one line) for a game with another number of players."""
-    seats, rows = game_roles(game, instances)
+def game_seats(game: str, instances: str, items: Optional[Sequence[str]] = None) -> tuple[list[str], list[dict]]:
+    """The seats (roles, or player names where roles repeat) of a two-player game, and its rows
+    (`items`: only those, a ``--split``); PopulationError (one line) for a game with another
+    number of players."""
+    seats, rows = game_roles(game, instances, items)
     if len(seats) != 2:
         raise PopulationError(f"game '{game}' has {len(seats)} player slot(s) ({', '.join(seats)}): matches need "
                               f"a two-player game")
@@ -74,7 +75,7 @@ def play_game(trainer: Any, seatings: Sequence[tuple[str, ...]], epoch: int) -> 
     ``<run>/records/epoch-N/``."""
     cfg = trainer.config
     game = split_list(cfg.games)[0]
-    seats, rows = game_seats(game, cfg.train_instances)
+    seats, rows = game_seats(game, cfg.train_instances, None if cfg.train_items is None else cfg.train_items[game])
     rng = random.Random(trainer.seed * 1009 + epoch)
     out: list[MatchResult] = []
     for index, seating in enumerate(seatings):

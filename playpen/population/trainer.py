@@ -45,7 +45,7 @@ from playpen.rollouts.types import SamplingConfig
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.checkpoints import read_state
-from playpen.training.common.config import LoraOptions, option, split_list
+from playpen.training.common.config import LoraOptions, SplitOptions, option, split_list
 from playpen.training.common.lifecycle import safe_name
 from playpen.training.common.optimization import Optimization, OptimizerOptions
 
@@ -62,7 +62,7 @@ class Entry:
 
 
 @dataclass
-class PopulationOptions(OptimizerOptions, LoraOptions):
+class PopulationOptions(OptimizerOptions, LoraOptions, SplitOptions):
     """The options of every population trainer."""
 
     games: str = option("adversarial_taboo", "the two-player game to play (the default play())")
@@ -109,6 +109,7 @@ class PopulationOptions(OptimizerOptions, LoraOptions):
         if self.resume and self.overwrite:
             raise PlaypenError("--resume and --overwrite exclude each other: continue the run or start over")
         self.check_optimizer_options()
+        self.check_split()
 
 
 class PopulationPlayPen(BasePlayPen):

@@ -16,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from playpen.errors import PlaypenError, TrainingSetupError
+from playpen.evaluation.splits import training_items
 
 TRACKERS = ("none", "tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "clearml", "dvclive")
 
@@ -108,7 +109,32 @@ def _folder_or_new(value) -> bool:
 
 
 @dataclass
-class RunConfig:
+class SplitOptions:
+    """Training on a named split of the instances file (:mod:`playpen.evaluation.splits`): the
+    run plays and learns only the split's items of each game. A config with these options has
+    ``games`` and ``train_instances``; it calls :meth:`check_split` when it is built, so that a
+    bad split stops the run before any model loads or any folder is made."""
+
+    split: str = option("", "train only on this split's items of each game, as --splits FILE lists them "
+                            "(docs/evaluation.md)")
+    splits: str = option("", "the splits file of --split: {\"games\": {GAME: {SPLIT: [ITEMS], ...}}}")
+
+    @property
+    def train_items(self) -> Optional[dict[str, list[str]]]:
+        """game -> the items of ``--split`` the run trains on; None: every instance of
+        ``--train-instances``."""
+        if not self.split:
+            return None
+        return training_items(self.splits, self.split, split_list(self.games), self.train_instances)
+
+    def check_split(self) -> None:
+        if bool(self.split) != bool(self.splits):
+            raise TrainingSetupError("--split and --splits go together: --split NAME --splits FILE")
+        self.train_items  # noqa: B018 -- reads the file and the games' instances: one line for a bad split
+
+
+@dataclass
+class RunConfig(SplitOptions):
     """What every trainer has: the games, the length of the run, where its outputs go,
     resuming, and the final evaluation on the held-out instances."""
 
@@ -156,6 +182,7 @@ class RunConfig:
                                    f"expected {valid}")
         if self.resume and self.overwrite:
             raise PlaypenError("--resume and --overwrite exclude each other: continue the run or start over")
+        self.check_split()
 
     @property
     def game_list(self) -> list[str]:
@@ -193,6 +220,12 @@ class DemonstrationOptions:
     batch_size: int = option(8, "conversations per optimizer step (per device)")
     gradient_accumulation_steps: int = option(1, "micro-batches per step")
     max_length: int = option(1024, "tokens per conversation (longer: truncated)")
+
+    def validate(self) -> None:
+        if self.split and (self.dataset or self.records):
+            raise TrainingSetupError("--split chooses the training instances the demonstrations are played on: it "
+                                     "does not filter --dataset or --records (drop one or the other)")
+        super().validate()
 
 
 @dataclass

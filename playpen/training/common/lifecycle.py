@@ -173,6 +173,10 @@ class TrainingRun:
         except BaseException:
             self._unlock()
             raise
+        if getattr(cfg, "split", ""):  # the run says what it trains on (playpen-run.json: its config)
+            counts = ", ".join(f"{len(items)} of {game}" for game, items in cfg.train_items.items())
+            print(f"[playpen] training on split '{cfg.split}' of {cfg.splits}: {counts} "
+                  f"(in/{cfg.train_instances}.json)", flush=True)
         self.interrupt = GracefulInterrupt()
         self.guard = NonFiniteGuard()  # an own loop's steps: its Optimization drops non-finite ones
         self.checkpoint: Optional[Path] = None

@@ -51,7 +51,8 @@ class RoundPlayer:
         cfg = trainer.config
         self.trainer, self.cfg, self.records_dir = trainer, cfg, records_dir
         self.roles = split_list(cfg.roles)
-        per_instance, self.game_roles = training_slots(cfg.game_list, self.roles, instances=cfg.train_instances)
+        per_instance, self.game_roles = training_slots(cfg.game_list, self.roles, instances=cfg.train_instances,
+                                                                   items=cfg.train_items)
         self.instances = list(dict.fromkeys(slots[0].instance for slots in per_instance))
         self.tokenizer = lifecycle.tokenizer_of(trainer.learner)
         self.template_kwargs = template_kwargs_of(trainer.learner)
@@ -224,7 +225,7 @@ class Demonstrations:
     def __init__(self, trainer, records_dir: Path, tokenizer):
         cfg = trainer.config
         rows = demonstration_rows(cfg.game_list, split_list(cfg.demo_roles), cfg.train_instances, records_dir,
-                                  tokenizer, trainer.seed)
+                                  tokenizer, trainer.seed, cfg.train_items)
         if not rows:
             raise DatasetError(f"--demo-share: the programmatic players won no training episode of "
                                f"{', '.join(cfg.game_list)} to mix in")

@@ -114,7 +114,8 @@ def grpo_parts(trainer, run, *, teacher: Any, records_dir) -> GRPOParts:
     if cfg.reward not in ("outcome", "binary"):
         raise GRPOSetupError(f"--reward must be outcome or binary, got '{cfg.reward}'")
     check_groups(cfg.groups_per_step)  # a data-parallel run: whole groups on every rank
-    per_instance, roles_of_games = training_slots(cfg.game_list, split_list(cfg.roles), cfg.train_instances)
+    per_instance, roles_of_games = training_slots(cfg.game_list, split_list(cfg.roles), cfg.train_instances,
+                                                  cfg.train_items)
     dataset = share_dataset(cfg, per_instance, trainer.seed) if cfg.game_shares else \
         slot_dataset(per_instance, cfg.groups_per_step * cfg.max_steps, trainer.seed)
     reward_funcs, reward_weights = reward_functions(sorted({s.role for slots in per_instance for s in slots}))
@@ -143,7 +144,7 @@ def grpo_parts(trainer, run, *, teacher: Any, records_dir) -> GRPOParts:
     if cfg.sft_coef > 0:  # demonstrations of the trained roles, played (and kept) beside the records
         from pathlib import Path
         rows = demonstration_rows(cfg.game_list, split_list(cfg.roles), cfg.train_instances, Path(records_dir),
-                                  tokenizer, trainer.seed)
+                                  tokenizer, trainer.seed, cfg.train_items)
         anchor = SFTAnchor(rows, cfg.sft_coef, cfg.sft_batch)
     return GRPOParts(dataset, reward_funcs, reward_weights, rollout_func, model, peft_config, tokenizer,
                      sampling.temperature, cfg.num_generations * cfg.groups_per_step, advantages,

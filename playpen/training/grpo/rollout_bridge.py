@@ -26,7 +26,7 @@ import json
 import math
 import random
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from playpen.distributed import any_rank, generating_model
 from playpen.envs.loading import game_roles
@@ -61,13 +61,14 @@ class Slot:
         return self.game, self.experiment, self.game_id
 
 
-def training_slots(games: Sequence[str], roles: Sequence[str] = (),
-                   instances: str = TRAIN_INSTANCES) -> tuple[list[list[Slot]], dict[str, list[str]]]:
+def training_slots(games: Sequence[str], roles: Sequence[str] = (), instances: str = TRAIN_INSTANCES,
+                   items: Optional[Mapping[str, Sequence[str]]] = None) -> tuple[list[list[Slot]], dict[str, list[str]]]:
     """Per training instance, the slots of the roles to train (``roles`` empty = all);
-    and every game's roles."""
+    and every game's roles. `items`: game -> the instances to train on (a ``--split``,
+    :attr:`~playpen.training.common.config.SplitOptions.train_items`); None: all of the file."""
     per_instance, all_roles = [], {}
     for game in games:
-        names, rows = game_roles(game, instances)
+        names, rows = game_roles(game, instances, None if items is None else items[game])
         all_roles[game] = names
         chosen = [n for n in names if not roles or n in roles]
         if not chosen:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from playpen.envs.loading import game_instance_rows
 from playpen.registry import game_spec
@@ -104,9 +104,12 @@ class ProposerSolverTask(HierarchicalTask):
         return kept
 
 
-def solver_problems(instances_file: str) -> list[str]:
-    """The problems of the solver game's instances file (the store's fallback)."""
-    return [row["game_instance"]["problem"] for row in game_instance_rows(game_spec(SOLVER_GAME, instances_file))]
+def solver_problems(instances_file: str, items: Optional[Mapping[str, list]] = None) -> list[str]:
+    """The problems of the solver game's instances file (the store's fallback; `items`: a
+    ``--split``'s items per game, where it names the solver game)."""
+    chosen = None if items is None else items.get(SOLVER_GAME)
+    return [row["game_instance"]["problem"]
+            for row in game_instance_rows(game_spec(SOLVER_GAME, instances_file), chosen)]
 
 
 # ----------------------------------------------------------------------------- TRL rollout_func
@@ -139,7 +142,7 @@ class HierarchicalRollout:
 
     def __init__(self, learner_name: str, tokenizer: Any, *, num_generations: int, solver: Any,
                  train_solvers: bool, sampling: Any, records_dir: Any, store: Any, store_path: Any,
-                 instances: str, seed: int = 0, reward_fn: Optional[Callable] = None,
+                 instances: str, items: Optional[Mapping[str, list]] = None, seed: int = 0, reward_fn: Optional[Callable] = None,
                  max_concurrent_episodes: int = 32, callbacks: Any = None, rubric: Any = None):
         self.learner_name, self.tokenizer, self.num_generations = learner_name, tokenizer, num_generations
         self.solver, self.train_solvers, self.sampling = solver, train_solvers, sampling
@@ -147,7 +150,7 @@ class HierarchicalRollout:
         self.instances, self.seed, self.reward_fn = instances, seed, reward_fn
         self.max_concurrent_episodes, self.callbacks = max_concurrent_episodes, callbacks
         self.rubric = rubric  # --rubric: its game's episodes (one level) rescored after the rollout
-        self.fallback = solver_problems(instances)
+        self.fallback = solver_problems(instances, items)
         self.last_rows: dict[str, list] = {}
         self.last_metrics: dict[str, float] = {}
 
@@ -237,7 +240,9 @@ class HierarchicalRollout:
         return metrics
 
 
-def proposer_instances(instances_file: str) -> list[tuple[str, str, int]]:
-    """(game, experiment, game_id) of every proposer training instance."""
+def proposer_instances(instances_file: str, items: Optional[Mapping[str, list]] = None) -> list[tuple[str, str, int]]:
+    """(game, experiment, game_id) of every proposer training instance (`items`: a ``--split``'s
+    items per game, where it names the proposer game)."""
+    chosen = None if items is None else items.get(PROPOSER_GAME)
     return [(PROPOSER_GAME, row["experiment"]["name"], int(row["game_instance"]["game_id"]))
-            for row in game_instance_rows(game_spec(PROPOSER_GAME, instances_file))]
+            for row in game_instance_rows(game_spec(PROPOSER_GAME, instances_file), chosen)]

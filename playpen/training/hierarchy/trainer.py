@@ -144,7 +144,7 @@ class HierarchicalGRPOTrainer(BasePlayPen):
         # 2. the groups: per proposer instance, one group of proposals and (learner solvers
         #    trained) one group of solver episodes per proposal; the rollout plays them all
         solver_slots = size if cfg.solver == "self" and cfg.train_solvers else 0
-        dataset = Dataset.from_list(slot_rows(proposer_instances(cfg.train_instances),
+        dataset = Dataset.from_list(slot_rows(proposer_instances(cfg.train_instances, cfg.train_items),
                                               cfg.max_steps * cfg.proposer_groups, solver_slots, self.seed))
         reward_funcs, reward_weights = reward_functions([PROPOSER, SOLVER])
         sampling = SamplingConfig.from_gen_args(getattr(self.learner, "gen_args", None))
@@ -155,7 +155,7 @@ class HierarchicalGRPOTrainer(BasePlayPen):
             self.learner.name, tokenizer, num_generations=size,
             solver="learner" if cfg.solver == "self" else cfg.solver, train_solvers=cfg.train_solvers,
             sampling=sampling, records_dir=self.output_dir / run_name, store=store, store_path=store_path,
-            instances=cfg.train_instances, seed=self.seed, reward_fn=reward_fn,
+            instances=cfg.train_instances, items=cfg.train_items, seed=self.seed, reward_fn=reward_fn,
             max_concurrent_episodes=cfg.max_concurrent_episodes,
             callbacks=CallbackList([self.callbacks, JsonlLogCallback(run.run_dir / LOG_FILE)]),
             rubric=load_rubric(cfg.rubric, self.learner, run.run_dir))

@@ -38,8 +38,8 @@ STAGES = {"sft": "sft", "spin": "spin", "dpo": "dpo", "self-rewarding": "self-re
           "spag": "spag"}
 WITH_TEACHER = {"grpo": "grpo-teacher"}
 # options of the pipeline handed to every stage that has them (None: the stage's own default)
-SHARED = ("games", "train_instances", "max_steps", "learning_rate", "save_steps", "save_total_limit",
-          "report_to", "results_dir")
+SHARED = ("games", "train_instances", "split", "splits", "max_steps", "learning_rate", "save_steps",
+          "save_total_limit", "report_to", "results_dir")
 
 
 @dataclass
@@ -132,7 +132,7 @@ def plan_stages(cfg, teacher: Optional[str]) -> list[Stage]:
             value = getattr(cfg, key)
             if key == "max_steps" and steps:
                 value = int(steps[i])
-            if value is not None and key in fields:
+            if value not in (None, "") and key in fields:
                 args += [f"--{key.replace('_', '-')}", str(value)]
         if "init_adapter" not in fields and (i > 0 or cfg.init_adapter):
             raise TrainingSetupError(f"stage '{name}' cannot start from an adapter (its trainer has no "

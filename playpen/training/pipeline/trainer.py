@@ -33,8 +33,8 @@ class PipelineTrainer(BasePlayPen):
     name may repeat): ``sft``, ``spin``, ``dpo``, ``self-rewarding``, ``grpo`` (``grpo-teacher``
     with ``-t``, self-play without), ``spag``. The first starts from ``--init-adapter`` or a
     fresh adapter, every later one from the adapter the previous stage ended with. Shared
-    options go to every stage that has them (``--games``, ``--train-instances``,
-    ``--max-steps`` or ``--stage-steps`` (one per stage), ``--learning-rate``,
+    options go to every stage that has them (``--games``, ``--train-instances``, ``--split``,
+    ``--splits``, ``--max-steps`` or ``--stage-steps`` (one per stage), ``--learning-rate``,
     ``--save-steps``, ``--save-total-limit``, ``--report-to``; unset: each stage's own
     default); ``--stage-options 'dpo: ...; grpo: ...'`` sets options of single stages. Each
     stage runs its own trainer in this process (a fresh copy of the learner after the first)

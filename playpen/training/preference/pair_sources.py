@@ -52,6 +52,9 @@ class PairSourceOptions:
     max_concurrent_episodes: int = option(16, "branching: episodes generated together")
 
     def validate(self) -> None:
+        if self.split and self.source != "branching":
+            raise TrainingSetupError(f"--split chooses the training instances --source branching plays: it does not "
+                                     f"filter --source {self.source} (drop one or the other)")
         super().validate()
         if self.source not in SOURCES:
             raise TrainingSetupError(f"unknown pair source '{self.source}'.{close_matches(self.source, list(SOURCES))}"
@@ -108,7 +111,8 @@ class BranchCollector:
         self.learner_name = trainer.learner.name
         self.tokenizer = lifecycle.tokenizer_of(trainer.learner)
         self.template_kwargs = template_kwargs_of(trainer.learner)
-        per_instance, self.game_roles = training_slots(cfg.game_list, split_list(cfg.roles), cfg.train_instances)
+        per_instance, self.game_roles = training_slots(cfg.game_list, split_list(cfg.roles), cfg.train_instances,
+                                                                 cfg.train_items)
         self.slots = [slot for slots in per_instance for slot in slots]
         # forks need different continuations: greedy decoding means the default temperature 1.0
         sampling = SamplingConfig.from_gen_args(getattr(trainer.learner, "gen_args", None))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from playpen.inference.logprobs import sequence_logprobs  # the vocabulary projection only at the turns' tokens
 from playpen.training.sft.demonstrations import supervised_records, tokenized_dataset
@@ -57,12 +57,13 @@ class SFTAnchor:
 
 
 def demonstration_rows(games: Sequence[str], roles: Sequence[str], train_instances: str, out_dir: Path,
-                       tokenizer: Any, seed: int) -> list[dict]:
-    """Tokenised won episodes of the programmatic players on the games' training instances,
-    kept for ``roles`` (empty: all), played into ``out_dir/demonstrations`` once."""
+                       tokenizer: Any, seed: int, items: Optional[Mapping[str, Sequence[str]]] = None) -> list[dict]:
+    """Tokenised won episodes of the programmatic players on the games' training instances
+    (`items`: only those, a ``--split``), kept for ``roles`` (empty: all), played into
+    ``out_dir/demonstrations`` once."""
     config = SimpleNamespace(games=",".join(games), dataset="", records="", demo_model="programmatic",
-                             train_instances=train_instances, demo_max_instances=0, roles=",".join(roles),
-                             outcomes="success")
+                             train_instances=train_instances, train_items=items, demo_max_instances=0,
+                             roles=",".join(roles), outcomes="success")
     records = supervised_records(config, out_dir)
     dataset = tokenized_dataset(records, tokenizer, max_length=SFT_MAX_LENGTH, seed=seed)
     print(f"[playpen] --sft-coef: {len(dataset)} demonstration conversations", flush=True)

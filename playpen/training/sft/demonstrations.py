@@ -21,10 +21,11 @@ produce after the generation prompt at inference. SFTTrainer applies the resulti
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from playpen.data import DatasetFilter, read_dataset_file, read_results
 from playpen.distributed import main_first
@@ -44,10 +45,11 @@ DEMONSTRATIONS_MARKER = "playpen-demonstrations.json"
 
 def play_demonstrations(games: Sequence[str], out_dir: str | Path, *, model: str = "programmatic",
                         instances: str = TRAIN_INSTANCES, max_instances: Optional[int] = None,
-                        batch_size: int = 16) -> Path:
+                        batch_size: int = 16, items: Optional[Mapping[str, Sequence[str]]] = None) -> Path:
     """Play the games' training instances with `model` in every role (default: the games'
     programmatic players) into ``out_dir/<instances>/<model>/`` (clemcore layout); returns
-    that run folder.
+    that run folder. `items` (game -> its items, a ``--split``): only those instances, into
+    ``out_dir/<instances>-<digest of the items>/<model>/``.
 
     A set is used only when complete: ``playpen-demonstrations.json`` in the run folder,
     written last (atomically) once a game's episodes are played and scored, lists each
@@ -55,7 +57,8 @@ def play_demonstrations(games: Sequence[str], out_dir: str | Path, *, model: str
     (an interrupted or failed attempt), played with another ``max_instances``, or whose
     episode count no longer matches is played again from scratch; complete games are kept.
     """
-    out_dir = Path(out_dir) / instances  # demonstrations of different instance sets never mix
+    # demonstrations of different instance sets never mix
+    out_dir = Path(out_dir) / (instances if items is None else f"{instances}-{items_digest(items, games)}")
     run_dir = out_dir / model
     marker = run_dir / DEMONSTRATIONS_MARKER
     complete = _complete_games(marker, run_dir, max_instances)
@@ -72,13 +75,19 @@ def play_demonstrations(games: Sequence[str], out_dir: str | Path, *, model: str
         write_json(marker, {"model": model, "instances": instances, "games": complete}, indent=1)
     # overwrite: a missing game's folder holds no complete set (at most an interrupted attempt)
     run_dir = play(specs, [player], results_dir=out_dir, batch_size=batch_size,
-                   max_instances=max_instances, overwrite=True)
+                   max_instances=max_instances, overwrite=True, items=items)
     score(specs, run_dir)
     for spec in specs:
         complete[spec.game_name] = {"episodes": _num_episodes(run_dir / spec.game_name),
                                     "max_instances": max_instances}
     write_json(marker, {"model": model, "instances": instances, "games": complete}, indent=1)
     return run_dir
+
+
+def items_digest(items: Mapping[str, Sequence[str]], games: Sequence[str]) -> str:
+    """A short name of the games' chosen items: equal sets share their demonstrations."""
+    chosen = {game: sorted(items[game]) for game in games}
+    return hashlib.sha256(json.dumps(chosen, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def _num_episodes(game_dir: Path) -> int:
@@ -162,7 +171,8 @@ def supervised_records(config, output_dir: str | Path) -> list[dict]:
         with main_first():  # a data-parallel run: rank 0 plays them, the others then find them complete
             demos = play_demonstrations(games, Path(output_dir) / "demonstrations", model=config.demo_model,
                                         instances=config.train_instances,
-                                        max_instances=config.demo_max_instances or None)
+                                        max_instances=config.demo_max_instances or None,
+                                        items=config.train_items)
         records = read_results(demos)
     keep = DatasetFilter(games=tuple(games), roles=tuple(split_list(config.roles)),
                          outcomes=tuple(split_list(config.outcomes)))

@@ -218,7 +218,7 @@ def imitation_records(config, output_dir: str | Path) -> list[dict]:
     else:  # the demonstrations supervised_records just read (complete sets are not played again)
         folder = play_demonstrations(split_list(config.games), Path(output_dir) / "demonstrations",
                                      model=config.demo_model, instances=config.train_instances,
-                                     max_instances=config.demo_max_instances or None)
+                                     max_instances=config.demo_max_instances or None, items=config.train_items)
     records = winning_records(folder, split_list(config.games), split_list(config.roles))
     if not records:
         raise DatasetError(f"no won episodes of {config.games} in {folder} to imitate (pass --no-imitate-winners "

@@ -123,7 +123,7 @@ class SPAGTrainer(BasePlayPen):
                 return
 
         # 2. epochs: self-play with the current adapter, rewards, offline optimisation
-        per_instance, _ = training_slots(cfg.game_list, instances=cfg.train_instances)
+        per_instance, _ = training_slots(cfg.game_list, instances=cfg.train_instances, items=cfg.train_items)
         instances = list(dict.fromkeys(slots[0].instance for slots in per_instance))
         for name in todo:
             epoch = int(name.split("-")[1])
