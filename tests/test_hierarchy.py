@@ -245,6 +245,22 @@ def test_hierarchical_trainer_runs_logs_levels_and_saves_the_store(tiny_workspac
     assert len([line for line in again.output.splitlines() if line.strip()]) == 1
 
 
+def test_hierarchical_trainer_stops_when_it_cannot_learn(tiny_workspace):
+    """A random model's proposals and solutions all score alike: with --stop-without-signal 2 the
+    run saves and stops after its second step of four and says why in one line."""
+    from click.testing import CliRunner
+    from playpen.cli import cli
+    result = CliRunner().invoke(cli, ["run", str(TRAINER), "-l", "tiny-random", "-L", "3", "--max-steps", "4",
+                                      "--num-generations", "2", "--no-evaluate", "--save-steps", "100", "--beta", "0",
+                                      "--stop-without-signal", "2"])
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.output.splitlines() if "stopping at step" in line]
+    assert len(said) == 1 and "[playpen] stopping at step 2: 2 steps in a row had no learning signal" in said[0]
+    assert "--solver programmatic" in said[0]  # the hint names this trainer's options
+    run_dir = tiny_workspace / "models" / "hierarchical-grpo+lora" / "tiny-random" / "self"
+    assert sorted(p.name for p in run_dir.glob("checkpoint-*")) == ["checkpoint-2"]
+
+
 @pytest.mark.slow
 def test_hierarchical_trainer_resumes_its_store_and_draws_from_it(tiny_workspace):
     """--resume: the store comes back; a proposal without a valid problem (a random model's)
@@ -273,6 +289,7 @@ def test_hierarchical_trainer_resumes_its_store_and_draws_from_it(tiny_workspace
     (["--role-baselines", "Sovler:running"], "option --role-baselines: unknown role 'Sovler'. Did you mean: Solver?"),
     (["--solver", "no-such-model"], "no-such-model"),
     (["--credit", "tree"], "option --credit: 'tree' is not valid"),
+    (["--stop-without-signal", "-1"], "option --stop-without-signal: must be >= 0"),
 ])
 def test_hierarchical_trainer_bad_options_are_one_line(tiny_workspace, monkeypatch, args, expected):
     from click.testing import CliRunner

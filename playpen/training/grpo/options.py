@@ -19,6 +19,7 @@ from playpen.errors import TrainingSetupError
 from playpen.registry import close_matches
 from playpen.training.common.config import option, split_list
 from playpen.training.grpo.advantages import BASELINES
+from playpen.training.grpo.watch import STOP_HELP
 from playpen.training.grpo.mixes import chance_level, check_game_shares, check_partners, parse_weights
 from playpen.training.grpo.objective import ObjectiveOptions, validate_objective
 from playpen.training.preference.rounds import check_init_adapter
@@ -55,9 +56,7 @@ class GRPOOptions(ObjectiveOptions):
                                   "won training episodes, of the trained roles) added to every step: teaches what "
                                   "rollouts rarely find and keeps the format (0 = none)")
     sft_batch: int = option(4, "with --sft-coef: demonstration conversations per step")
-    stop_without_signal: int = option(10, "save and stop after N steps in a row without learning signal (every "
-                                          "group's episodes scored alike) or whose rollouts came from unchanged "
-                                          "weights at a learning rate above 0 (0 = never stop)")
+    stop_without_signal: int = option(10, STOP_HELP)
 
     def validate(self) -> None:
         super().validate()  # the run's and LoRA's options (the classes after this one)
@@ -68,13 +67,17 @@ class GRPOOptions(ObjectiveOptions):
         return list(parse_weights(self.game_shares, "game-shares") if self.game_shares else split_list(self.games))
 
 
+def validate_stop(cfg) -> None:
+    if cfg.stop_without_signal < 0:
+        raise TrainingSetupError(f"option --stop-without-signal: must be >= 0 (0: never stop), "
+                                 f"got {cfg.stop_without_signal}")
+
+
 def validate_options(cfg) -> None:
     """TrainingSetupError for a baseline that does not exist, a malformed or not-summing
     ``--partners`` / ``--game-shares``, ``--past-every`` below 1."""
     validate_credit(cfg)
-    if cfg.stop_without_signal < 0:
-        raise TrainingSetupError(f"option --stop-without-signal: must be >= 0 (0: never stop), "
-                                 f"got {cfg.stop_without_signal}")
+    validate_stop(cfg)
     if cfg.partners:
         parse_weights(cfg.partners, "partners")
     if cfg.game_shares:

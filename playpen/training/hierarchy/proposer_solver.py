@@ -22,6 +22,7 @@ from playpen.rollouts import InstanceRef, Learner
 from playpen.rollouts.hierarchy import HierarchicalTask, Level, ParentEpisode, SubEpisodes, rollout_hierarchy
 from playpen.rollouts.types import EpisodeResult
 from playpen.training.grpo.rollout_bridge import Slot, _pick, append_row
+from playpen.training.grpo.watch import PolicyWatch
 
 PROPOSER_GAME = "arith_proposer"
 SOLVER_GAME = "arith_solver"
@@ -143,7 +144,8 @@ class HierarchicalRollout:
     def __init__(self, learner_name: str, tokenizer: Any, *, num_generations: int, solver: Any,
                  train_solvers: bool, sampling: Any, records_dir: Any, store: Any, store_path: Any,
                  instances: str, items: Optional[Mapping[str, list]] = None, seed: int = 0, reward_fn: Optional[Callable] = None,
-                 max_concurrent_episodes: int = 32, callbacks: Any = None, rubric: Any = None):
+                 max_concurrent_episodes: int = 32, callbacks: Any = None, rubric: Any = None,
+                 learning_rate: float = 0.0):
         self.learner_name, self.tokenizer, self.num_generations = learner_name, tokenizer, num_generations
         self.solver, self.train_solvers, self.sampling = solver, train_solvers, sampling
         self.records_dir, self.store, self.store_path = records_dir, store, store_path
@@ -153,6 +155,7 @@ class HierarchicalRollout:
         self.fallback = solver_problems(instances, items)
         self.last_rows: dict[str, list] = {}
         self.last_metrics: dict[str, float] = {}
+        self.watch = PolicyWatch(learning_rate)  # do the rollouts come from the weights being trained?
 
     def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
         size = self.num_generations
@@ -162,6 +165,7 @@ class HierarchicalRollout:
         proposer_slots = [s for s in slots if s.role == PROPOSER]
         step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
         model = getattr(trainer, "model_wrapped", None) or trainer.model
+        watched = self.watch.check(model, step)
         learner = Learner(model, self.tokenizer, self.learner_name, self.sampling)
         task = ProposerSolverTask(size, self.solver, self.train_solvers, self.store, self.fallback,
                                   random.Random(f"{self.seed}/{step}"))
@@ -182,7 +186,8 @@ class HierarchicalRollout:
         self.last_rows = {k: out[k] for k in ("reward", "role", "game", "level", "group_id", "policy_version",
                                               "logprobs")}
         self.last_metrics = {**result.stats.as_metrics(), **self._metrics(result, task, out), "store/kept": kept,
-                             "store/size": len(self.store) if self.store is not None else 0, **rubric_metrics}
+                             "store/size": len(self.store) if self.store is not None else 0, **rubric_metrics,
+                             **watched}
         return out
 
     def _rows(self, slots, result, step: int) -> dict[str, list]:

@@ -25,6 +25,7 @@ from playpen.training.grpo.mixes import check_partners
 from playpen.training.grpo.assembly import load_rubric
 from playpen.training.grpo.rollout_bridge import reward_functions
 from playpen.training.grpo.steps import GRPOStepOptions
+from playpen.training.grpo.watch import STOP_HELP, stop_reason
 from playpen.training.grpo.trainer import grpo_args
 from playpen.training.hierarchy.instance_store import InstanceStore
 from playpen.training.hierarchy.proposer_solver import (PROPOSER, PROPOSER_GAME, SOLVER, SOLVER_GAME,
@@ -52,12 +53,14 @@ class HierarchicalOptions(ObjectiveOptions):
     learning_rate: float = option(5e-5, "learning rate")
     lora_dropout: float = option(0.0, "LoRA dropout (0: the trained policy is the one that played)")
     credit: str = option("hierarchical", "hierarchical (groups by level, episode type, role, group) or flat")
+    stop_without_signal: int = option(10, STOP_HELP)
     rubric: str = option("", RUBRIC_HELP.replace("instead of --reward", "instead of the level's reward; for "
                                                 "arith_proposer, a term of kind reward keeps 1 - |2 r - 1|"))
 
     def validate(self) -> None:
         super().validate()  # the run's and LoRA's options (the classes after this one)
         options.validate_credit(self)
+        options.validate_stop(self)
         if self.reward not in ("outcome", "binary"):
             raise TrainingSetupError(f"option --reward: '{self.reward}' is not valid; expected outcome or binary")
         if self.proposer_groups < 1 or self.store_capacity < 1:
@@ -156,10 +159,14 @@ class HierarchicalGRPOTrainer(BasePlayPen):
             solver="learner" if cfg.solver == "self" else cfg.solver, train_solvers=cfg.train_solvers,
             sampling=sampling, records_dir=self.output_dir / run_name, store=store, store_path=store_path,
             instances=cfg.train_instances, items=cfg.train_items, seed=self.seed, reward_fn=reward_fn,
+            learning_rate=cfg.learning_rate,
             max_concurrent_episodes=cfg.max_concurrent_episodes,
             callbacks=CallbackList([self.callbacks, JsonlLogCallback(run.run_dir / LOG_FILE)]),
             rubric=load_rubric(cfg.rubric, self.learner, run.run_dir))
         advantages = assembly.make_advantages(cfg, {PROPOSER_GAME: [PROPOSER], SOLVER_GAME: [SOLVER]}, reward_fn)
+        advantages.hint = ("Start from a supervised adapter (`playpen run sft`, then --init-adapter "
+                           "models/sft+lora/<learner>/checkpoint-N) or let a competent solver answer "
+                           "(--solver programmatic).")
         guard = assembly.make_guard(cfg)
         model, peft_config = lifecycle.model_of(self.learner), cfg.lora_config()
         if cfg.init_adapter:
@@ -179,7 +186,9 @@ class HierarchicalGRPOTrainer(BasePlayPen):
         trainer = PlaypenGRPOTrainer(
             model=model, reward_funcs=reward_funcs, args=args, train_dataset=dataset, processing_class=tokenizer,
             peft_config=peft_config, rollout_func=rollout_func,
-            callbacks=[run.trainer_callback(extra_metrics=extra_metrics)],
+            callbacks=[run.trainer_callback(
+                extra_metrics=extra_metrics,
+                stop_when=lambda: stop_reason(cfg.stop_without_signal, advantages, rollout_func.watch))],
             advantages=BatchAdvantages(advantages, lambda: rollout_func.last_rows, guard))
 
         # 4. train (Ctrl-C saves a checkpoint and stops); 5. evaluate on the held-out instances
