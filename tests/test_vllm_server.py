@@ -101,6 +101,27 @@ def test_the_server_answers_as_playpen_engine_and_follows_lora_steps(server):
     assert "green-v2" in served and "green-v1" not in served, served
 
 
+def test_the_server_refuses_a_full_learners_changed_weights_in_one_line(server):
+    """vLLM 0.32's server has no stable endpoint to take new base weights: a changed full
+    learner is refused (EngineError, one line) rather than answered with the folder's weights."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from playpen.errors import EngineError
+    from playpen.inference.engine import generate
+    from playpen.rollouts import SamplingConfig
+    from vllm_helpers import PLAYPEN, assert_same, playpen_answers, prompts_of
+    url, folder = server
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+    remote = SamplingConfig(temperature=0.0, max_new_tokens=PLAYPEN.max_new_tokens, engine="vllm", vllm_url=url)
+    prompts = prompts_of(tokenizer, 1)
+    assert_same(playpen_answers(model, tokenizer, prompts), generate(model, tokenizer, prompts, remote))
+    with torch.no_grad():
+        model.model.norm.weight.mul_(2.0)
+    with pytest.raises(EngineError, match="no stable endpoint") as refused:
+        generate(model, tokenizer, prompts, remote)
+    assert "\n" not in str(refused.value) and "train with LoRA" in str(refused.value)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -14,9 +14,12 @@ a copy of its weights. Each LoRA adapter of the learner (a peft model's ``adapte
 row, ``"__base__"`` for none) is handed to vLLM as a folder under an id that is new whenever
 the adapter's weights changed (:class:`Adapters`: a digest of its tensors, read before
 each call), so no step ever samples from a stale adapter and several
-adapters answer one batch. Multi-turn episodes reuse their earlier turns through vLLM's
-prefix cache (on). Full fine-tuning is not followed: a learner whose base weights changed
-since the engine loaded them is refused rather than served stale.
+adapters answer one batch. Full fine-tuning is followed too: when the learner's base weights
+differ from the engine's (a digest read before each call), the in-process engine takes them
+before it generates (:mod:`playpen.inference.vllm_weights`) and drops its prefix cache; a
+server is refused instead (vLLM 0.32's weight-update endpoints are a dev-mode API over NCCL or
+CUDA IPC, not a stable one). Multi-turn episodes reuse their earlier turns through vLLM's
+prefix cache (on).
 
 Logprobs are vLLM's ``processed_logprobs``: ``log_softmax(logits / T)`` (T = 1 when
 greedy), playpen's convention, as long as no top-p/top-k truncates the distribution (vLLM
@@ -34,12 +37,13 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, Iterable, Optional, Protocol, Sequence
 
 from playpen.errors import EngineError
 from playpen.inference.mixed_lora import BASE
 from playpen.inference.model_facts import eos_token_ids
 from playpen.inference.types import Generation, SamplingConfig
+from playpen.inference.vllm_weights import WORKER_EXTENSION, BaseWeights, digest, push
 
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM can be built for
 KV_CACHE_GB = "4"  # VLLM_CPU_KVCACHE_SPACE when unset: ample for the small models a CPU trains
@@ -55,8 +59,8 @@ class ServedAdapter:
 
 
 class Backend(Protocol):
-    """What an engine behind the door does: answer token-id prompts, and learn and forget
-    adapter folders."""
+    """What an engine behind the door does: answer token-id prompts, learn and forget
+    adapter folders, and take new base weights."""
 
     def complete(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, budgets: Sequence[int],
                  adapters: Sequence[Optional[ServedAdapter]], stop_ids: Sequence[int]) -> list[tuple]:
@@ -65,6 +69,9 @@ class Backend(Protocol):
     def load(self, adapter: ServedAdapter) -> None: ...
 
     def unload(self, adapter: ServedAdapter) -> None: ...
+
+    def load_base(self, weights: Iterable[tuple[str, Any]]) -> None:
+        """Serve these base weights (checkpoint names) from the next call on."""
 
 
 # ----------------------------------------------------------------------------- the door's side
@@ -105,8 +112,9 @@ def backend_for(model: Any, sampling: SamplingConfig) -> tuple[Backend, "Adapter
         key = ("server", sampling.vllm_url.rstrip("/"))
         if key not in _BACKENDS:
             server = Server(key[1])
-            _BACKENDS[key] = (server, Adapters(server))
+            _BACKENDS[key] = (server, Adapters(server, folder=None))
             atexit.register(shutdown, key)
+        _BACKENDS[key][1].base.follow(base)
         return _BACKENDS[key]
     folder = model_folder(base)
     dtype = str(getattr(base, "dtype", "float32")).replace("torch.", "")
@@ -115,14 +123,14 @@ def backend_for(model: Any, sampling: SamplingConfig) -> tuple[Backend, "Adapter
         if key[0] != "local":
             continue
         if key[1:] == (folder, dtype) and backend.max_lora_rank >= rank:
-            adapters.check_base(base)
+            adapters.base.follow(base)
             return backend, adapters
         shutdown(key)
     key = ("local", folder, dtype)
     engine = InProcess(folder, dtype=dtype, max_lora_rank=rank, max_loras=max(4, len(getattr(model, "peft_config", {}))))
-    _BACKENDS[key] = (engine, Adapters(engine))
+    _BACKENDS[key] = (engine, Adapters(engine, folder))
     atexit.register(shutdown, key)  # its engine core and adapter folders go when the process ends
-    _BACKENDS[key][1].check_base(base)
+    _BACKENDS[key][1].base.follow(base)
     return _BACKENDS[key]
 
 
@@ -160,23 +168,15 @@ def lora_rank(model: Any) -> int:
 
 class Adapters:
     """Which served version answers each adapter of the learner: a new id and folder whenever
-    the adapter's weights changed since it was last handed over (the weight sync)."""
+    the adapter's weights changed since it was last handed over (the weight sync); ``base``
+    follows the base weights (``folder``: the one the engine loaded, None for a server's)."""
 
-    def __init__(self, backend: Backend):
+    def __init__(self, backend: Backend, folder: Optional[str]):
         self.backend = backend
         self.served: dict = {}  # (id(model), adapter name) -> (weights version, ServedAdapter)
         self.next_id = 0
         self.root = tempfile.mkdtemp(prefix="playpen-vllm-adapters-")
-        self.base_versions: dict = {}  # id(base model) -> its weights' version when first served
-
-    def check_base(self, base: Any) -> None:
-        """Refuse to serve a learner whose base weights changed since it was first served
-        (full fine-tuning): vLLM holds the weights of its folder."""
-        version = weights_version(base, None)
-        if self.base_versions.setdefault(id(base), version) != version:
-            raise EngineError("--engine vllm follows LoRA adapters after each step, not full fine-tuning: "
-                              "the learner's base weights changed since vLLM loaded them; train with LoRA "
-                              "or use --engine auto")
+        self.base = BaseWeights(backend, folder)
 
     def serve(self, model: Any, name: Optional[str]) -> Optional[ServedAdapter]:
         """The served version of adapter ``name`` of ``model`` (None: the base model);
@@ -188,7 +188,7 @@ class Adapters:
             return None
         if name not in getattr(model, "peft_config", {}):
             raise ValueError(f"the model has no LoRA adapter named {name!r}")
-        version = weights_version(model, name)
+        version = adapter_version(model, name)
         key = (id(model), name)
         known = self.served.get(key)
         if known is not None and known[0] == version:
@@ -206,25 +206,11 @@ class Adapters:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def weights_version(model: Any, adapter: Optional[str]) -> str:
-    """A digest that changes whenever a weight of ``adapter`` (None: the base weights) is
-    written. Read from the values: torch's version counters miss fused optimizer steps
-    (``AdamW(fused=True)``, transformers' default, leaves them as they were). An adapter's
-    tensors are hashed whole (they are small); of the base weights, the first
-    :data:`BASE_SAMPLE` values of each tensor (full fine-tuning changes nearly all of them)."""
-    import hashlib
-    marks = (f"lora_A.{adapter}.", f"lora_B.{adapter}.") if adapter else None
-    digest = hashlib.blake2b(digest_size=16)
-    for name, p in model.named_parameters():
-        if (marks is None and "lora_" not in name) or (marks is not None and any(m in name for m in marks)):
-            values = p.detach().reshape(-1)
-            values = values if marks is not None else values[:BASE_SAMPLE]
-            digest.update(name.encode())
-            digest.update(values.float().cpu().numpy().tobytes())
-    return digest.hexdigest()
-
-
-BASE_SAMPLE = 4096
+def adapter_version(model: Any, adapter: str) -> str:
+    """A digest that changes whenever a weight of ``adapter`` is written (its tensors hashed
+    whole: they are small)."""
+    marks = (f"lora_A.{adapter}.", f"lora_B.{adapter}.")
+    return digest(((name, p) for name, p in model.named_parameters() if any(m in name for m in marks)), sample=None)
 
 
 def save_adapter(model: Any, name: str, root: str) -> str:
@@ -241,7 +227,8 @@ def save_adapter(model: Any, name: str, root: str) -> str:
 # ----------------------------------------------------------------------------- in process
 
 class InProcess:
-    """A ``vllm.LLM`` of the learner's folder, LoRA and prefix caching on."""
+    """A ``vllm.LLM`` of the learner's folder, LoRA and prefix caching on, and
+    :class:`~playpen.inference.vllm_weights.WeightReceiver` in its worker to take new base weights."""
 
     def __init__(self, folder: str, *, dtype: str = "float32", max_lora_rank: int = 16, max_loras: int = 4,
                  enforce_eager: Optional[bool] = None, seed: int = 0):
@@ -255,6 +242,7 @@ class InProcess:
                              enforce_eager=(not on_gpu) if enforce_eager is None else enforce_eager,
                              enable_lora=True, max_lora_rank=max_lora_rank, max_loras=max_loras,
                              enable_prefix_caching=True, logprobs_mode="processed_logprobs",
+                             worker_extension_cls=WORKER_EXTENSION,
                              **(dict(gpu_memory_utilization=0.3) if on_gpu else {}))
         self.max_lora_rank = max_lora_rank
 
@@ -279,6 +267,9 @@ class InProcess:
 
     def unload(self, adapter: ServedAdapter) -> None:
         self.llm.llm_engine.remove_lora(adapter.id)
+
+    def load_base(self, weights: Iterable[tuple[str, Any]]) -> None:
+        push(self.llm, weights)
 
     def close(self) -> None:
         engine = getattr(self.llm, "llm_engine", None)
@@ -365,3 +356,9 @@ class Server:
 
     def unload(self, adapter: ServedAdapter) -> None:
         self.call("POST", "/v1/unload_lora_adapter", dict(lora_name=adapter.name))
+
+    def load_base(self, weights: Iterable[tuple[str, Any]]) -> None:
+        raise EngineError("--vllm-url follows LoRA adapters, not full fine-tuning: the learner's base weights "
+                          "changed and vLLM's server has no stable endpoint to take new ones (0.32's are a "
+                          "dev-mode API over NCCL/CUDA IPC); train with LoRA, or drop --vllm-url for vLLM in "
+                          "this process")

@@ -109,7 +109,8 @@ class _ClockCallback(TrainerCallback):
 
 class _SyncedByEngine:
     """TRL's weight-sync hook when playpen's vLLM engine generates: it serves each step's
-    adapter under a new id on its next call (playpen.inference.vllm_engine)."""
+    adapter under a new id, or takes a full learner's changed base weights, on its next call
+    (playpen.inference.vllm_engine)."""
 
     def sync_weights(self):
         pass
@@ -142,7 +143,7 @@ class PlaypenGRPOTrainer(GRPOTrainer):
         if self.args.rollout_correction:
             # TRL applies its correction (the trainer's logprobs recomputed, the truncated
             # ratio, its metrics) to rollouts "from vLLM": ours came from playpen's vLLM engine,
-            # which takes each step's adapter by itself, so TRL's weight sync has nothing to do
+            # which takes each step's weights by itself, so TRL's weight sync has nothing to do
             self.use_vllm = True
             self.vllm_generation, self._last_loaded_step = _SyncedByEngine(), -1
         if self.rollout_func is not None:
