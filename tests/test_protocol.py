@@ -207,6 +207,11 @@ def test_the_describer_configuration_learns_the_describer_with_the_programmatic_
         protocol.method_of("expert-iteration-describer", SimpleNamespace(settings=(), train_games=("arith_solver",)))
 
 
+# the end-to-end run's settings: a trained role with a partner (the primary family), one the random
+# model cannot feed (expert iteration records a failure), the diagnostic the choice stage reads
+E2E_SETTINGS = ("--settings", "taboo/guesser,arith_solver/solver,referencegame/follower")
+
+
 def test_the_runner_end_to_end_with_a_tiny_model(bench, tiny_workspace):
     """--quick: the warm-up (2 chunks of 1 step, dev after each), the control and expert
     iteration (which the random model cannot feed: nothing won, recorded as failed) at a
@@ -215,9 +220,9 @@ def test_the_runner_end_to_end_with_a_tiny_model(bench, tiny_workspace):
     protocol = bench["protocol"]
     out = tiny_workspace / "protocol"
     assert protocol.main(["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration",
-                          "--out", str(out)]) == 0
+                          *E2E_SETTINGS, "--out", str(out)]) == 0
     results = sorted(p.name for p in out.glob("*.json"))
-    assert len(results) == 3 * len(protocol.SETTINGS)  # sft, continued-sft, expert-iteration
+    assert len(results) == 3 * 3  # sft, continued-sft, expert-iteration; three settings
     control = json.loads((out / "continued-sft--seed7--taboo--guesser.json").read_text())
     assert {k: control[k] for k in ("method", "seed", "game", "setting", "split")} == {
         "method": "continued-sft", "seed": 7, "game": "taboo", "setting": "taboo/guesser", "split": "test"}
@@ -232,12 +237,12 @@ def test_the_runner_end_to_end_with_a_tiny_model(bench, tiny_workspace):
     assert "| expert-iteration (failed: the warm-up unchanged) | taboo/guesser |" in (out / "protocol-report.md").read_text()
     # a second run finds everything cached; a changed configuration under the same name is refused
     assert protocol.main(["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration",
-                          "--out", str(out)]) == 0
+                          *E2E_SETTINGS, "--out", str(out)]) == 0
     check_forgetting_stage(bench, out)
     check_choice_stage(bench, out)
     with pytest.raises(SystemExit, match="played once per configuration"):
         protocol.main(["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration",
-                       "--out", str(out), "--max-tokens", "6"])
+                       *E2E_SETTINGS, "--out", str(out), "--max-tokens", "6"])
 
 
 def test_an_error_of_the_run_stops_it_instead_of_recording_a_failed_method(bench, tiny_workspace, monkeypatch, capsys):
@@ -328,7 +333,8 @@ def check_forgetting_stage(bench, out):
     each in its own file; the test results untouched; a second run (--forgetting, the loop)
     finds them cached; a changed setting measures again."""
     protocol = bench["protocol"]
-    run = ["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration", "--out", str(out)]
+    run = ["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration", *E2E_SETTINGS,
+           "--out", str(out)]
     tested = {p.name: p.read_bytes() for p in out.glob("*--seed7--*.json")}
     marker = (out / "work" / "seed-7" / "warm-up.json").read_bytes()
     assert protocol.main([*run, "--forgetting-only"]) == 0
@@ -373,7 +379,8 @@ def check_choice_stage(bench, out):
     the three final configurations over the test items it played, each in its own file, the
     test results untouched, the report's table; cached on a second run."""
     protocol = bench["protocol"]
-    run = ["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration", "--out", str(out)]
+    run = ["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration", *E2E_SETTINGS,
+           "--out", str(out)]
     tested = {p.name: p.read_bytes() for p in out.glob("*--seed7--*.json") if not p.name.startswith("forgetting--")}
     assert protocol.main([*run, "--choice-only"]) == 0
     assert {p.name: p.read_bytes() for p in out.glob("*--seed7--*.json")

@@ -387,8 +387,8 @@ def test_generator_is_reproducible(tmp_path):
 
 # --- end to end with the real clem CLI ---------------------------------------------------------------
 
-def test_clem_run_score_eval_programmatic(clem_workspace, clem):
-    results = gametest.clem_run_score_eval(clem, clem_workspace, "adversarial_taboo")
+def test_clem_run_score_eval_programmatic(clem_workspace, clem_here):
+    results = gametest.clem_run_score_eval(clem_here, clem_workspace, "adversarial_taboo")
     episodes = gametest.episode_scores(results, "adversarial_taboo")
     assert len(episodes) == 60
     experiments = [json.loads(path.read_text(encoding="utf-8"))

@@ -358,8 +358,8 @@ def test_generator_is_reproducible(tmp_path):
 
 # --- end to end with the real clem CLI ----------------------------------------------------
 
-def test_clem_run_score_eval_programmatic(clem_workspace, clem):
-    results = gametest.clem_run_score_eval(clem, clem_workspace, "imagegame")
+def test_clem_run_score_eval_programmatic(clem_workspace, clem_here):
+    results = gametest.clem_run_score_eval(clem_here, clem_workspace, "imagegame")
     episodes = gametest.episode_scores(results, "imagegame")
     assert len(episodes) == 59
     for episode in episodes:

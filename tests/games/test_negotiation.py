@@ -201,8 +201,8 @@ def test_generator_is_reproducible(tmp_path):
 
 # --- end to end with the real clem CLI ------------------------------------------------------
 
-def test_clem_run_score_eval_programmatic(clem_workspace, clem):
-    results = gametest.clem_run_score_eval(clem, clem_workspace, "negotiation")
+def test_clem_run_score_eval_programmatic(clem_workspace, clem_here):
+    results = gametest.clem_run_score_eval(clem_here, clem_workspace, "negotiation")
     episodes = gametest.episode_scores(results, "negotiation")
     assert len(episodes) == 40 and all(e["Success"] == 1 for e in episodes)
     row = gametest.results_row(results)

@@ -429,8 +429,8 @@ def test_instance_generator_is_reproducible():
 
 # --- end to end with the clem CLI -------------------------------------------------------
 
-def test_clem_run_score_eval(clem_workspace, clem):
-    results = gametest.clem_run_score_eval(clem, clem_workspace, "privateshared")
+def test_clem_run_score_eval(clem_workspace, clem_here):
+    results = gametest.clem_run_score_eval(clem_here, clem_workspace, "privateshared")
     scores = gametest.episode_scores(results, "privateshared")
     assert len(scores) == 50
     assert all(s["Success"] == 1 and s["Main Score"] == 100.0 for s in scores)

@@ -212,8 +212,8 @@ def test_the_protocol_set_extends_the_solver_evaluation_set_with_unseen_problems
             assert rules.evaluate(rules.parse_expression(instance["problem"])) == instance["answer"]
 
 
-def test_clem_run_score_eval(clem_workspace, clem):
-    results = gametest.clem_run_score_eval(clem, clem_workspace, "arith_proposer")
+def test_clem_run_score_eval(clem_workspace, clem_here):
+    results = gametest.clem_run_score_eval(clem_here, clem_workspace, "arith_proposer")
     episodes = gametest.episode_scores(results, "arith_proposer")
     assert len(episodes) == 20
     for episode in episodes:

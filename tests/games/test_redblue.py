@@ -199,8 +199,8 @@ def test_generator_is_reproducible(tmp_path):
 
 # --- end to end with the real clem CLI ----------------------------------------------------
 
-def test_clem_run_score_eval_programmatic(clem_workspace, clem):
-    results = gametest.clem_run_score_eval(clem, clem_workspace, "redblue")
+def test_clem_run_score_eval_programmatic(clem_workspace, clem_here):
+    results = gametest.clem_run_score_eval(clem_here, clem_workspace, "redblue")
     episodes = gametest.episode_scores(results, "redblue")
     assert len(episodes) == 20 and sum(e["Main Score"] == 100 for e in episodes) == 10
     assert sum(e["Attacker Wins"] for e in episodes) == 10

@@ -308,8 +308,8 @@ def test_generator_is_reproducible(tmp_path):
 
 # --- end to end with the real clem CLI ----------------------------------------------------
 
-def test_clem_run_score_eval_programmatic(clem_workspace, clem):
-    results = gametest.clem_run_score_eval(clem, clem_workspace, "referencegame")
+def test_clem_run_score_eval_programmatic(clem_workspace, clem_here):
+    results = gametest.clem_run_score_eval(clem_here, clem_workspace, "referencegame")
     episodes = gametest.episode_scores(results, "referencegame")
     assert len(episodes) == 90
     for episode in episodes:

@@ -179,8 +179,8 @@ def test_generator_is_reproducible(tmp_path):
 
 # --- end to end with the real clem CLI ----------------------------------------------------
 
-def test_clem_run_score_eval_programmatic(clem_workspace, clem):
-    results = gametest.clem_run_score_eval(clem, clem_workspace, "refine")
+def test_clem_run_score_eval_programmatic(clem_workspace, clem_here):
+    results = gametest.clem_run_score_eval(clem_here, clem_workspace, "refine")
     episodes = gametest.episode_scores(results, "refine")
     assert len(episodes) == 24 and all(e["Main Score"] == 100 and e["Improvement"] > 50 for e in episodes)
     row = gametest.results_row(results)

@@ -540,9 +540,9 @@ def wordle_workspace(clem_workspace):
     return clem_workspace
 
 
-def test_clem_run_score_eval_programmatic(wordle_workspace, clem):
+def test_clem_run_score_eval_programmatic(wordle_workspace, clem_here):
     # one programmatic model: clemcore gives it to both players of wordle_withcritic
-    results = gametest.clem_run_score_eval(clem, wordle_workspace, json.dumps({"main_game": "wordle"}))
+    results = gametest.clem_run_score_eval(clem_here, wordle_workspace, json.dumps({"main_game": "wordle"}))
     assert not list(results.rglob("error.json"))
     row = gametest.results_row(results)
     quality = {}
