@@ -339,3 +339,31 @@ def test_console_script_subprocess(tmp_path):
     assert done.returncode == 2
     assert done.stderr.startswith("playpen: error:") and "malformed JSON" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("command", [["run", "sft", "-l", "smol-135m"], ["eval", "-m", "smol-135m", "-g", "taboo"],
+                                     ["tournament", "-m", "smol-135m", "-m", "programmatic", "-g", "taboo"]])
+@pytest.mark.parametrize("engine, expected", [([], "needs --engine vllm"),
+                                              (["--engine", "vllm", "--vllm-url", "http://127.0.0.1:9"],
+                                               "a server computes in the dtype it was started with")])
+def test_engine_dtype_is_for_vllm_in_this_process_only(tmp_path, monkeypatch, command, engine, expected):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, [*command, *engine, "--engine-dtype", "bfloat16"])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("playpen: error: option --engine-dtype:") and expected in lines[0]
+
+
+@pytest.mark.parametrize("chosen, temperature, native, expected", [
+    ("auto", 1.0, True, "bfloat16"),    # sampled turns on bf16 hardware: bf16
+    ("auto", 1.0, False, "float32"),    # no native bf16: the model's own
+    ("auto", 0.0, True, "float32"),     # greedy turns (evaluation): the model's own
+    ("float32", 1.0, True, "float32"),  # chosen: always
+    ("bfloat16", 0.0, False, "bfloat16"),
+])
+def test_the_vllm_engine_dtype_follows_the_rule(chosen, temperature, native, expected):
+    from playpen.inference.types import SamplingConfig
+    from playpen.inference.vllm_engine import engine_dtype
+    sampling = SamplingConfig(temperature=temperature, engine="vllm", engine_dtype=chosen)
+    assert engine_dtype(sampling, "float32", native_bf16=native) == expected
+    assert SamplingConfig.from_gen_args({"engine": "vllm", "engine_dtype": chosen}).engine_dtype == chosen

@@ -132,7 +132,10 @@ def test_a_grpo_run_with_engine_vllm_corrects_its_logprobs_and_serves_each_steps
     from playpen.cli import cli
     (toy_workspace / "model_registry.json").write_text(json_module.dumps([tiny_registry_entry(vllm_model_dir)]))
     versions = _versions_served()
-    result = CliRunner().invoke(cli, ["run", "grpo", "-l", "tiny-random", "--engine", "vllm", "-L", "3",
+    # float32: the sampled turns' logprobs must then equal the trainer's (the auto dtype samples in
+    # bf16 where the CPU has it: test_cli's rule test; its mismatch is what the correction absorbs)
+    result = CliRunner().invoke(cli, ["run", "grpo", "-l", "tiny-random", "--engine", "vllm", "--engine-dtype", "float32",
+                                      "-L", "3",
                                       "--games", "sayword", "--train-instances", "instances", "--max-steps", "2",
                                       "--no-evaluate", "--num-generations", "2", "--save-steps", "100"])
     assert result.exit_code == 0, result.output

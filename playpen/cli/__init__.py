@@ -16,7 +16,7 @@ import click
 
 from playpen import __version__
 from playpen.errors import WRITE_ERRNOS, Interrupted, PlaypenError, write_error
-from playpen.inference.engine import ENGINES
+from playpen.inference.engine import ENGINE_DTYPES, ENGINES
 from playpen.remote import RemoteLimits, set_remote_limits as set_limits
 
 
@@ -151,7 +151,12 @@ def remote_options(command):
 
 
 def engine_options(command):
-    """``--engine`` and ``--vllm-url``: who generates the learner's turns (docs/engines.md)."""
+    """``--engine``, ``--vllm-url`` and ``--engine-dtype``: who generates the learner's turns
+    (docs/engines.md)."""
+    command = click.option("--engine-dtype", type=click.Choice(ENGINE_DTYPES), default="auto", show_default=True,
+                           help="With --engine vllm in this process: the dtype vLLM computes in; auto = bfloat16 "
+                                "for sampled turns where the hardware has native bf16, the model's own for greedy "
+                                "turns (evaluation).")(command)
     command = click.option("--vllm-url", default=None,
                            help="With --engine vllm: a running `vllm serve MODEL --enable-lora` (e.g. "
                                 "http://127.0.0.1:8000) generates, instead of vLLM in this process.")(command)
@@ -160,12 +165,21 @@ def engine_options(command):
                              "vllm (pip install 'playpen[vllm]'; docs/engines.md).")(command)
 
 
-def check_engine_options(engine: str, vllm_url: str | None) -> None:
-    """--vllm-url only with --engine vllm, and a URL; vllm importable when chosen."""
+def check_engine_choice(engine: str, vllm_url: str | None, engine_dtype: str = "auto") -> None:
+    """The engine options agree: --vllm-url only with --engine vllm, and a URL; --engine-dtype
+    only for vLLM in this process (nothing imported or reached: a check before anything else)."""
     if vllm_url and engine != "vllm":
         raise PlaypenError("option --vllm-url: needs --engine vllm")
+    if engine_dtype != "auto" and (engine != "vllm" or vllm_url):
+        raise PlaypenError("option --engine-dtype: needs --engine vllm without --vllm-url (a server computes in "
+                           "the dtype it was started with)")
     if vllm_url and not vllm_url.startswith(("http://", "https://")):
         raise PlaypenError(f"option --vllm-url: {vllm_url!r} is not valid; expected http://HOST:PORT")
+
+
+def check_engine_options(engine: str, vllm_url: str | None, engine_dtype: str = "auto") -> None:
+    """:func:`check_engine_choice`, then the chosen engine is there: the server answers, vllm imports."""
+    check_engine_choice(engine, vllm_url, engine_dtype)
     # one line and exit 2 now, not after the models load
     from playpen.inference import vllm_engine
     if vllm_url:
@@ -174,9 +188,12 @@ def check_engine_options(engine: str, vllm_url: str | None) -> None:
         vllm_engine.import_vllm()
 
 
-def learner_engine(engine: str, vllm_url: str | None) -> dict:
+def learner_engine(engine: str, vllm_url: str | None, engine_dtype: str = "auto") -> dict:
     """The learner's generation arguments that choose its engine (none for the default)."""
-    return {} if engine == "auto" and not vllm_url else dict(engine=engine, vllm_url=vllm_url)
+    if engine == "auto" and not vllm_url:
+        return {}
+    chosen = dict(engine=engine, vllm_url=vllm_url)
+    return {**chosen, "engine_dtype": engine_dtype} if engine_dtype != "auto" else chosen
 
 
 def set_remote_limits(connect_timeout: float, read_timeout: float, retries: int, retry_budget: float) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from playpen.cli import check_engine_options, engine_options, learner_engine, remote_options, set_remote_limits, \
-    split_values
+from playpen.cli import check_engine_choice, check_engine_options, engine_options, learner_engine, remote_options, \
+    set_remote_limits, split_values
 from playpen.cli.run import check_generation_options, check_output_folder
 from playpen.envs.turns import MAX_TURNS_HELP, check_max_turns, turn_limit
 from playpen.errors import EvaluationError, GameLoadError
@@ -74,8 +74,8 @@ from playpen.registry import all_game_entries, game_specs, resolve_game
 @remote_options
 def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_paths, limit, compare, adapter,
                  partner, instances, split, splits_file, results_dir, run_name, overwrite, max_instances, batch_size,
-                 temperature, max_tokens, engine, vllm_url, as_json, threads, max_turns, connect_timeout, read_timeout,
-                 retries, retry_budget):
+                 temperature, max_tokens, engine, vllm_url, engine_dtype, as_json, threads, max_turns,
+                 connect_timeout, read_timeout, retries, retry_budget):
     """Evaluate MODEL (optionally with --adapter) on game sets and static benchmarks.
 
     Prints the clemscore table (% played, quality, clemscore per game and overall), the
@@ -108,7 +108,8 @@ def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_
     if batch_size < 1:
         raise EvaluationError("--batch-size must be at least 1")
     check_generation_options(temperature, max_tokens)
-    if learner_engine(engine, vllm_url) and suite != "clem":
+    check_engine_choice(engine, vllm_url, engine_dtype)
+    if learner_engine(engine, vllm_url, engine_dtype) and suite != "clem":
         raise EvaluationError("--engine/--vllm-url choose who generates the games' turns: they need --suite clem "
                               "(the static suite scores log-likelihoods with transformers)")
     check_output_folder(results_dir, "-r/--results-dir")
@@ -123,11 +124,11 @@ def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_
     entry = check_model_name(model_name)
     if partner:
         check_model_name(partner, "partner")
-    if learner_engine(engine, vllm_url):
+    if learner_engine(engine, vllm_url, engine_dtype):
         if entry.backend != "huggingface_local":
             raise EvaluationError(f"--engine generates with a huggingface_local model; '{model_name}' uses "
                                   f"backend '{entry.backend}'")
-        check_engine_options(engine, vllm_url)
+        check_engine_options(engine, vllm_url, engine_dtype)
     names, set_names, tasks = split_values(games), split_values(set_names), split_values(tasks)
     if suite == "static" and (names or set_names):
         raise EvaluationError("-g/--set choose games: they need --suite clem or all (--suite static plays none)")
@@ -163,10 +164,11 @@ def eval_command(model_name, games, set_names, sets_file, suite, tasks, include_
             check_no_earlier_static(Path(results_dir) / folder)
     gen = dict(temperature=temperature, max_tokens=max_tokens)
     model = load_model_by_name(model_name, adapter=adapter, gen_args=gen)
-    if learner_engine(engine, vllm_url):  # the games' turns through playpen.inference.generate
+    if learner_engine(engine, vllm_url, engine_dtype):  # the games' turns through playpen.inference.generate
         from playpen.rollouts import Learner, SamplingConfig
         from playpen.rollouts.partners import engine_player
-        sampling = SamplingConfig.from_gen_args({**gen, **learner_engine(engine, vllm_url)}, max_batch_size=batch_size)
+        sampling = SamplingConfig.from_gen_args({**gen, **learner_engine(engine, vllm_url, engine_dtype)},
+                                                max_batch_size=batch_size)
         model = engine_player(Learner.from_clem(model, sampling))
     models = [model]
     if partner:

@@ -128,9 +128,9 @@ def trainer_help(trainer: str | Path) -> str:
 @click.option("-h", "--help", "show_help", is_flag=True,
               help="Show this help; with TRAINER, also the trainer's own options.")
 @click.pass_context
-def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, engine, vllm_url, seed, max_turns, output_dir,
-                connect_timeout, read_timeout, retries, retry_budget, num_processes, accelerate_config, show_list,
-                show_help):
+def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, engine, vllm_url, engine_dtype, seed,
+                max_turns, output_dir, connect_timeout, read_timeout, retries, retry_budget, num_processes, accelerate_config,
+                show_list, show_help):
     """Run TRAINER with LEARNER (and TEACHER): a packaged trainer's name (`playpen run sft
     -l smol-135m`; `playpen run --list` names them) or a file defining a BasePlayPen subclass.
 
@@ -153,7 +153,7 @@ def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, engine,
     if not learner:
         raise PlaypenError("missing learner: pass -l/--learner MODEL (see `playpen list models`)")
     check_generation_options(temperature, max_tokens)
-    check_engine_options(engine, vllm_url)
+    check_engine_options(engine, vllm_url, engine_dtype)
     check_output_folder(output_dir, "-o/--output-dir")
     set_remote_limits(connect_timeout, read_timeout, retries, retry_budget)
     check_max_turns(max_turns)
@@ -165,6 +165,7 @@ def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, engine,
         from playpen.launch import launch
         args = ["run", trainer, "-l", learner, *(["-t", teacher] if teacher else []), "-T", repr(temperature),
                 "-L", str(max_tokens), "--engine", engine, *(["--vllm-url", vllm_url] if vllm_url else []),
+                "--engine-dtype", engine_dtype,
                 "--seed", str(seed), "-o", str(output_dir),
                 *(["--max-turns", str(max_turns)] if max_turns is not None else []),
                 "--connect-timeout", repr(connect_timeout), "--read-timeout", repr(read_timeout),
@@ -220,7 +221,7 @@ def run(trainer, *, learner: str, teacher: str | None, temperature: float, max_t
     from transformers import set_seed
     set_seed(seed)  # python, numpy, torch (every device)
     # the engine rides in the learner's generation arguments: SamplingConfig.from_gen_args reads it
-    learner_model = load_model_by_name(learner, gen_args={**gen_args, **learner_engine(engine, vllm_url)},
+    learner_model = load_model_by_name(learner, gen_args={**gen_args, **learner_engine(engine, vllm_url, engine_dtype)},
                                        role="learner")
     teacher_model = load_model_by_name(teacher, gen_args=gen_args, role="teacher") if teacher else None
     trainer = cls(learner_model, teacher_model, config=config, output_dir=output_dir, seed=seed)

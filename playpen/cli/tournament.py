@@ -33,8 +33,8 @@ from playpen.errors import PlaypenError
 @engine_options
 @remote_options
 def tournament_command(players, game, num_instances, instances, out_dir, temperature, max_tokens, seed,
-                       bootstrap_samples, batch_size, engine, vllm_url, connect_timeout, read_timeout, retries,
-                       retry_budget):
+                       bootstrap_samples, batch_size, engine, vllm_url, engine_dtype, connect_timeout, read_timeout,
+                       retries, retry_budget):
     """Play every pair of PLAYERS against each other in both seatings on held-out instances.
 
     Players on one local model share one copy of it (each adapter by name, the bare
@@ -61,7 +61,7 @@ def tournament_command(players, game, num_instances, instances, out_dir, tempera
         raise PlaypenError(f"option --bootstrap-samples: {bootstrap_samples} is not valid; expected an integer >= 1")
     if batch_size < 1:
         raise PlaypenError(f"option -b/--batch-size: {batch_size} is not valid; expected an integer >= 1")
-    check_engine_options(engine, vllm_url)
+    check_engine_options(engine, vllm_url, engine_dtype)
     set_remote_limits(connect_timeout, read_timeout, retries, retry_budget)
     if out_dir is None:
         out_dir = Path("playpen-records") / f"tournament-{game}-{datetime.now():%Y%m%d-%H%M%S}"
@@ -69,7 +69,7 @@ def tournament_command(players, game, num_instances, instances, out_dir, tempera
     specs = [p for value in players for p in ([value] if "+" in value else split_values([value]))]
     result = run_tournament(specs, game, out_dir=Path(out_dir), num_instances=num_instances, instances=instances,
                             sampling=SamplingConfig(temperature=temperature, max_new_tokens=max_tokens,
-                                                    **learner_engine(engine, vllm_url)),
+                                                    **learner_engine(engine, vllm_url, engine_dtype)),
                             seed=seed, num_samples=bootstrap_samples, max_concurrent_episodes=batch_size,
                             echo=lambda line: click.echo(line, err=True))
     click.echo(result.table)

@@ -42,6 +42,7 @@ from playpen.inference.transformers_compat import supports_kv_reuse
 from playpen.inference.types import Generation, SamplingConfig
 
 ENGINES = ("auto", "static", "dynamic", "vllm")
+ENGINE_DTYPES = ("auto", "float32", "bfloat16")
 
 
 def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],

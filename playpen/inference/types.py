@@ -34,6 +34,12 @@ class SamplingConfig:
     vllm_url: Optional[str] = None
     """With ``engine="vllm"``: the URL of a running ``vllm serve`` (``http://host:8000``)
     that answers instead of a vLLM engine in this process."""
+    engine_dtype: str = "auto"
+    """With ``engine="vllm"`` in this process: the dtype vLLM computes in. ``auto``: bfloat16
+    for sampled turns (temperature > 0) where the hardware computes it natively (a CPU with
+    AVX512-BF16 or AMX, a GPU that supports it), the learner's own dtype for greedy turns, so
+    that evaluations stay comparable with fp32 engines; ``float32`` or ``bfloat16``: always
+    (:func:`playpen.inference.vllm_engine.engine_dtype`; docs/engines.md)."""
     compile_decode: bool = False
     """Compile the static engine's decode step with ``torch.compile`` (inductor fuses the
     step's many small elementwise kernels) before it is captured or run; ignored where the
@@ -48,7 +54,8 @@ class SamplingConfig:
         gen = dict(gen_args or {})
         values = dict(temperature=float(gen.get("temperature", cls.temperature)),
                       max_new_tokens=int(gen.get("max_tokens", cls.max_new_tokens)),
-                      engine=gen.get("engine") or cls.engine, vllm_url=gen.get("vllm_url"))
+                      engine=gen.get("engine") or cls.engine, vllm_url=gen.get("vllm_url"),
+                      engine_dtype=gen.get("engine_dtype") or cls.engine_dtype)
         values.update(overrides)
         return cls(**values)
 
