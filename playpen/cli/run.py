@@ -177,7 +177,8 @@ def run_command(ctx, trainer, learner, teacher, temperature, max_tokens, engine,
         return
     with turn_limit(max_turns):
         run(trainer, learner=learner, teacher=teacher, temperature=temperature, max_tokens=max_tokens, seed=seed,
-            output_dir=Path(output_dir), extra_args=ctx.args, engine=engine, vllm_url=vllm_url)
+            output_dir=Path(output_dir), extra_args=ctx.args, engine=engine, vllm_url=vllm_url,
+            engine_dtype=engine_dtype)
 
 
 def check_games(config) -> None:
@@ -213,7 +214,8 @@ def prepare(trainer, *, learner: str, teacher: str | None, extra_args: list[str]
 
 
 def run(trainer, *, learner: str, teacher: str | None, temperature: float, max_tokens: int,
-        seed: int, output_dir: Path, extra_args: list[str], engine: str = "auto", vllm_url: str | None = None):
+        seed: int, output_dir: Path, extra_args: list[str], engine: str = "auto", vllm_url: str | None = None,
+        engine_dtype: str = "auto"):
     cls, config = prepare(trainer, learner=learner, teacher=teacher, extra_args=extra_args)
     from playpen.models import load_model_by_name
     game_registry = registry.clem_game_registry()
