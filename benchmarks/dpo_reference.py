@@ -9,8 +9,8 @@ adapter); greedy accuracy on freshly generated held-out problems.
    ``--out``, or read from that script's work folder (``--start-from``; never written to);
 2. the pairs, made once: the start samples ``--k`` answers (T 1.0, <= 16 tokens) to each of the
    game's training problems; a problem with a right and a wrong answer gives up to
-   ``--pairs-per-problem`` pairs (a right answer chosen, a wrong or unparsable one rejected, each
-   answer in one pair), ``--pairs`` of them drawn; written to ``seed-S/pairs.jsonl``, the file
+   ``--pairs-per-problem`` pairs (a right answer chosen, a wrong or unparsable one rejected: distinct
+   answers), ``--pairs`` of them drawn; written to ``seed-S/pairs.jsonl``, the file
    ``playpen run dpo --source pairs`` reads;
 3. playpen: the ``dpo`` trainer (``--source pairs --init-adapter START``) through its config class
    and ``learn()``, as ``playpen run`` calls it;
@@ -42,14 +42,16 @@ COMMON = dict(beta=0.1, loss_type="sigmoid", learning_rate=2e-4, batch_size=4, m
               max_tokens=ARITH_MAX_TOKENS)
 FULL = dict(k=16, pairs=128, steps=32, problems=300)
 MARGIN = 5.0  # points: the equivalence margin of the two one-sided tests
-# CPU-seconds on one thread of the 2-core vm, smol-135m (measured 2026-11-29 with the quick mode, loaded box)
-COST = dict(answer=0.2, pair=3.0, problem=0.7, load=10.0)
+# CPU-seconds on one niced thread of the 2-core vm under a load of ~3.5, smol-135m (the quick mode of
+# 2026-11-29: 480 answers in 152 s, steps of 4 pairs in 8.2 s playpen / 18.5 s stock, 32 problems in 15 s)
+COST = dict(answer=0.3, playpen_pair=2.05, stock_pair=4.6, problem=0.35, load=10.0)
 
 
-def estimate_minutes(args, problems: int) -> float:
-    """The run's CPU-minutes on this machine from the measured costs (training the start not included)."""
-    seconds = (len(train_problems()) * args.k * COST["answer"] + 2 * args.steps * COMMON["batch_size"] * COST["pair"]
-               + 3 * problems * COST["problem"] + 6 * COST["load"])
+def estimate_minutes(args) -> float:
+    """The run's minutes on this machine from the measured costs (training the start not included)."""
+    pairs = args.steps * COMMON["batch_size"]
+    seconds = (len(train_problems()) * args.k * COST["answer"] + pairs * (COST["playpen_pair"] + COST["stock_pair"])
+               + 3 * args.problems * COST["problem"] + 6 * COST["load"])
     return seconds / 60
 
 
@@ -77,9 +79,9 @@ def sample_answers(args, start: Path, seed: int) -> list[dict]:
 
 
 def make_pairs(samples: list[dict], per_problem: int, total: int, seed: int) -> list:
-    """Per problem, its distinct right answers paired with its distinct wrong or unparsable ones
-    (shuffled, each answer in at most one pair, at most `per_problem` pairs); `total` of them
-    drawn, kept in problem order."""
+    """Per problem, `per_problem` of the pairs (a distinct right answer, a distinct wrong or
+    unparsable one), drawn at random (the start rarely gives two different right answers: most
+    of a problem's pairs share the chosen one); `total` of them drawn, kept in problem order."""
     from playpen.pairs import PreferencePair
     rng = random.Random(seed)
     answers: dict[str, dict[bool, list[str]]] = {}
@@ -89,8 +91,8 @@ def make_pairs(samples: list[dict], per_problem: int, total: int, seed: int) -> 
             sides[s["reward"] == 1.0].append(s["reply"])
     pairs = []
     for problem, sides in answers.items():
-        right, wrong = rng.sample(sides[True], len(sides[True])), rng.sample(sides[False], len(sides[False]))
-        for chosen, rejected in list(zip(right, wrong))[:per_problem]:
+        combinations = [(right, wrong) for right in sides[True] for wrong in sides[False]]
+        for chosen, rejected in rng.sample(combinations, min(per_problem, len(combinations))):
             pairs.append(PreferencePair(({"role": "user", "content": solver_prompt(problem)},), chosen, rejected,
                                         {"game": "arith_solver", "problem": problem, "source": "dpo_reference"}))
     if len(pairs) > total:
@@ -240,7 +242,7 @@ def main(argv=None) -> int:
         parser.error("--k, --pairs, --pairs-per-problem, --steps and --problems must be >= 1")
     seed, began = args.seed, time.time()
     start = start_of(args, seed, parser)
-    print(f"estimate: ~{estimate_minutes(args, args.problems):.0f} CPU-minutes on one thread of the 2-core vm"
+    print(f"estimate: ~{estimate_minutes(args):.0f} minutes on one thread of the loaded 2-core vm"
           f"{'' if args.start_from else ' (and the SFT start, if not yet trained: ~15)'}", flush=True)
     problems = held_out_problems(args.problems)
     cache = Path(args.out) / f"seed-{seed}" / "result.json"
@@ -249,9 +251,9 @@ def main(argv=None) -> int:
     else:
         clock = time.time()
         pairs_file = pairs_of(args, start, seed)
-        row = {"pairs": sum(1 for _ in pairs_file.open()), "start": str(start), "seconds": {"pairs": 0.0},
-               "correct": {}, "loss": {}}
-        row["seconds"]["pairs"], clock = round(time.time() - clock, 1), time.time()
+        row = {"pairs": sum(1 for _ in pairs_file.open()), "start": str(start),
+               "seconds": {"pairs": round(time.time() - clock, 1)}, "correct": {}, "loss": {}}
+        clock = time.time()
         row["correct"]["start"] = correct(args.learner, start, problems)
         row["seconds"]["eval start"], clock = round(time.time() - clock, 1), time.time()
         for arm, run in (("playpen", run_playpen), ("stock", run_stock)):

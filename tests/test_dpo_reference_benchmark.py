@@ -29,10 +29,12 @@ def test_a_problem_gives_pairs_only_with_a_right_and_a_wrong_answer(bench):
     samples += [{"problem": "2 * 3", "reply": "ANSWER: 6", "reward": 1.0},
                 {"problem": "4 - 1", "reply": "ANSWER: 2", "reward": 0.0}]
     pairs = bench.make_pairs(samples, per_problem=4, total=100, seed=0)
-    assert len(pairs) == 2  # two distinct right answers; the other problems have one side only
-    assert {p.chosen for p in pairs} == {"ANSWER: 3", "ANSWER: 03"}
-    assert len({p.rejected for p in pairs}) == 2 and {p.rejected for p in pairs} <= {"ANSWER: 4", "?", "ANSWER: 5"}
+    assert len(pairs) == 4  # 4 of the 2 x 3 distinct (right, wrong); the other problems have one side only
+    assert len({(p.chosen, p.rejected) for p in pairs}) == 4
+    assert {p.chosen for p in pairs} <= {"ANSWER: 3", "ANSWER: 03"}
+    assert {p.rejected for p in pairs} <= {"ANSWER: 4", "?", "ANSWER: 5"}
     assert all(p.meta["problem"] == "1 + 2" and p.prompt[0]["role"] == "user" for p in pairs)
+    assert len(bench.make_pairs(samples, per_problem=9, total=100, seed=0)) == 6
     assert len(bench.make_pairs(samples, per_problem=1, total=100, seed=0)) == 1
     assert len(bench.make_pairs(samples, per_problem=4, total=1, seed=0)) == 1
 
@@ -91,6 +93,8 @@ def test_the_quick_mode_end_to_end_with_a_tiny_model(bench, tiny_workspace, tiny
     # both arms start where the reference is: DPO's first loss is log 2 in both
     assert summary["loss"]["playpen"][0] == pytest.approx(0.6931, abs=1e-3)
     assert summary["loss"]["stock"][0] == pytest.approx(0.6931, abs=1e-3)
+    # the same pairs in the same batches: the second step's loss (after one update) agrees too
+    assert summary["loss_max_difference"] < 1e-5, summary["loss"]
 
     before = weights(start)
     for after in (out / "seed-1" / "models" / "dpo+lora" / "tiny-random" / "pairs" / "checkpoint-2",
