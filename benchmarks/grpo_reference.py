@@ -22,92 +22,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import sys
 import time
 from pathlib import Path
-from string import Template
+
+# the benchmarks' shared module, beside this script: arith_solver's prompt, reward, problems, start and tests
+from harness import (ARITH_MAX_TOKENS, ARITH_TRAIN as TRAIN, correct, held_out_problems, percent, reward_of,
+                     solver_prompt, start_adapter, train_problems, tost_p)
 
 HERE = Path(__file__).resolve().parent
-GAME = HERE.parent / "playpen" / "games" / "builtin" / "proposer_solver"
-sys.path.insert(0, str(GAME))
 
 COMMON = dict(num_generations=8, learning_rate=2e-5, beta=0.02, loss_type="dapo", scale_rewards="group",
-              epsilon=0.2, temperature=1.0, max_tokens=16, prompts_per_step=2)
-TRAIN = "instances_solver_train"
-EVAL_SEED = 20261128  # held-out problems: a seed no instances file was generated with
-
-
-def solver_prompt(problem: str) -> str:
-    from arith_rules import parse_expression, render
-    text = (GAME / "resources" / "solver_prompt.template").read_text()
-    return Template(text).substitute(problem=render(parse_expression(problem))).strip()
-
-
-def reward_of(reply: str, problem: str) -> float:
-    """The game's outcome reward: 1 for the right value, 0 for a wrong one, -1 unparsable."""
-    from arith_rules import evaluate, parse_answer, parse_expression
-    from clemcore.clemgame.errors import ParseError
-    try:
-        given = parse_answer(reply)
-    except ParseError:  # the game aborts the episode
-        return -1.0
-    return 1.0 if given == evaluate(parse_expression(problem)) else 0.0
-
-
-def held_out_problems(count: int) -> list[str]:
-    from instancegenerator import random_problem
-    rng = random.Random(EVAL_SEED)
-    return [random_problem(rng, 1 + i % 4) for i in range(count)]
-
-
-def train_problems() -> list[str]:
-    data = json.loads((GAME / "in" / f"{TRAIN}.json").read_text())
-    return [i["problem"] for e in data["experiments"] for i in e["game_instances"]]
-
-
-def correct(learner: str, adapter: Path, problems: list[str]) -> list[int]:
-    """Greedy right (1) or not (0) per problem for learner + adapter, transformers' generate, batches of 32."""
-    import torch
-    from playpen.models import load_model_by_name
-    model = load_model_by_name(learner, gen_args=dict(temperature=0.0, max_tokens=COMMON["max_tokens"]),
-                               role="learner", adapter=adapter)
-    hf, tokenizer = model.model, model.tokenizer
-    tokenizer.padding_side = "left"
-    right = []
-    for start in range(0, len(problems), 32):
-        batch = problems[start:start + 32]
-        texts = [tokenizer.apply_chat_template([{"role": "user", "content": solver_prompt(p)}],
-                                               add_generation_prompt=True, tokenize=False) for p in batch]
-        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        with torch.no_grad():
-            out = hf.generate(**enc, max_new_tokens=COMMON["max_tokens"], do_sample=False,
-                              pad_token_id=tokenizer.pad_token_id)
-        replies = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-        right += [int(reward_of(r, p) == 1.0) for r, p in zip(replies, batch)]
-    return right
-
-
-def percent(items: list[int]) -> float:
-    return 100.0 * sum(items) / len(items)
-
-
-def start_adapter(args, seed: int) -> Path:
-    from playpen.models import load_model_by_name
-    from playpen.training import catalog
-    from transformers import set_seed
-    models = Path(args.out) / f"seed-{seed}" / "models"
-    target = models / "sft+lora" / args.learner / f"checkpoint-{args.sft_steps}"
-    if not target.exists():
-        set_seed(seed)
-        cls = catalog.trainer_class("sft")
-        config = cls.config_class(games="arith_solver", train_instances=TRAIN, max_steps=args.sft_steps, batch_size=8, learning_rate=2e-4,
-                                  save_steps=args.sft_steps, models_dir=str(models), evaluate=False)
-        learner = load_model_by_name(args.learner, gen_args=dict(temperature=0.7, max_tokens=COMMON["max_tokens"]),
-                                     role="learner")
-        cls(learner, config=config, seed=seed, progress=True).learn(None)
-    return target
+              epsilon=0.2, temperature=1.0, max_tokens=ARITH_MAX_TOKENS, prompts_per_step=2)
 
 
 def run_playpen(args, seed: int, start: Path) -> tuple[Path, list]:
@@ -171,19 +98,6 @@ def run_stock(args, seed: int, start: Path) -> tuple[Path, list]:
         (run_dir / "log.json").write_text(json.dumps(trainer.state.log_history))
     log = json.loads((run_dir / "log.json").read_text())
     return run_dir, [r.get("reward") for r in log if "reward" in r]
-
-
-def tost_p(differences: list[float], margin: float) -> float:
-    """The larger of the two one-sided tests' p-values of |mean difference| < margin (normal
-    approximation: used on per-problem differences, hundreds of them)."""
-    from statistics import NormalDist, mean, stdev
-    n = len(differences)
-    if n < 2 or stdev(differences) == 0:
-        return 0.0 if abs(mean(differences)) < margin else 1.0
-    se = stdev(differences) / math.sqrt(n)
-    lower = 1 - NormalDist().cdf((mean(differences) + margin) / se)
-    upper = NormalDist().cdf((mean(differences) - margin) / se)
-    return max(lower, upper)
 
 
 def main(argv=None) -> int:

@@ -8,7 +8,10 @@
 - child processes: ``python -m playpen ...`` teed to a log (:func:`run_playpen`), one packaged
   trainer's short run read back from its log (:func:`run_trainer`), the working folder they
   run in (:func:`workspace`) and the machine's facts written beside every result (:func:`machine`);
-- ``recall``, the scripted multi-turn game of the rollout benchmarks (:func:`write_recall_game`).
+- ``recall``, the scripted multi-turn game of the rollout benchmarks (:func:`write_recall_game`);
+- arith_solver, the task of the reference comparisons (``grpo_reference.py``, ``dpo_reference.py``):
+  its prompt and outcome reward, training and held-out problems, the 16-step SFT start, greedy
+  accuracy per problem, the two one-sided tests (:func:`start_adapter`, :func:`correct`, :func:`tost_p`).
 
 A script is run as ``python benchmarks/<script>.py``: its folder is on ``sys.path``, so
 ``from harness import ...`` finds this file. Importing it loads no model (torch, playpen's
@@ -330,3 +333,114 @@ def write_recall_game(folder: Path, num_instances: int, rounds: int) -> Path:
         {"game_id": i, "topic": topic} for i, topic in enumerate(topics)]}]}
     (game / "in" / "instances.json").write_text(json.dumps(instances, indent=2))
     return game
+
+
+# ----------------------------------------------------------------------------- arith_solver: the reference comparisons' task
+
+ARITH_GAME = REPO_ROOT / "playpen" / "games" / "builtin" / "proposer_solver"
+ARITH_TRAIN = "instances_solver_train"
+ARITH_EVAL_SEED = 20261128  # held-out problems: a seed no instances file was generated with
+ARITH_MAX_TOKENS = 16
+
+
+def _arith_game_on_path() -> None:
+    """The game's own modules (its rules, parser and generator) import from its folder."""
+    if str(ARITH_GAME) not in sys.path:
+        sys.path.insert(0, str(ARITH_GAME))
+
+
+def solver_prompt(problem: str) -> str:
+    from string import Template
+    _arith_game_on_path()
+    from arith_rules import parse_expression, render
+    text = (ARITH_GAME / "resources" / "solver_prompt.template").read_text()
+    return Template(text).substitute(problem=render(parse_expression(problem))).strip()
+
+
+def reward_of(reply: str, problem: str) -> float:
+    """The game's outcome reward: 1 for the right value, 0 for a wrong one, -1 unparsable."""
+    _arith_game_on_path()
+    from arith_rules import evaluate, parse_answer, parse_expression
+    from clemcore.clemgame.errors import ParseError
+    try:
+        given = parse_answer(reply)
+    except ParseError:  # the game aborts the episode
+        return -1.0
+    return 1.0 if given == evaluate(parse_expression(problem)) else 0.0
+
+
+def held_out_problems(count: int) -> list[str]:
+    import random
+    _arith_game_on_path()
+    from instancegenerator import random_problem
+    rng = random.Random(ARITH_EVAL_SEED)
+    return [random_problem(rng, 1 + i % 4) for i in range(count)]
+
+
+def train_problems() -> list[str]:
+    data = json.loads((ARITH_GAME / "in" / f"{ARITH_TRAIN}.json").read_text())
+    return [i["problem"] for e in data["experiments"] for i in e["game_instances"]]
+
+
+def correct(learner: str, adapter: Path, problems: list[str]) -> list[int]:
+    """Greedy right (1) or not (0) per problem for learner + adapter, transformers' generate, batches of 32."""
+    import torch
+    from playpen.models import load_model_by_name
+    model = load_model_by_name(learner, gen_args=dict(temperature=0.0, max_tokens=ARITH_MAX_TOKENS),
+                               role="learner", adapter=adapter)
+    hf, tokenizer = model.model, model.tokenizer
+    tokenizer.padding_side = "left"
+    right = []
+    for start in range(0, len(problems), 32):
+        batch = problems[start:start + 32]
+        texts = [tokenizer.apply_chat_template([{"role": "user", "content": solver_prompt(p)}],
+                                               add_generation_prompt=True, tokenize=False) for p in batch]
+        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        with torch.no_grad():
+            out = hf.generate(**enc, max_new_tokens=ARITH_MAX_TOKENS, do_sample=False,
+                              pad_token_id=tokenizer.pad_token_id)
+        replies = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        right += [int(reward_of(r, p) == 1.0) for r, p in zip(replies, batch)]
+    return right
+
+
+def percent(items: list[int]) -> float:
+    return 100.0 * sum(items) / len(items)
+
+
+def start_path(out: str | Path, learner: str, sft_steps: int, seed: int) -> Path:
+    """Where :func:`start_adapter` keeps seed's start under the work folder ``out``."""
+    return Path(out) / f"seed-{seed}" / "models" / "sft+lora" / learner / f"checkpoint-{sft_steps}"
+
+
+def start_adapter(args, seed: int) -> Path:
+    """The start of both arms of a seed: ``args.sft_steps`` steps of SFT-LoRA on the programmatic
+    solver's won training episodes, trained once into ``args.out``."""
+    from playpen.models import load_model_by_name
+    from playpen.training import catalog
+    from transformers import set_seed
+    target = start_path(args.out, args.learner, args.sft_steps, seed)
+    if not target.exists():
+        set_seed(seed)
+        cls = catalog.trainer_class("sft")
+        config = cls.config_class(games="arith_solver", train_instances=ARITH_TRAIN, max_steps=args.sft_steps,
+                                  batch_size=8, learning_rate=2e-4, save_steps=args.sft_steps,
+                                  models_dir=str(target.parents[2]), evaluate=False)
+        learner = load_model_by_name(args.learner, gen_args=dict(temperature=0.7, max_tokens=ARITH_MAX_TOKENS),
+                                     role="learner")
+        cls(learner, config=config, seed=seed, progress=True).learn(None)
+    return target
+
+
+def tost_p(differences: list[float], margin: float) -> float:
+    """The larger of the two one-sided tests' p-values of |mean difference| < margin (normal
+    approximation: used on per-problem differences, hundreds of them)."""
+    import math
+    from statistics import NormalDist, mean, stdev
+    n = len(differences)
+    if n < 2 or stdev(differences) == 0:
+        return 0.0 if abs(mean(differences)) < margin else 1.0
+    se = stdev(differences) / math.sqrt(n)
+    lower = 1 - NormalDist().cdf((mean(differences) + margin) / se)
+    upper = NormalDist().cdf((mean(differences) - margin) / se)
+    return max(lower, upper)
