@@ -91,6 +91,7 @@ def run_stock(args, seed: int, start: Path) -> tuple[Path, list]:
             max_completion_length=COMMON["max_tokens"], loss_type=COMMON["loss_type"],
             scale_rewards=COMMON["scale_rewards"], epsilon=COMMON["epsilon"], shuffle_dataset=False, logging_steps=1,
             save_strategy="steps", save_steps=args.eval_every, report_to="none", seed=seed, use_cpu=True,
+            bf16=False, fp16=False,  # TRL's configs default to bf16 autocast; playpen's GRPO trains in fp32 on a CPU
             disable_tqdm=False)
         trainer = GRPOTrainer(model=model, reward_funcs=[game_reward], args=config, train_dataset=dataset,
                               processing_class=base.tokenizer)
