@@ -146,6 +146,12 @@ def test_rounds_imitate_the_won_episodes_and_the_win_gets_likelier(toy_workspace
             assert record["meta"]["outcome"] == "success" and record["meta"]["model"] == "tiny-yesno"
             target = [i for i, m in zip(record["input_ids"], record["assistant_masks"]) if m]
             assert learner.tokenizer.decode(target) == "yes<|im_end|>"  # the learner's own tokens, nothing else
+        # the run's health (issue 39 §3): groups (an instance's 8 samples) without a win, episode
+        # length, aborted share, and whether the round played the weights the last one trained
+        won = {(r["meta"]["experiment"], r["meta"]["game_id"]) for r in records}
+        assert stats["expert/no_win_groups"] == pytest.approx(100.0 * (1 - len(won) / (32 / 8)))
+        assert stats["rollout/turns_mean"] >= 1 and 0 <= stats["rollout/aborted_rate"] <= 1
+        assert stats.get("rollout/adapter_changed") == (None if round_ == 1 else 1.0)
     summary = json.loads((run_dir / "playpen-run.json").read_text())
     assert summary["kept_per_round"] == [stats["expert/kept"] for stats in
                                          [next(r for r in log if r["expert/round"] == k) for k in (1, 2)]]

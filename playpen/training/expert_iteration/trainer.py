@@ -38,6 +38,7 @@ from playpen.training.common.config import split_list
 from playpen.training.expert_iteration.config import ExpertIterationConfig
 from playpen.training.expert_iteration.selection import kept_trajectories, record_of
 from playpen.training.grpo.rollout_bridge import training_slots
+from playpen.training.grpo.watch import PolicyWatch, rollout_health
 from playpen.training.preference.rounds import check_init_adapter, round_bounds
 from playpen.training.sft.anchor import demonstration_rows
 from playpen.training.sft.trainer import sft_args
@@ -63,6 +64,7 @@ class RoundPlayer:
             sampling = replace(sampling, temperature=1.0)
         self.sampling = sampling
         self.metrics: dict[str, float] = {}
+        self.watch = PolicyWatch(cfg.learning_rate)  # does each round play the weights the last one trained?
 
     def __call__(self, round_: int, policy: Any) -> list[dict]:
         cfg, trainer = self.cfg, self.trainer
@@ -75,6 +77,7 @@ class RoundPlayer:
                       max_concurrent_episodes=cfg.max_concurrent_episodes, records_dir=self.records_dir,
                       callbacks=trainer.callbacks, seed=trainer.seed * 100003 + round_)
         policy.eval()  # no dropout while playing
+        watched = self.watch.check(policy, round_)
         episodes = []
         for game in dict.fromkeys(i[0] for i in chosen):
             refs = [InstanceRef(*i) for i in chosen if i[0] == game]
@@ -87,11 +90,16 @@ class RoundPlayer:
             episodes += result.episodes
         kept = kept_trajectories(episodes, trainer.learner.name, self.roles, cfg.top_k)
         won = sum(e.outcome == "success" for e in episodes)
+        groups: dict = {}  # an instance's samples: a group without a win gives nothing to imitate
+        for e in episodes:
+            groups.setdefault((e.game, e.experiment, e.game_id), []).append(e.outcome == "success")
         self.metrics = {"expert/round": round_, "expert/episodes": len(episodes),
                         "expert/win_rate": 100.0 * won / max(1, len(episodes)),
+                        "expert/no_win_groups": 100.0 * sum(not any(g) for g in groups.values()) / max(1, len(groups)),
                         "rollout/percent_played": 100.0 * sum(e.outcome not in ("aborted", "error") for e in episodes)
                         / max(1, len(episodes)),
-                        "expert/kept": len(kept)}
+                        "expert/kept": len(kept),
+                        **rollout_health([e.outcome for e in episodes], [e.num_turns for e in episodes]), **watched}
         return [record_of(t, round_) for t in kept]
 
 
