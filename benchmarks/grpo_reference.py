@@ -121,11 +121,13 @@ def main(argv=None) -> int:
             results[seed] = json.loads(cache.read_text())
             continue
         start = start_adapter(args, seed)
-        row = {"step-0": correct(args.learner, start, problems)}
+        evaluated = Path(args.out) / f"seed-{seed}" / "correct"  # each checkpoint's answers, kept for a rerun
+        row = {"step-0": correct(args.learner, start, problems, evaluated / "step-0.json")}
         for arm, run in (("playpen", run_playpen), ("stock", run_stock)):
             run_dir, curve = run(args, seed, start)
             row[arm] = {"reward_curve": curve, "correct": {
-                str(step): correct(args.learner, run_dir / f"checkpoint-{step}", problems)
+                str(step): correct(args.learner, run_dir / f"checkpoint-{step}", problems,
+                                   evaluated / f"{arm}-{step}.json")
                 for step in range(args.eval_every, args.steps + 1, args.eval_every)}}
             row[arm]["accuracy"] = {step: percent(items) for step, items in row[arm]["correct"].items()}
             print(f"seed {seed} {arm}: {row[arm]['accuracy']} (start {percent(row['step-0']):.1f})", flush=True)

@@ -382,8 +382,23 @@ def train_problems() -> list[str]:
     return [i["problem"] for e in data["experiments"] for i in e["game_instances"]]
 
 
-def correct(learner: str, adapter: Path, problems: list[str]) -> list[int]:
-    """Greedy right (1) or not (0) per problem for learner + adapter, transformers' generate, batches of 32."""
+def correct(learner: str, adapter: Path, problems: list[str], cache: Path | None = None) -> list[int]:
+    """Greedy right (1) or not (0) per problem for learner + adapter, transformers' generate, batches of 32;
+    with `cache`, read from that file when it holds the same learner, adapter and problems, else written to it
+    (an interrupted benchmark does not evaluate a checkpoint twice)."""
+    key = {"learner": learner, "adapter": str(adapter), "problems": problems}
+    if cache is not None and cache.exists():
+        held = json.loads(cache.read_text(encoding="utf-8"))
+        if held.get("key") == key:
+            return held["correct"]
+    right = _correct(learner, adapter, problems)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"key": key, "correct": right}), encoding="utf-8")
+    return right
+
+
+def _correct(learner: str, adapter: Path, problems: list[str]) -> list[int]:
     import torch
     from playpen.models import load_model_by_name
     model = load_model_by_name(learner, gen_args=dict(temperature=0.0, max_tokens=ARITH_MAX_TOKENS),
