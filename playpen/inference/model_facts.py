@@ -1,7 +1,9 @@
 """What generating with a model needs to know about it: the ids that end a turn, the device
-its inputs go to, and how many tokens it attends over."""
+its inputs go to, how many tokens it attends over, and whether the machine computes bf16
+natively."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -40,3 +42,16 @@ def context_limit(model: Any, tokenizer: Any = None) -> int | None:
     if isinstance(value, int) and 0 < value < 10**7:  # HF's "no limit" is a huge sentinel
         limits.append(value)
     return min(limits) if limits else None
+
+
+def has_native_bf16() -> bool:
+    """Whether this machine computes bfloat16 natively: a CUDA GPU that supports it, or a CPU
+    with AVX512-BF16 or AMX-BF16 (read from /proc/cpuinfo; False where it cannot be read)."""
+    import torch
+    if torch.cuda.is_available():
+        return bool(torch.cuda.is_bf16_supported())
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags

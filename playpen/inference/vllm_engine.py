@@ -43,7 +43,7 @@ from typing import Any, Iterable, Optional, Protocol, Sequence
 
 from playpen.errors import EngineError
 from playpen.inference.mixed_lora import BASE
-from playpen.inference.model_facts import eos_token_ids
+from playpen.inference.model_facts import eos_token_ids, has_native_bf16
 from playpen.inference.types import Generation, SamplingConfig
 from playpen.inference.vllm_weights import WORKER_EXTENSION, BaseWeights, digest, push
 
@@ -121,19 +121,6 @@ def engine_dtype(sampling: SamplingConfig, model_dtype: str, native_bf16: Option
     if sampling.temperature <= 0:
         return model_dtype
     return "bfloat16" if (has_native_bf16() if native_bf16 is None else native_bf16) else model_dtype
-
-
-def has_native_bf16() -> bool:
-    """Whether this machine computes bfloat16 natively: a CUDA GPU that supports it, or a CPU
-    with AVX512-BF16 or AMX-BF16 (read from /proc/cpuinfo; False where it cannot be read)."""
-    import torch
-    if torch.cuda.is_available():
-        return bool(torch.cuda.is_bf16_supported())
-    try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 _BACKENDS: dict = {}  # one per process: ("local", folder, dtype) or ("server", url) -> (backend, Adapters)
