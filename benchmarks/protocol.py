@@ -6,6 +6,7 @@
     python benchmarks/protocol.py --forgetting-only --seeds 1,2,3                  # forgetting of the finished seeds
     python benchmarks/protocol.py --add-only --add-settings taboo/self-play        # a setting added after selection
     python benchmarks/protocol.py --drift-only --seeds 1                           # drift on the warm-up's replies
+    python benchmarks/protocol.py --retention-only --seeds 1 --checkpoints 8       # retention on the base model's replies
 
 The methods are data, ``benchmarks/protocol-methods.json``: edit an entry or add one and rerun.
 
@@ -18,8 +19,9 @@ budget in training examples (``--budget-examples``: a method's steps are the bud
 rows per optimizer step), not wall time: CPU contention does not change a result.
 
 Every held-out set is split once into dev and test (benchmarks/protocol-splits.json,
-benchmarks/protocol_splits.py). Dev is played at 0/25/50/75/100 % of each budget (the
-curves; every configuration tried is in ``dev-log.jsonl``); test is played once per final
+benchmarks/protocol_splits.py). Dev is played on the primary settings at 0/25/50/75/100 % of
+each budget (the curves; ``--checkpoints N``: at every 1/N, a checkpoint saved at each; every
+configuration tried is in ``dev-log.jsonl``); test is played once per final
 configuration — the warm-up (method ``sft``) and each method's last adapter — and kept per
 (method, seed, game, setting) in ``<out>/<method>--seed<S>--<game>--<role>.json`` with
 ``scores``: item id -> that item's score (aborted = 0). A result is never replaced: a
@@ -30,11 +32,19 @@ The report (``protocol_report.py``) compares each method with the control item b
 exact sign-flip p, Holm over methods x primary settings, intervals clustered by item
 (referencegame: by target) and seed, the detectable effect, forgetting, curves.
 
+The primary settings are the protocol's own (``ProtocolSetting.primary``: the taboo guesser and
+the other trained roles; not the referencegame follower nor the describer) unless ``--primary``
+names others among ``--settings``: then those alone are the warm-up's dev criterion, what dev
+plays and the Holm family. That family, when not the default one, joins the warm-up's
+fingerprint (its stop depends on it) and so every method's; without it every key is unchanged.
+
 Forgetting beyond the protocol's games (``protocol_forgetting.py``; ``--forgetting`` after each
 seed, ``--forgetting-only`` on what has finished, nothing trained): the out-of-domain set's
 clemscore and the statscore of the base model and of every final configuration, in files of
 their own (``forgetting--<method>--seed<S>.json``) with their own fingerprints: the test
-results and their fingerprints are never touched.
+results and their fingerprints are never touched. Retention (``protocol_retention.py``,
+``--retention-only``): the log-probability, under every finished adapter, of the base model's
+greedy first-turn replies in games and roles no method trains, in files of their own too.
 """
 from __future__ import annotations
 

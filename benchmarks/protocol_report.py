@@ -309,6 +309,8 @@ def retention_lines(out: Path) -> list[str]:
             versus = (f"{mean(per_item):+.4f}: {sum(d > 0 for d in per_item)}/{sum(d < 0 for d in per_item)}, "
                       f"{_p(stats.sign_flip_test(per_item).p_value)}")
         name = "base model" if method == BASE else f"{method} (warm-up)" if method == WARM_UP else method
+        if any(r.get("failed") for r in runs):
+            name += " (failed: the warm-up's adapter)"
         lines.append(f"| {name} | {'—' if seeds == [None] else len(seeds)} | {len(runs[0]['logprobs'])} | "
                      f"{mean([mean(list(r['logprobs'].values())) for r in runs]):.4f} | "
                      f"{f'{mean(change):+.4f}' if change and method != WARM_UP else '—'} | {versus} |")

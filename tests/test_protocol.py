@@ -504,6 +504,7 @@ def check_retention_stage(bench, out):
     assert "Retention: the mean log-probability per token of the base model's greedy first-turn replies" in \
         (out / "protocol-report.md").read_text()
     assert "- continued-sft by checkpoint (step: log-prob/token, seeds): 1: " in (out / "protocol-report.md").read_text()
+    assert "| expert-iteration (failed: the warm-up's adapter) | 1 | " in (out / "protocol-report.md").read_text()
     stamps = {p.name: p.stat().st_mtime_ns for p in out.glob("retention*.json")}
     assert protocol.main(run) == 0  # cached: neither the prompts nor any adapter again
     assert {p.name: p.stat().st_mtime_ns for p in out.glob("retention*.json")} == stamps
