@@ -32,7 +32,8 @@ from pathlib import Path
 from harness import fingerprint, run_dir_of  # the benchmarks' shared module (this folder is on sys.path)
 from protocol_forgetting import _relative, final_results
 from protocol_report import BASE, WARM_UP, read_dev_log, retention_file
-from protocol_splits import GAMES_DIR
+
+from playpen.games import GAMES_DIR
 
 PROMPTS_SEED = 0
 
@@ -68,7 +69,7 @@ DEFAULT_RETENTION_SETTINGS = ",".join(RETENTION_SETTINGS)
 def held_out_items(setting: RetentionSetting, n: int) -> list[str]:
     """``n`` item ids (``experiment/game_id``) of the setting's held-out file, drawn with
     :data:`PROMPTS_SEED` (all of them, in file order, when it has no more)."""
-    data = json.loads((GAMES_DIR / setting.folder / "in" / f"{setting.instances}.json").read_text(encoding="utf-8"))
+    data = json.loads((GAMES_DIR / "builtin" / setting.folder / "in" / f"{setting.instances}.json").read_text(encoding="utf-8"))
     items = [f"{e['name']}/{i['game_id']}" for e in data["experiments"] for i in e["game_instances"]]
     return items if len(items) <= n else sorted(random.Random(f"{PROMPTS_SEED}-{setting.name}").sample(items, n))
 
