@@ -6,6 +6,7 @@
     python benchmarks/protocol.py --forgetting-only --seeds 1,2,3                  # forgetting of the finished seeds
     python benchmarks/protocol.py --add-only --add-settings taboo/self-play        # a setting added after selection
     python benchmarks/protocol.py --drift-only --seeds 1                           # drift on the warm-up's replies
+    python benchmarks/protocol.py --retention-only --seeds 1 --checkpoints 8       # retention on the base model's replies
 
 The methods are data, ``benchmarks/protocol-methods.json``: edit an entry or add one and rerun.
 
@@ -18,8 +19,9 @@ budget in training examples (``--budget-examples``: a method's steps are the bud
 rows per optimizer step), not wall time: CPU contention does not change a result.
 
 Every held-out set is split once into dev and test (benchmarks/protocol-splits.json,
-benchmarks/protocol_splits.py). Dev is played at 0/25/50/75/100 % of each budget (the
-curves; every configuration tried is in ``dev-log.jsonl``); test is played once per final
+benchmarks/protocol_splits.py). Dev is played on the primary settings at 0/25/50/75/100 % of
+each budget (the curves; ``--checkpoints N``: at every 1/N, a checkpoint saved at each; every
+configuration tried is in ``dev-log.jsonl``); test is played once per final
 configuration — the warm-up (method ``sft``) and each method's last adapter — and kept per
 (method, seed, game, setting) in ``<out>/<method>--seed<S>--<game>--<role>.json`` with
 ``scores``: item id -> that item's score (aborted = 0). A result is never replaced: a
@@ -30,11 +32,19 @@ The report (``protocol_report.py``) compares each method with the control item b
 exact sign-flip p, Holm over methods x primary settings, intervals clustered by item
 (referencegame: by target) and seed, the detectable effect, forgetting, curves.
 
+The primary settings are the protocol's own (``ProtocolSetting.primary``: the taboo guesser and
+the other trained roles; not the referencegame follower nor the describer) unless ``--primary``
+names others among ``--settings``: then those alone are the warm-up's dev criterion, what dev
+plays and the Holm family. That family, when not the default one, joins the warm-up's
+fingerprint (its stop depends on it) and so every method's; without it every key is unchanged.
+
 Forgetting beyond the protocol's games (``protocol_forgetting.py``; ``--forgetting`` after each
 seed, ``--forgetting-only`` on what has finished, nothing trained): the out-of-domain set's
 clemscore and the statscore of the base model and of every final configuration, in files of
 their own (``forgetting--<method>--seed<S>.json``) with their own fingerprints: the test
-results and their fingerprints are never touched.
+results and their fingerprints are never touched. Retention (``protocol_retention.py``,
+``--retention-only``): the log-probability, under every finished adapter, of the base model's
+greedy first-turn replies in games and roles no method trains, in files of their own too.
 """
 from __future__ import annotations
 
@@ -53,12 +63,13 @@ from protocol_choice import run_choice
 from protocol_drift import run_drift
 from protocol_forgetting import final_configurations, final_results, forgetting_games, run_forgetting
 from protocol_report import build_report, read_dev_log, result_name, run_folder, scores_of_run
+from protocol_retention import DEFAULT_RETENTION_SETTINGS, RETENTION_SETTINGS, run_retention
 from protocol_splits import SPLITS_FILE, check_splits, load_splits
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OUT = REPO_ROOT / "benchmarks" / "results" / "protocol"
 CONTROL, WARM_UP = "continued-sft", "sft"
-FRACTIONS = (0.25, 0.5, 0.75, 1.0)
+CHECKPOINTS = 4  # dev at 25/50/75/100 % of a budget unless --checkpoints says otherwise
 
 
 @dataclass(frozen=True)
@@ -155,9 +166,30 @@ def method_of(name: str, args) -> Method:
 def selection_key(args, name: str = WARM_UP) -> tuple:
     """What the settings and training-games selection adds to a configuration's fingerprint
     (nothing without a selection, so that the results of full runs keep their keys)."""
-    if args.settings == SETTINGS and not args.train_games:
+    names = tuple(s.name for s in args.settings)
+    if names == tuple(s.name for s in SETTINGS) and not args.train_games:
         return ()
-    return (tuple(s.name for s in args.settings), tuple(method_of(name, args).trains))
+    return (names, tuple(method_of(name, args).trains))
+
+
+def primary_key(args) -> tuple:
+    """What ``--primary`` adds to the warm-up's fingerprint: the family that is its dev
+    criterion, when it differs from the default family of the selected settings (the warm-up
+    then stops elsewhere; every method's key holds the warm-up's)."""
+    default = tuple(s.name for s in SETTINGS if s.primary and s.name in {t.name for t in args.settings})
+    named = tuple(s.name for s in args.settings if s.primary)
+    return () if named == default else (("primary", named),)
+
+
+def with_primary(settings, primary: tuple) -> tuple:
+    """``settings`` with exactly the ``primary`` ones primary (none given: as they are)."""
+    return tuple(replace(s, primary=s.name in primary) for s in settings) if primary else tuple(settings)
+
+
+def fractions(args) -> tuple:
+    """The budget fractions a method's dev is played at: every 1/N of it (``--checkpoints N``)."""
+    n = args.checkpoints or CHECKPOINTS
+    return tuple(k / n for k in range(1, n + 1))
 
 
 def rows_per_step(config) -> int:
@@ -190,8 +222,8 @@ def configure(name: str, method: Method, args, models_dir: Path, init_adapter: P
         rows = rows_per_step(cls.config_class(**{**options, "max_steps": 1000}))
         max_steps = max(options.get("rounds", 1), args.budget_examples // rows)
     options["max_steps"] = max_steps
-    options.setdefault("save_steps", max(1, round(max_steps / 4)))
-    options.setdefault("save_total_limit", 8)
+    options.setdefault("save_steps", max(1, round(max_steps / (args.checkpoints or CHECKPOINTS))))
+    options.setdefault("save_total_limit", max(8, max_steps // options["save_steps"] + 1))  # 8: every default run
     config = cls.config_class(**options)
     cls.check(config, args.learner, method.teacher)
     return cls, config, options
@@ -235,9 +267,10 @@ def split_items(splits: dict, args, setting_name: str, split: str) -> list[str]:
     return entry[split][:args.max_items] if args.max_items else entry[split]
 
 
-def dev_mean(rows: dict) -> float:
-    """The warm-up's criterion: the mean dev score over the primary settings' items."""
-    primary = [s.name for s in SETTINGS if s.primary and s.name in rows]  # rows: the selected settings only
+def dev_mean(rows: dict, settings) -> float:
+    """The warm-up's criterion: the mean dev score over the primary settings' items
+    (``settings``: this run's, ``--primary`` applied)."""
+    primary = [s.name for s in settings if s.primary and s.name in rows]  # rows: the selected settings only
     values = [v for name in primary for v in rows[name]["scores"].values()]
     return sum(values) / len(values) if values else 0.0
 
@@ -274,7 +307,7 @@ def warm_up(seed: int, args, out: Path, work: Path) -> Path:
     method = method_of(WARM_UP, args)
     key = fingerprint(WARM_UP, method.options, seed, args.learner, args.warmup_chunk, args.warmup_patience,
                       args.warmup_max_chunks, args.quick, args.max_items, args.max_tokens,
-                      *selection_key(args))
+                      *selection_key(args), *primary_key(args))
     marker = work / f"seed-{seed}" / "warm-up.json"
     if marker.exists():
         done = json.loads(marker.read_text())
@@ -306,7 +339,7 @@ def warm_up(seed: int, args, out: Path, work: Path) -> Path:
                 owner.write_text(key + "\n", encoding="utf-8")
             adapter = run_dir_of(models) / f"checkpoint-{steps}"
             dev = evaluate_split(adapter, "dev", f"seed{seed}-sft-{steps}", args, work)
-            score = dev_mean(dev)
+            score = dev_mean(dev, args.settings)
             curve.append({"step": steps, "dev": score})
             log_dev(out, method=WARM_UP, seed=seed, step=steps, fingerprint=key, options=options,
                     dev=summaries(dev), dev_mean=score)
@@ -328,9 +361,11 @@ def warm_up_key(work: Path, seed: int) -> str:
 
 # ----------------------------------------------------------------------------- a method
 
-def write_results(out: Path, name: str, method: Method, seed: int, key: str, test: dict, extra: dict) -> None:
+def write_results(out: Path, name: str, method: Method, seed: int, key: str, test: dict, extra: dict,
+                  settings) -> None:
+    """One result file per setting of ``test`` (``settings``: this run's, ``--primary`` applied)."""
     from playpen.files import write_json
-    for setting in (s for s in SETTINGS if s.name in test):
+    for setting in (s for s in settings if s.name in test):
         row = test[setting.name]
         write_json(out / result_name(name, seed, setting.name), {
             "method": name, "seed": seed, "game": setting.game, "setting": setting.name, "split": "test",
@@ -350,12 +385,12 @@ def cached(out: Path, name: str, seed: int, key: str, settings) -> bool:
     return len(keys) == 1 and all(p.exists() for p in found)
 
 
-def screened_curve(out: Path, name: str, seed: int, key: str) -> list:
-    """This configuration's dev rows for the seed, one per budget fraction (the last logged
-    wins), when the dev log holds all of them; else []."""
+def screened_curve(out: Path, name: str, seed: int, key: str, wanted: tuple) -> list:
+    """This configuration's dev rows for the seed, one per budget fraction of ``wanted`` (the
+    last logged wins), when the dev log holds all of them; else []."""
     found = {r["fraction"]: r for r in read_dev_log(out) if r.get("method") == name and r.get("seed") == seed
              and r.get("fingerprint") == key and r.get("fraction") is not None}
-    return [found[f] for f in FRACTIONS] if set(FRACTIONS) <= set(found) else []
+    return [found[f] for f in wanted] if set(wanted) <= set(found) else []
 
 
 def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path) -> None:
@@ -372,7 +407,7 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
     from playpen.errors import DatasetError
     from playpen.training.common.checkpoints import checkpoint_step, checkpoints
     steps = options["max_steps"]
-    screened = screened_curve(out, name, seed, key)
+    screened = screened_curve(out, name, seed, key, fractions(args))
     if screened and args.dev_only:
         print(f"== {name} seed {seed}: dev curve cached (--dev-only)", flush=True)
         return
@@ -396,19 +431,22 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
         write_results(out, name, method, seed, key, test, {
             "failed": str(error), "steps": 0, "budget_examples": args.budget_examples,
             "options": {k: v for k, v in options.items() if k != "models_dir"}, "teacher": method.teacher,
-            "description": method.description, "dev_curve": []})
+            "description": method.description, "dev_curve": []}, (*args.settings, *args.add_settings))
         return
     seconds = time.time() - started
     saved = {checkpoint_step(p): p for p in checkpoints(run_dir_of(models))}
-    curve = []
-    for fraction in FRACTIONS:  # the checkpoint nearest each fraction of the budget
+    curve, played = [], {}
+    for fraction in fractions(args):  # the checkpoint nearest each fraction of the budget (each played once)
         step = min(saved, key=lambda s: (abs(s - fraction * steps), -s))
-        dev = evaluate_split(saved[step], "dev", f"seed{seed}-{name}-{step}", args, work)
+        if step not in played:
+            played[step] = evaluate_split(saved[step], "dev", f"seed{seed}-{name}-{step}", args, work)
+        dev = played[step]
         curve.append({"fraction": fraction, "step": step, "dev": summaries(dev)})
         log_dev(out, method=name, seed=seed, step=step, fraction=fraction, fingerprint=key, options=options,
-                dev=summaries(dev), dev_mean=dev_mean(dev), train_seconds=round(seconds, 1))
+                dev=summaries(dev), dev_mean=dev_mean(dev, args.settings), train_seconds=round(seconds, 1))
     if args.dev_only:  # a candidate screened on dev: the test split stays untouched
-        print(f"== {name} seed {seed}: dev {dev_mean(dev):.2f} at the full budget (--dev-only: no test)", flush=True)
+        print(f"== {name} seed {seed}: dev {dev_mean(dev, args.settings):.2f} at the full budget (--dev-only: no test)",
+              flush=True)
         return
     test_and_write(name, method, seed, key, config, options, saved[max(saved)], round(seconds, 1), curve, args,
                    out, work)
@@ -422,7 +460,8 @@ def test_and_write(name: str, method: Method, seed: int, key: str, config, optio
         "budget_examples": args.budget_examples, "steps": options["max_steps"],
         "examples_per_step": rows_per_step(config), "train_seconds": seconds,
         "options": {k: v for k, v in options.items() if k != "models_dir"},
-        "teacher": method.teacher, "description": method.description, "dev_curve": curve})
+        "teacher": method.teacher, "description": method.description, "dev_curve": curve},
+        (*args.settings, *args.add_settings))
 
 
 # ----------------------------------------------------------------------------- settings added after selection
@@ -443,7 +482,8 @@ def run_added(seeds, names, args, out: Path, work: Path) -> None:
             test = evaluate_split(adapter, "test", f"seed{seed}-{name}", args, work, settings=todo)
             kept = {k: v for k, v in original.items()
                     if k not in ("method", "seed", "game", "setting", "split", "scores", "played", "primary")}
-            write_results(out, name, method_of(name, args), seed, key, test, {**kept, "added": True})
+            write_results(out, name, method_of(name, args), seed, key, test, {**kept, "added": True},
+                          args.add_settings)
 
 
 def run_warm_up_test(seed: int, adapter: Path, args, out: Path, work: Path) -> None:
@@ -455,7 +495,7 @@ def run_warm_up_test(seed: int, adapter: Path, args, out: Path, work: Path) -> N
     marker = json.loads((work / f"seed-{seed}" / "warm-up.json").read_text())
     write_results(out, WARM_UP, method_of(WARM_UP, args), seed, key, test, {
         "steps": int(adapter.name.rpartition("-")[2]), "description": METHODS[WARM_UP].description,
-        "warm_up_curve": marker["curve"]})
+        "warm_up_curve": marker["curve"]}, args.settings)
 
 
 # ----------------------------------------------------------------------------- the run
@@ -477,7 +517,7 @@ def run_seeds(seeds, wanted, args, out: Path, work: Path, forgetting: bool, choi
             run_forgetting([seed], wanted, args, out, work, GAMES.split(","))
         if choice:
             run_choice([seed], wanted, args, out, work, split_items(load_splits(args.splits), args, CHOICE_SETTING, "test"))
-        build_report(out, METHODS, SETTINGS, load_splits(args.splits))
+        build_report(out, METHODS, with_primary(SETTINGS, args.primary), load_splits(args.splits))
 
 
 def main(argv=None) -> int:
@@ -500,6 +540,13 @@ def main(argv=None) -> int:
     parser.add_argument("--max-items", type=int, default=0, help="first N items of each split (0 = all; plumbing)")
     parser.add_argument("--settings", default="",
                         help=f"comma-separated settings to play (default all): {','.join(s.name for s in SETTINGS)}")
+    parser.add_argument("--primary", default="",
+                        help="comma-separated settings of --settings that are the primary family of this run: the "
+                             "warm-up's dev criterion, the settings played on dev and the report's Holm family "
+                             "(default: the protocol's own, e.g. taboo/guesser; not the follower or the describer)")
+    parser.add_argument("--checkpoints", type=int, default=None,
+                        help="save and play dev at every 1/N of a method's budget (default 4: 25/50/75/100 %%); with "
+                             "--retention-only, every kept checkpoint is measured")
     parser.add_argument("--train-games", default="",
                         help="comma-separated: every method trains only these of its games (default: its own)")
     parser.add_argument("--splits", default=str(SPLITS_FILE))
@@ -524,6 +571,14 @@ def main(argv=None) -> int:
     parser.add_argument("--drift-only", action="store_true",
                         help="only the drift of the finished configurations from their warm-up on its own greedy test "
                              "replies (log-likelihood per token, item by item; protocol_drift.py), nothing trained")
+    parser.add_argument("--retention-only", action="store_true",
+                        help="only the retention of the finished configurations on the base model's greedy first-turn "
+                             "replies (log-likelihood per token, prompt by prompt; protocol_retention.py), nothing "
+                             "trained")
+    parser.add_argument("--retention-settings", default=DEFAULT_RETENTION_SETTINGS,
+                        help=f"games/roles of the retention prompts [default: {DEFAULT_RETENTION_SETTINGS}]")
+    parser.add_argument("--retention-prompts", type=int, default=60,
+                        help="prompts per retention setting, drawn from its held-out instances")
     parser.add_argument("--add-settings", default="",
                         help="settings the finished configurations also play on test, once, after their selection "
                              "(after each seed; not in the warm-up's dev criterion nor the fingerprints)")
@@ -561,6 +616,19 @@ def main(argv=None) -> int:
         print(f"protocol.py: unknown setting(s) {unknown_settings}; known: {','.join(named)}", file=sys.stderr)
         return 2
     args.settings = tuple(s for s in SETTINGS if s.name in chosen) if chosen else SETTINGS
+    primary = tuple(n for n in args.primary.split(",") if n)
+    if [n for n in primary if n not in {s.name for s in args.settings}]:
+        print(f"protocol.py: --primary {args.primary!r}: expected settings of this run's --settings: "
+              f"{','.join(s.name for s in args.settings)}", file=sys.stderr)
+        return 2
+    args.primary, args.settings = primary, with_primary(args.settings, primary)
+    retention = tuple(n for n in args.retention_settings.split(",") if n)
+    if not retention or [n for n in retention if n not in RETENTION_SETTINGS] or args.retention_prompts < 1 \
+            or (args.checkpoints is not None and args.checkpoints < 1):
+        print(f"protocol.py: --retention-settings {args.retention_settings!r} (of {DEFAULT_RETENTION_SETTINGS}), "
+              f"--retention-prompts >= 1 and --checkpoints >= 1 expected", file=sys.stderr)
+        return 2
+    args.retention_settings = retention
     added = [n for n in args.add_settings.split(",") if n]
     if [n for n in added if n not in named] or {s.name for s in args.settings} & set(added):
         print(f"protocol.py: --add-settings {args.add_settings!r}: expected settings outside --settings, of: "
@@ -569,7 +637,7 @@ def main(argv=None) -> int:
     if args.add_only and not added:
         print("protocol.py: --add-only needs --add-settings", file=sys.stderr)
         return 2
-    args.add_settings = tuple(s for s in SETTINGS if s.name in added)
+    args.add_settings = with_primary((s for s in SETTINGS if s.name in added), primary)
     args.train_games = tuple(g for g in args.train_games.split(",") if g)
     wanted = [m for m in args.methods.split(",") if m]
     unknown = [m for m in wanted if m not in METHODS]
@@ -602,7 +670,8 @@ def main(argv=None) -> int:
     others = [m for m in wanted if m not in (CONTROL, WARM_UP)]
     wanted = others if args.skip_control and others else [CONTROL] + others
     work = out / "work"
-    only = (args.forgetting_only or args.choice_only or args.add_only or args.drift_only) and not args.report
+    only = (args.forgetting_only or args.choice_only or args.add_only or args.drift_only
+            or args.retention_only) and not args.report
     from playpen.errors import PlaypenError
     try:
         if only and args.add_only:
@@ -611,6 +680,8 @@ def main(argv=None) -> int:
             run_forgetting(seeds, wanted, args, out, work, GAMES.split(","))
         if only and args.drift_only:
             run_drift(seeds, wanted, args, out, work, {name: m.trains for name, m in METHODS.items()})
+        if only and args.retention_only:
+            run_retention(seeds, wanted, args, out, work)
         if only and args.choice_only:
             run_choice(seeds, wanted, args, out, work,
                        split_items(load_splits(args.splits), args, CHOICE_SETTING, "test"))
@@ -619,7 +690,7 @@ def main(argv=None) -> int:
     except PlaypenError as error:  # one line, for every stage; what finished is cached and a rerun goes on
         print(f"protocol.py: {error}", file=sys.stderr)
         return 1
-    print(build_report(out, METHODS, SETTINGS, load_splits(args.splits)))
+    print(build_report(out, METHODS, with_primary(SETTINGS, args.primary), load_splits(args.splits)))
     return 0
 
 

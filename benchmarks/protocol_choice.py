@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 
 from harness import fingerprint  # the benchmarks' shared module (this folder is on sys.path)
-from protocol_forgetting import BASE, _relative, final_configurations
-from protocol_report import choice_file, item_of, run_folder
+from protocol_forgetting import _relative, final_configurations
+from protocol_report import BASE, choice_file, item_of, run_folder
 
 from playpen.files import write_json
 

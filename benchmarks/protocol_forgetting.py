@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from harness import fingerprint, run_dir_of  # the benchmarks' shared module (this folder is on sys.path)
-from protocol_report import WARM_UP, forgetting_file
+from protocol_report import BASE, WARM_UP, forgetting_file
 
 from playpen.envs.turns import max_turns
 from playpen.errors import GameLoadError, PlaypenError
@@ -40,8 +40,6 @@ from playpen.evaluation.suite import evaluate_suite
 from playpen.files import write_json
 from playpen.models import load_model_by_name
 from playpen.training.common.checkpoints import latest_checkpoint
-
-BASE = "base"
 
 
 def forgetting_games(args, protocol_games) -> tuple[object, list[str], list[str]]:

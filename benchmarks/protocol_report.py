@@ -21,11 +21,12 @@ from pathlib import Path
 
 from playpen.evaluation import statistics as stats
 
-CONTROL, WARM_UP = "continued-sft", "sft"
+CONTROL, WARM_UP, BASE = "continued-sft", "sft", "base"
 ALPHA = 0.05
 MAX_PLAYED_DROP = 5.0  # the issue's target: no untrained game loses more than 5 points of % played
 FORGETTING_PREFIX = "forgetting--"
 CHOICE_PREFIX = "choice--"
+RETENTION_PREFIX = "retention--"
 
 
 def result_name(method: str, seed: int, setting: str) -> str:
@@ -47,6 +48,11 @@ def forgetting_file(method: str, seed: int | None) -> str:
 def choice_file(method: str, seed: int | None) -> str:
     """``choice--<method>--seed<S>.json``; the base model's: ``choice--base.json``."""
     return f"{CHOICE_PREFIX}{method}{'' if seed is None else f'--seed{seed}'}.json"
+
+
+def retention_file(method: str, seed: int | None, step: int | None) -> str:
+    """``retention--<method>--seed<S>--<step>.json``; the base model's: ``retention--base.json``."""
+    return f"{RETENTION_PREFIX}{method}" + ("" if seed is None else f"--seed{seed}--{step}") + ".json"
 
 
 def item_of(episode_dir: Path) -> str:
@@ -85,7 +91,7 @@ def load_results(out: Path) -> dict:
     """(method, setting) -> seed -> the result file's content."""
     found: dict = {}
     for path in sorted(Path(out).glob("*--seed*--*.json")):
-        if path.name.startswith((FORGETTING_PREFIX, CHOICE_PREFIX)):  # the stages' own files
+        if path.name.startswith((FORGETTING_PREFIX, CHOICE_PREFIX, RETENTION_PREFIX)):  # the stages' own files
             continue
         data = json.loads(path.read_text(encoding="utf-8"))
         found.setdefault((data["method"], data["setting"]), {})[data["seed"]] = data
@@ -266,6 +272,58 @@ def choice_lines(out: Path, splits: dict) -> list[str]:
     return lines
 
 
+def retention_lines(out: Path) -> list[str]:
+    """The report's retention table (``protocol_retention.py``): per configuration, its final
+    adapter's mean log-probability per token of the base model's replies (mean over prompts,
+    then over seeds), the change from the warm-up of the same seeds, and against the control:
+    per prompt the method minus the control averaged over the seeds both have, prompts that
+    rose/fell, the paired sign-flip p. With checkpoints kept, each method's mean by step."""
+    found: dict = {}
+    for path in sorted(Path(out).glob(f"{RETENTION_PREFIX}*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        found.setdefault(data["method"], {}).setdefault(data["seed"], {})[data["step"]] = data
+    if not found:
+        return []
+    final = {method: {seed: steps[max(steps, key=lambda s: -1 if s is None else s)] for seed, steps in by_seed.items()}
+             for method, by_seed in found.items()}
+    mean = lambda values: sum(values) / len(values)  # noqa: E731
+    control = final.get(CONTROL, {})
+    lines = ["", "Retention: the mean log-probability per token of the base model's greedy first-turn replies to "
+                 "prompts of games and roles no method trains (`retention-prompts--*.json`), under each final "
+                 "adapter; mean over prompts, then seeds; per prompt method − control averaged over seeds, exact or "
+                 "Monte Carlo sign-flip:", "",
+             "| configuration | seeds | prompts | log-prob/token | change from the warm-up | vs control: rose/fell, "
+             "sign-flip p |", "|" + "---|" * 6]
+    order = [BASE, WARM_UP, CONTROL] + sorted(m for m in final if m not in (BASE, WARM_UP, CONTROL))
+    for method in (m for m in order if m in final):
+        by_seed = final[method]
+        seeds = sorted(by_seed, key=lambda s: -1 if s is None else s)
+        runs = [by_seed[s] for s in seeds]
+        change = [mean(list(r["change"].values())) for r in runs if r.get("change")]
+        versus = "—"
+        paired = [s for s in seeds if s is not None and s in control]
+        if method not in (BASE, CONTROL) and paired:
+            items = sorted(set.intersection(*(set(by_seed[s]["logprobs"]) & set(control[s]["logprobs"])
+                                              for s in paired)))
+            per_item = [mean([by_seed[s]["logprobs"][i] - control[s]["logprobs"][i] for s in paired]) for i in items]
+            versus = (f"{mean(per_item):+.4f}: {sum(d > 0 for d in per_item)}/{sum(d < 0 for d in per_item)}, "
+                      f"{_p(stats.sign_flip_test(per_item).p_value)}")
+        name = "base model" if method == BASE else f"{method} (warm-up)" if method == WARM_UP else method
+        if any(r.get("failed") for r in runs):
+            name += " (failed: the warm-up's adapter)"
+        lines.append(f"| {name} | {'—' if seeds == [None] else len(seeds)} | {len(runs[0]['logprobs'])} | "
+                     f"{mean([mean(list(r['logprobs'].values())) for r in runs]):.4f} | "
+                     f"{f'{mean(change):+.4f}' if change and method != WARM_UP else '—'} | {versus} |")
+    for method in (m for m in order if m in found and m != BASE):
+        steps = sorted({step for by_step in found[method].values() for step in by_step})
+        if len(steps) > 1:
+            points = [(step, [by_step[step] for by_step in found[method].values() if step in by_step]) for step in steps]
+            lines.append(f"- {method} by checkpoint (step: log-prob/token, seeds): " + ", ".join(
+                f"{step}: {mean([mean(list(r['logprobs'].values())) for r in runs]):.4f} ({len(runs)})"
+                for step, runs in points))
+    return lines
+
+
 def _num(value, digits: int) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
@@ -404,6 +462,7 @@ def build_report(out: Path, methods: dict, settings, splits: dict) -> str:
         lines += [f"- {method}: {' / '.join(f'{n} of {total}' for n, total in counts)} (seed by seed)"
                   for method, counts in sorted(consistent.items())]
     lines += choice_lines(out, splits)
+    lines += retention_lines(out)
     lines += warm_up_lines(results)
     lines += ["", "Configurations tried on dev:", *(dev_configurations(out, results) or ["- none logged"]), ""]
     lines += ["Methods: " + "; ".join(f"**{n}**: {m.description}" for n, m in methods.items()), ""]

@@ -145,6 +145,14 @@ def test_bad_arguments_exit_2(bench, tmp_path, capsys):
     assert "--choice needs the referencegame/follower setting among --settings" in capsys.readouterr().err
     assert protocol.main(["--add-only", "--out", str(tmp_path)]) == 2
     assert "--add-only needs --add-settings" in capsys.readouterr().err
+    # --primary names settings of this run only
+    assert protocol.main(["--settings", "taboo/guesser", "--primary", "taboo/describer", "--out", str(tmp_path)]) == 2
+    assert "--primary 'taboo/describer': expected settings of this run's --settings: taboo/guesser" \
+        in capsys.readouterr().err
+    assert protocol.main(["--primary", "taboo/narrator", "--out", str(tmp_path)]) == 2
+    for bad in (["--retention-settings", "wordle/critic"], ["--checkpoints", "0"], ["--retention-prompts", "0"]):
+        assert protocol.main([*bad, "--retention-only", "--out", str(tmp_path)]) == 2
+        assert "--retention-prompts >= 1 and --checkpoints >= 1 expected" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())  # refused before anything is written
 
 
@@ -166,11 +174,40 @@ def test_a_selection_narrows_the_games_and_joins_the_fingerprint(bench):
         protocol.method_of("expert-iteration-selfplay", SimpleNamespace(settings=(), train_games=("privateshared",)))
 
 
+def test_primary_names_the_dev_criterion_and_the_holm_family(bench):
+    """--primary: the named settings alone are primary, so the warm-up's dev criterion is their
+    mean and its fingerprint changes (the default family named again changes nothing); the
+    report's Holm family is theirs; --checkpoints N: the fractions every 1/N, 4 by default."""
+    protocol, report = bench["protocol"], bench["protocol_report"]
+    chosen = tuple(s for s in protocol.SETTINGS if s.name in ("taboo/guesser", "referencegame/follower"))
+    rows = {"taboo/guesser": {"scores": {"a": 100.0, "b": 50.0}}, "referencegame/follower": {"scores": {"c": 0.0}}}
+    follower = protocol.with_primary(chosen, ("referencegame/follower",))
+    assert protocol.dev_mean(rows, chosen) == 75.0 and protocol.dev_mean(rows, follower) == 0.0
+    args = lambda settings: SimpleNamespace(settings=settings, train_games=("taboo",))  # noqa: E731
+    assert protocol.primary_key(args(chosen)) == ()
+    assert protocol.primary_key(args(protocol.with_primary(chosen, ("taboo/guesser",)))) == ()
+    assert protocol.primary_key(args(follower)) == (("primary", ("referencegame/follower",)),)
+    assert protocol.selection_key(args(follower)) == protocol.selection_key(args(chosen))
+    assert protocol.with_primary(protocol.SETTINGS, ()) is protocol.SETTINGS
+    results = {}
+    for method, score in (("continued-sft", 0.0), ("better", 100.0)):
+        for setting in ("taboo/guesser", "referencegame/follower"):
+            results[(method, setting)] = {1: {"scores": {f"e/{i}": score for i in range(6)},
+                                              "played": {f"e/{i}": 1 for i in range(6)}}}
+    splits = bench["protocol_splits"].load_splits()
+    default = report.comparisons(results, protocol.SETTINGS, splits)
+    named = report.comparisons(results, protocol.with_primary(protocol.SETTINGS, ("referencegame/follower",)), splits)
+    assert "holm_p" in default[("better", "taboo/guesser")] and "holm_p" not in default[("better", "referencegame/follower")]
+    assert "holm_p" in named[("better", "referencegame/follower")] and "holm_p" not in named[("better", "taboo/guesser")]
+    assert protocol.fractions(SimpleNamespace(checkpoints=None)) == (0.25, 0.5, 0.75, 1.0)
+    assert protocol.fractions(SimpleNamespace(checkpoints=8))[:2] == (0.125, 0.25)
+
+
 def test_every_method_of_the_methods_file_builds_a_valid_trainer_config(bench, tmp_path):
     """protocol-methods.json: each entry's trainer is packaged and its options make a config that
     passes the trainer's own checks (as configure() builds it, budget and run folder added)."""
     protocol = bench["protocol"]
-    args = SimpleNamespace(quick=False, budget_examples=512, learner="smol-135m")
+    args = SimpleNamespace(quick=False, budget_examples=512, learner="smol-135m", checkpoints=None)
     assert {protocol.WARM_UP, protocol.CONTROL} <= set(protocol.METHODS) and len(protocol.METHODS) > 2
     for name, method in protocol.METHODS.items():
         cls, config, options = protocol.configure(name, method, args, tmp_path / name, None, None)
@@ -197,7 +234,7 @@ def test_the_describer_configuration_learns_the_describer_with_the_programmatic_
     without a model loaded."""
     protocol = bench["protocol"]
     args = SimpleNamespace(settings=protocol.SETTINGS[:1], train_games=("taboo", "referencegame"), quick=False,
-                           budget_examples=128, learner="smol-135m")
+                           budget_examples=128, learner="smol-135m", checkpoints=None)
     method = protocol.method_of("expert-iteration-describer", args)
     assert method.teacher == "programmatic" and method.trains == ("taboo",)
     cls, config, _ = protocol.configure("expert-iteration-describer", method, args, tmp_path, None, None)
@@ -240,6 +277,7 @@ def test_the_runner_end_to_end_with_a_tiny_model(bench, tiny_workspace):
                           *E2E_SETTINGS, "--out", str(out)]) == 0
     check_forgetting_stage(bench, out)
     check_choice_stage(bench, out)
+    check_retention_stage(bench, out)
     with pytest.raises(SystemExit, match="played once per configuration"):
         protocol.main(["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration",
                        *E2E_SETTINGS, "--out", str(out), "--max-tokens", "6"])
@@ -289,6 +327,8 @@ def test_dev_only_screens_without_touching_the_test_split(bench, tiny_workspace,
     assert "seed 8 warm-up: 1 steps, dev" in said and said.count("(logged before)") == 2
     assert "continued-sft seed 8: dev curve cached (--dev-only)" in said
     assert len((out / "dev-log.jsonl").read_text().splitlines()) == len(log)
+    check_checkpoints(bench, out, argv, capsys)
+    log = [json.loads(line) for line in (out / "dev-log.jsonl").read_text().splitlines()]
     # without --dev-only the screened checkpoint plays the test split, nothing retrained
     assert protocol.main([a for a in argv if a != "--dev-only"]) == 0
     assert "continued-sft seed 8: screened on dev before, its 4-step checkpoint to test" in capsys.readouterr().out
@@ -297,6 +337,23 @@ def test_dev_only_screens_without_touching_the_test_split(bench, tiny_workspace,
     assert control["train_seconds"] == log[-1]["train_seconds"] and len(control["scores"]) == 2
     assert (out / "sft--seed8--taboo--guesser.json").exists()  # the warm-up's test, once, now
     check_added_setting(bench, out, argv)
+
+
+def check_checkpoints(bench, out, argv, capsys):
+    """--primary naming the default family keeps every key (all cached); --checkpoints 8: the
+    control's dev at every eighth of its budget, 8 rows logged (a checkpoint nearest two
+    fractions played once; at 4 steps its options are the default's, so the same configuration)."""
+    protocol = bench["protocol"]
+    lines = len((out / "dev-log.jsonl").read_text().splitlines())
+    capsys.readouterr()
+    assert protocol.main([*argv, "--primary", "taboo/guesser"]) == 0
+    assert "continued-sft seed 8: dev curve cached (--dev-only)" in capsys.readouterr().out
+    assert len((out / "dev-log.jsonl").read_text().splitlines()) == lines
+    assert protocol.main([*argv, "--checkpoints", "8"]) == 0
+    log = [json.loads(line) for line in (out / "dev-log.jsonl").read_text().splitlines()][lines:]
+    assert [r["fraction"] for r in log] == [k / 8 for k in range(1, 9)] and {r["method"] for r in log} == {"continued-sft"}
+    assert [r["step"] for r in log] == [1, 1, 2, 2, 3, 3, 4, 4]  # 4 steps: the nearest checkpoint, the later on a tie
+    assert log[0]["dev"] == log[1]["dev"] and all(len(r["dev"]["taboo/guesser"]["scores"]) == 2 for r in log)
 
 
 def check_added_setting(bench, out, argv):
@@ -403,6 +460,54 @@ def check_choice_stage(bench, out):
     stamps = {name: (out / name).stat().st_mtime_ns for name in files}
     assert protocol.main([*run, "--choice"]) == 0  # the loop: cached
     assert {name: (out / name).stat().st_mtime_ns for name in files} == stamps
+
+
+def check_retention_stage(bench, out):
+    """--retention-only on the finished seed: the base model's first-turn replies to 2 held-out
+    items of each retention setting, once; the log-probability of each under the base model,
+    the warm-up, each of the control's kept checkpoints (--checkpoints) and the failed method
+    (the warm-up's adapter), a file each; the warm-up's values are what its adapter gives
+    (0 difference), the control's differ on every prompt; the test results untouched; cached."""
+    from playpen.evaluation.retention import adapters_logprobs, turn_rows
+    from playpen.models import load_model_by_name
+    protocol, retention = bench["protocol"], importlib.import_module("protocol_retention")
+    run = ["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration", *E2E_SETTINGS,
+           "--out", str(out), "--retention-only", "--retention-prompts", "2", "--checkpoints", "4"]
+    tested = {p.name: p.read_bytes() for p in out.glob("*.json")}
+    assert protocol.main(run) == 0
+    assert {name: (out / name).read_bytes() for name in tested} == tested
+    prompts = json.loads((out / "retention-prompts--tiny-random.json").read_text())
+    by_setting = {}
+    for record in prompts["records"]:
+        by_setting.setdefault(record["setting"], []).append(record["item"])
+        assert [m["role"] for m in record["messages"]][-1] == "assistant" and len(record["messages"]) >= 2
+    assert list(by_setting) == list(retention.RETENTION_SETTINGS)
+    for name, items in by_setting.items():
+        assert 1 <= len(items) <= 2 and set(items) <= set(retention.held_out_items(retention.RETENTION_SETTINGS[name], 10**6))
+    warm_step = int(Path(json.loads((out / "work" / "seed-7" / "warm-up.json").read_text())["adapter"]).name[11:])
+    files = sorted(p.name for p in out.glob("retention--*.json"))
+    assert files == sorted(["retention--base.json", *(f"retention--continued-sft--seed7--{k}.json" for k in (1, 2, 3, 4)),
+                            f"retention--expert-iteration--seed7--{warm_step}.json", f"retention--sft--seed7--{warm_step}.json"])
+    found = {name: json.loads((out / name).read_text()) for name in files}
+    warm, control = found[f"retention--sft--seed7--{warm_step}.json"], found["retention--continued-sft--seed7--4.json"]
+    assert len(warm["logprobs"]) == len(prompts["records"]) and all(v < 0 for v in warm["logprobs"].values())
+    assert set(warm["change"].values()) == {0.0} and found["retention--base.json"]["change"] is None
+    assert all(c != 0.0 for c in control["change"].values())
+    assert control["config_fingerprint"] == json.loads(tested["continued-sft--seed7--taboo--guesser.json"])["fingerprint"]
+    failed = found[f"retention--expert-iteration--seed7--{warm_step}.json"]
+    assert failed["failed"] is True and failed["logprobs"] == warm["logprobs"]
+    learner = load_model_by_name("tiny-random", role="learner")  # measured again, apart: the same numbers
+    rows = turn_rows(learner.tokenizer, prompts["records"])
+    again = adapters_logprobs(learner.model, rows, {"warm": out / "work" / warm["adapter"], "base": None})
+    assert again["warm"] == pytest.approx(warm["logprobs"], abs=1e-6)
+    assert again["base"] == pytest.approx(found["retention--base.json"]["logprobs"], abs=1e-6)
+    assert "Retention: the mean log-probability per token of the base model's greedy first-turn replies" in \
+        (out / "protocol-report.md").read_text()
+    assert "- continued-sft by checkpoint (step: log-prob/token, seeds): 1: " in (out / "protocol-report.md").read_text()
+    assert "| expert-iteration (failed: the warm-up's adapter) | 1 | " in (out / "protocol-report.md").read_text()
+    stamps = {p.name: p.stat().st_mtime_ns for p in out.glob("retention*.json")}
+    assert protocol.main(run) == 0  # cached: neither the prompts nor any adapter again
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("retention*.json")} == stamps
 
 
 def test_the_forgetting_table_from_the_files_alone(bench, tmp_path):

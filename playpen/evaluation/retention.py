@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Iterator, Mapping, Optional, Sequence
 
 from playpen.errors import EvaluationError
 from playpen.evaluation.statistics import sign_flip_test
@@ -91,25 +91,31 @@ def item_logprobs(model, rows: Sequence[TurnRow]) -> dict[str, float]:
 def adapters_logprobs(base_model, rows: Sequence[TurnRow], adapters: Mapping[str, str | Path]) -> dict[str, dict]:
     """Name -> item -> mean log-probability per token, each adapter loaded onto ``base_model``
     in turn (one copy of the base weights; the name ``base`` with path None: no adapter)."""
-    out: dict[str, dict] = {}
+    return dict(each_adapter_logprobs(base_model, rows, adapters))
+
+
+def each_adapter_logprobs(base_model, rows: Sequence[TurnRow], adapters: Mapping) -> Iterator[tuple]:
+    """(key, item -> mean log-probability per token) for each entry of ``adapters`` (key ->
+    adapter folder, None: the base model) as it is measured, so that a caller keeps each
+    result before the next adapter loads."""
     peft_model = None
-    for name, path in adapters.items():
+    for count, (name, path) in enumerate(adapters.items()):
         if path is None:
             if peft_model is not None:
                 with peft_model.disable_adapter():
-                    out[name] = item_logprobs(peft_model, rows)
+                    values = item_logprobs(peft_model, rows)
             else:
-                out[name] = item_logprobs(base_model, rows)
+                values = item_logprobs(base_model, rows)
+            yield name, values
             continue
-        tag = f"a{len(out)}"
+        tag = f"a{count}"
         if peft_model is None:
             peft_model = load_init_adapter(base_model, path, trainable=False, name=tag)
         else:
             peft_model.load_adapter(str(path), adapter_name=tag, is_trainable=False)
         peft_model.set_adapter(tag)
         peft_model.eval()
-        out[name] = item_logprobs(peft_model, rows)
-    return out
+        yield name, item_logprobs(peft_model, rows)
 
 
 def drift(logprobs: Mapping[str, Mapping[str, float]], start: str) -> dict[str, dict]:
