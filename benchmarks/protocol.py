@@ -34,9 +34,11 @@ exact sign-flip p, Holm over methods x primary settings, intervals clustered by 
 
 The primary settings are the protocol's own (``ProtocolSetting.primary``: the taboo guesser and
 the other trained roles; not the referencegame follower nor the describer) unless ``--primary``
-names others among ``--settings``: then those alone are the warm-up's dev criterion, what dev
-plays and the Holm family. That family, when not the default one, joins the warm-up's
-fingerprint (its stop depends on it) and so every method's; without it every key is unchanged.
+names others among ``--settings``: then those alone are what the methods' dev plays (their
+curves, a study's choice) and the Holm family. The warm-up still stops on the default family
+among the selected settings, so a study shares the protocol's warm-ups (same keys); only when
+none of the default family is selected does ``--primary`` steer the warm-up and join its
+fingerprint (and so every method's).
 
 Forgetting beyond the protocol's games (``protocol_forgetting.py``; ``--forgetting`` after each
 seed, ``--forgetting-only`` on what has finished, nothing trained): the out-of-domain set's
@@ -172,13 +174,21 @@ def selection_key(args, name: str = WARM_UP) -> tuple:
     return (names, tuple(method_of(name, args).trains))
 
 
+def warm_up_settings(args) -> tuple:
+    """The settings whose dev mean stops the warm-up: the protocol's default family among the
+    selected settings, whatever ``--primary`` names (so that a study choosing its methods on
+    another setting starts from the same warm-ups as the protocol); the ``--primary`` family
+    only when no default one is selected."""
+    default = tuple(s for s in SETTINGS if s.primary and s.name in {t.name for t in args.settings})
+    return default or tuple(s for s in args.settings if s.primary)
+
+
 def primary_key(args) -> tuple:
-    """What ``--primary`` adds to the warm-up's fingerprint: the family that is its dev
-    criterion, when it differs from the default family of the selected settings (the warm-up
-    then stops elsewhere; every method's key holds the warm-up's)."""
+    """What ``--primary`` adds to the warm-up's fingerprint: nothing while the warm-up stops on
+    the default family (:func:`warm_up_settings`), else that family (the warm-up then stops
+    elsewhere; every method's key holds the warm-up's)."""
     default = tuple(s.name for s in SETTINGS if s.primary and s.name in {t.name for t in args.settings})
-    named = tuple(s.name for s in args.settings if s.primary)
-    return () if named == default else (("primary", named),)
+    return () if default else (("primary", tuple(s.name for s in args.settings if s.primary)),)
 
 
 def with_primary(settings, primary: tuple) -> tuple:
@@ -338,8 +348,9 @@ def warm_up(seed: int, args, out: Path, work: Path) -> Path:
             if chunk == 1:
                 owner.write_text(key + "\n", encoding="utf-8")
             adapter = run_dir_of(models) / f"checkpoint-{steps}"
-            dev = evaluate_split(adapter, "dev", f"seed{seed}-sft-{steps}", args, work)
-            score = dev_mean(dev, args.settings)
+            criterion = warm_up_settings(args)
+            dev = evaluate_split(adapter, "dev", f"seed{seed}-sft-{steps}", args, work, settings=criterion)
+            score = dev_mean(dev, criterion)
             curve.append({"step": steps, "dev": score})
             log_dev(out, method=WARM_UP, seed=seed, step=steps, fingerprint=key, options=options,
                     dev=summaries(dev), dev_mean=score)

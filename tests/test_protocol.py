@@ -175,9 +175,9 @@ def test_a_selection_narrows_the_games_and_joins_the_fingerprint(bench):
 
 
 def test_primary_names_the_dev_criterion_and_the_holm_family(bench):
-    """--primary: the named settings alone are primary, so the warm-up's dev criterion is their
-    mean and its fingerprint changes (the default family named again changes nothing); the
-    report's Holm family is theirs; --checkpoints N: the fractions every 1/N, 4 by default."""
+    """--primary: the named settings alone are primary for the methods' dev and the report's Holm
+    family; the warm-up stops on the default family while one is selected (its key unchanged), on
+    the named one otherwise (its key changes); --checkpoints N: the fractions every 1/N, 4 by default."""
     protocol, report = bench["protocol"], bench["protocol_report"]
     chosen = tuple(s for s in protocol.SETTINGS if s.name in ("taboo/guesser", "referencegame/follower"))
     rows = {"taboo/guesser": {"scores": {"a": 100.0, "b": 50.0}}, "referencegame/follower": {"scores": {"c": 0.0}}}
@@ -186,7 +186,12 @@ def test_primary_names_the_dev_criterion_and_the_holm_family(bench):
     args = lambda settings: SimpleNamespace(settings=settings, train_games=("taboo",))  # noqa: E731
     assert protocol.primary_key(args(chosen)) == ()
     assert protocol.primary_key(args(protocol.with_primary(chosen, ("taboo/guesser",)))) == ()
-    assert protocol.primary_key(args(follower)) == (("primary", ("referencegame/follower",)),)
+    # the warm-up keeps stopping on the default family while one is selected: same key, shared warm-ups
+    assert protocol.primary_key(args(follower)) == ()
+    assert [s.name for s in protocol.warm_up_settings(args(follower))] == ["taboo/guesser"]
+    alone = protocol.with_primary(chosen[1:], ("referencegame/follower",))  # no default family selected
+    assert protocol.primary_key(args(alone)) == (("primary", ("referencegame/follower",)),)
+    assert [s.name for s in protocol.warm_up_settings(args(alone))] == ["referencegame/follower"]
     assert protocol.selection_key(args(follower)) == protocol.selection_key(args(chosen))
     assert protocol.with_primary(protocol.SETTINGS, ()) is protocol.SETTINGS
     results = {}
