@@ -136,17 +136,18 @@ def outcome(scores: dict) -> str:
 
 # --- end to end with the real clem CLI --------------------------------------------------------
 
-def clem_run_score_eval(clem, workspace: Path, game: str, model: str = "programmatic") -> Path:
+def clem_run_score_eval(clem, workspace: Path, game: str, model: str = "programmatic", then=None) -> Path:
     """`clem run -g GAME -m MODEL`, `clem score -g GAME` and `clem eval` in `workspace` (GAME:
-    a game name or a JSON game selector); returns the results folder. `clem`: the console
-    script in a process of its own (the ``clem`` fixture: taboo's test) or clemcore's entry
-    point in this one (``clem_here``: the other games, without an interpreter's start-up each)."""
+    a game name or a JSON game selector); returns the results folder. `clem` runs them: the
+    console script in a process of its own (the ``clem`` fixture) or clemcore's entry point in
+    this one (``clem_here``, without an interpreter's start-up each); `then`, when given, runs
+    score and eval (taboo's test: the console script plays, the entry point scores)."""
     run = clem(["run", "-g", game, "-m", model], cwd=workspace)
     results = workspace / "results"
     played = results / model if game.startswith("{") else results / model / game
     assert played.is_dir(), run.stderr[-2000:] if run is not None else f"clem run wrote no {played}"
-    clem(["score", "-g", game], cwd=workspace)
-    clem(["eval"], cwd=workspace)
+    (then or clem)(["score", "-g", game], cwd=workspace)
+    (then or clem)(["eval"], cwd=workspace)
     return results
 
 

@@ -436,8 +436,9 @@ def test_unknown_spec_name_is_refused():
 
 # --- end to end with the real clem CLI -----------------------------------------------------------
 
-def test_clem_run_score_eval_programmatic(clem_workspace, clem):
-    results = gametest.clem_run_score_eval(clem, clem_workspace, "taboo")
+def test_clem_run_score_eval_programmatic(clem_workspace, clem, clem_here):
+    # the `clem` console script in a process of its own plays (the other games' tests call its entry point)
+    results = gametest.clem_run_score_eval(clem, clem_workspace, "taboo", then=clem_here)
     episodes = gametest.episode_scores(results, "taboo")
     assert len(episodes) == 60
     main_scores = []
