@@ -21,7 +21,8 @@ rows per optimizer step), not wall time: CPU contention does not change a result
 Every held-out set is split once into dev and test (benchmarks/protocol-splits.json,
 benchmarks/protocol_splits.py). Dev is played on the primary settings at 0/25/50/75/100 % of
 each budget (the curves; ``--checkpoints N``: at every 1/N, a checkpoint saved at each; every
-configuration tried is in ``dev-log.jsonl``); test is played once per final
+configuration tried is in ``dev-log.jsonl``; the methods start from the warm-up's best
+checkpoint, or with ``--start-step N`` from its checkpoint after N steps); test is played once per final
 configuration — the warm-up (method ``sft``) and each method's last adapter — and kept per
 (method, seed, game, setting) in ``<out>/<method>--seed<S>--<game>--<role>.json`` with
 ``scores``: item id -> that item's score (aborted = 0). A result is never replaced: a
@@ -454,7 +455,8 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
         dev = played[step]
         curve.append({"fraction": fraction, "step": step, "dev": summaries(dev)})
         log_dev(out, method=name, seed=seed, step=step, fraction=fraction, fingerprint=key, options=options,
-                dev=summaries(dev), dev_mean=dev_mean(dev, args.settings), train_seconds=round(seconds, 1))
+                dev=summaries(dev), dev_mean=dev_mean(dev, args.settings), train_seconds=round(seconds, 1),
+                start=adapter0.name)
     if args.dev_only:  # a candidate screened on dev: the test split stays untouched
         print(f"== {name} seed {seed}: dev {dev_mean(dev, args.settings):.2f} at the full budget (--dev-only: no test)",
               flush=True)
@@ -509,6 +511,21 @@ def run_warm_up_test(seed: int, adapter: Path, args, out: Path, work: Path) -> N
         "warm_up_curve": marker["curve"]}, args.settings)
 
 
+def start_of(best: Path, args) -> Path:
+    """Where the methods start: the warm-up's best checkpoint, or with ``--start-step N`` its
+    checkpoint after N steps (headroom left: study 3); one line when the warm-up has none there.
+    A method's key holds its start's name, so runs from different starts never mix."""
+    if not args.start_step:
+        return best
+    chosen = best.parent / f"checkpoint-{args.start_step}"
+    if not chosen.is_dir():
+        from playpen.errors import PlaypenError
+        kept = sorted(int(p.name.rpartition("-")[2]) for p in best.parent.glob("checkpoint-*"))
+        raise PlaypenError(f"--start-step {args.start_step}: the warm-up has no checkpoint there; it kept "
+                           f"{', '.join(map(str, kept))} (multiples of --warmup-chunk it trained)")
+    return chosen
+
+
 # ----------------------------------------------------------------------------- the run
 
 def run_seeds(seeds, wanted, args, out: Path, work: Path, forgetting: bool, choice: bool) -> None:
@@ -520,8 +537,9 @@ def run_seeds(seeds, wanted, args, out: Path, work: Path, forgetting: bool, choi
         adapter = warm_up(seed, args, out, work)
         if not args.dev_only:
             run_warm_up_test(seed, adapter, args, out, work)
+        start = start_of(adapter, args)
         for name in wanted:
-            run_method(name, seed, adapter, args, out, work)
+            run_method(name, seed, start, args, out, work)
         if args.add_settings and not args.dev_only:
             run_added([seed], wanted, args, out, work)
         if forgetting:  # its own files and fingerprints, after the seed's test results
@@ -562,6 +580,9 @@ def main(argv=None) -> int:
                         help="comma-separated: every method trains only these of its games (default: its own)")
     parser.add_argument("--splits", default=str(SPLITS_FILE))
     parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--start-step", type=int, default=0,
+                        help="the methods start from the warm-up's checkpoint after N steps instead of its best "
+                             "(in-domain headroom left; 0 = the best)")
     parser.add_argument("--dev-only", action="store_true",
                         help="screen methods on dev: train and log the dev curve, never play the test split")
     parser.add_argument("--report", action="store_true", help="only the report and plots from the results")

@@ -310,6 +310,25 @@ def test_an_error_of_the_run_stops_it_instead_of_recording_a_failed_method(bench
     assert not list(out.glob("continued-sft--*.json"))
 
 
+def check_start_step(bench, out, argv, capsys):
+    """--start-step N: the method starts from the warm-up's checkpoint after N steps (here the one
+    that is not its best), under a key of its own, its dev rows naming the start; a step the
+    warm-up did not keep is one line and exit 1."""
+    protocol = bench["protocol"]
+    best = Path(json.loads((out / "work" / "seed-8" / "warm-up.json").read_text())["adapter"]).name
+    other = 2 if best == "checkpoint-1" else 1
+    before = [json.loads(line) for line in (out / "dev-log.jsonl").read_text().splitlines()]
+    assert protocol.main([*argv, "--start-step", str(other)]) == 0
+    rows = [json.loads(line) for line in (out / "dev-log.jsonl").read_text().splitlines()][len(before):]
+    assert [r["fraction"] for r in rows] == [0.25, 0.5, 0.75, 1.0]
+    assert {r["start"] for r in rows} == {f"checkpoint-{other}"}
+    assert {r["fingerprint"] for r in rows}.isdisjoint({r["fingerprint"] for r in before})
+    capsys.readouterr()
+    assert protocol.main([*argv, "--start-step", "5"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("protocol.py: --start-step 5: the warm-up has no checkpoint there")
+
+
 def test_dev_only_screens_without_touching_the_test_split(bench, tiny_workspace, capsys):
     """--dev-only: the warm-up and the method train and log their dev curves; no test result
     is written (the warm-up's neither); a second run finds the curve and trains nothing."""
@@ -333,6 +352,7 @@ def test_dev_only_screens_without_touching_the_test_split(bench, tiny_workspace,
     assert "continued-sft seed 8: dev curve cached (--dev-only)" in said
     assert len((out / "dev-log.jsonl").read_text().splitlines()) == len(log)
     check_checkpoints(bench, out, argv, capsys)
+    check_start_step(bench, out, argv, capsys)
     log = [json.loads(line) for line in (out / "dev-log.jsonl").read_text().splitlines()]
     # without --dev-only the screened checkpoint plays the test split, nothing retrained
     assert protocol.main([a for a in argv if a != "--dev-only"]) == 0
