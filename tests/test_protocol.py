@@ -352,8 +352,8 @@ def test_dev_only_screens_without_touching_the_test_split(bench, tiny_workspace,
     assert "continued-sft seed 8: dev curve cached (--dev-only)" in said
     assert len((out / "dev-log.jsonl").read_text().splitlines()) == len(log)
     check_checkpoints(bench, out, argv, capsys)
-    check_start_step(bench, out, argv, capsys)
     log = [json.loads(line) for line in (out / "dev-log.jsonl").read_text().splitlines()]
+    check_start_step(bench, out, argv, capsys)  # after the log is read: its rows are another configuration's
     # without --dev-only the screened checkpoint plays the test split, nothing retrained
     assert protocol.main([a for a in argv if a != "--dev-only"]) == 0
     assert "continued-sft seed 8: screened on dev before, its 4-step checkpoint to test" in capsys.readouterr().out
