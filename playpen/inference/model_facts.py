@@ -3,6 +3,7 @@ its inputs go to, how many tokens it attends over, and whether the machine compu
 natively."""
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +45,11 @@ def context_limit(model: Any, tokenizer: Any = None) -> int | None:
     return min(limits) if limits else None
 
 
+@lru_cache(maxsize=1)
 def has_native_bf16() -> bool:
     """Whether this machine computes bfloat16 natively: a CUDA GPU that supports it, or a CPU
-    with AVX512-BF16 or AMX-BF16 (read from /proc/cpuinfo; False where it cannot be read)."""
+    with AVX512-BF16 or AMX-BF16 (read from /proc/cpuinfo once per process, not on every
+    generate call; False where it cannot be read)."""
     import torch
     if torch.cuda.is_available():
         return bool(torch.cuda.is_bf16_supported())
