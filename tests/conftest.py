@@ -152,10 +152,20 @@ def toy_workspace(tiny_workspace):
 
 
 @pytest.fixture(scope="session")
-def tiny_pair(tiny_model_dir):
-    """(model, tokenizer) of the tiny random Llama, loaded once."""
+def tiny_pair_loaded(tiny_model_dir):
+    """(model, tokenizer) of the tiny random Llama, loaded once; tests get copies (tiny_pair)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     return AutoModelForCausalLM.from_pretrained(tiny_model_dir), AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture
+def tiny_pair(tiny_pair_loaded):
+    """(model, tokenizer) of the tiny random Llama, a fresh copy per test: a test that wraps the
+    model in LoRA layers or leaves it in train mode cannot change another test's numbers (the
+    suite's order once did: a forced-choice check 0.34 nats off after such a test)."""
+    import copy
+    model, tokenizer = tiny_pair_loaded
+    return copy.deepcopy(model), copy.deepcopy(tokenizer)
 
 
 @pytest.fixture
