@@ -133,6 +133,39 @@ def test_the_report_from_the_result_files_alone(bench, tmp_path):
     assert (tmp_path / "protocol-report.md").read_text() == text
 
 
+def test_the_report_against_the_warm_up_tests_only_the_named_family(bench, tmp_path, capsys):
+    """--report --against sft --family A,B: each named method against the warm-up alone, item by
+    item, Holm over exactly those comparisons (the recipe's primary test); the control is not in
+    the family and the protocol's own report is written as before."""
+    protocol, report = bench["protocol"], bench["protocol_report"]
+    items = [f"e/{i}" for i in range(8)]
+    for seed in (1, 2, 3):
+        write_result(tmp_path, "sft", seed, "taboo/guesser", {i: 0.0 for i in items})
+        write_result(tmp_path, "continued-sft", seed, "taboo/guesser", {i: 100.0 for i in items})
+        write_result(tmp_path, "expert-iteration", seed, "taboo/guesser", {i: 100.0 for i in items})
+        write_result(tmp_path, "grpo-partner", seed, "taboo/guesser",  # 2 better, 6 the same
+                     {i: 100.0 if i in ("e/0", "e/1") else 0.0 for i in items})
+    argv = ["--report", "--settings", "taboo/guesser", "--out", str(tmp_path)]
+    assert protocol.main([*argv, "--against", "sft", "--family", "expert-iteration,grpo-partner"]) == 0
+    text = (tmp_path / "protocol-report--against-sft.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == 2 and not any("continued-sft" in row for row in rows)
+    # all 8 items better: the exact p is 2 / 2^8; Holm over two doubles the smaller one
+    assert rows[0].startswith("| expert-iteration ✓ | taboo/guesser | 3 | 8 | 100.0 ± 0.0 | 0.0 | +100.0")
+    assert "| 8/0 | 0.0078 | 0.0156 |" in rows[0]
+    assert rows[1].startswith("| grpo-partner | taboo/guesser | 3 | 8 |") and "| 2/0 | 0.5000 | 0.5000 |" in rows[1]
+    assert (tmp_path / "protocol-report.md").exists()
+    rows = report.against_baseline(report.load_results(tmp_path), protocol.with_primary(protocol.SETTINGS, ()),
+                                   bench["protocol_splits"].load_splits(), "sft", ["expert-iteration"])
+    assert rows[("expert-iteration", "taboo/guesser")]["holm_p"] == pytest.approx(2 / 2 ** 8)
+    capsys.readouterr()
+    for bad in (["--against", "sft"], ["--against", "nope", "--family", "grpo-partner"],
+                ["--against", "sft", "--family", "sft,grpo-partner"]):
+        assert protocol.main([*argv, *bad]) == 2
+        assert capsys.readouterr().err.startswith("protocol.py: --against")
+    assert protocol.main(["--against", "sft", "--family", "grpo-partner", "--out", str(tmp_path)]) == 2
+
+
 def test_bad_arguments_exit_2(bench, tmp_path, capsys):
     protocol = bench["protocol"]
     assert protocol.main(["--methods", "nope", "--out", str(tmp_path)]) == 2
