@@ -241,13 +241,24 @@ def test_primary_names_the_dev_criterion_and_the_holm_family(bench):
     assert protocol.fractions(SimpleNamespace(checkpoints=8))[:2] == (0.125, 0.25)
 
 
-def test_every_method_of_the_methods_file_builds_a_valid_trainer_config(bench, tmp_path):
-    """protocol-methods.json: each entry's trainer is packaged and its options make a config that
-    passes the trainer's own checks (as configure() builds it, budget and run folder added)."""
+@pytest.mark.parametrize("file", sorted(p.name for p in BENCHMARKS.glob("*methods.json")))
+def test_every_method_of_the_methods_file_builds_a_valid_trainer_config(bench, tmp_path, file, monkeypatch):
+    """protocol-methods.json and each study's file: each entry's trainer is packaged and its
+    options make a config that passes the trainer's own checks (as configure() builds it, budget
+    and run folder added); a study shares the protocol's warm-ups, so its 'sft' is the protocol's
+    unless the study changes the warm-up on purpose (study 2: scarce demonstrations)."""
     protocol = bench["protocol"]
+    methods = protocol.load_methods(BENCHMARKS / file)
     args = SimpleNamespace(quick=False, budget_examples=512, learner="smol-135m", checkpoints=None)
-    assert {protocol.WARM_UP, protocol.CONTROL} <= set(protocol.METHODS) and len(protocol.METHODS) > 2
-    for name, method in protocol.METHODS.items():
+    assert {protocol.WARM_UP, protocol.CONTROL} <= set(methods) and len(methods) > 2
+    if file == "study-describer-methods.json":
+        assert methods[protocol.WARM_UP] == protocol.METHODS[protocol.WARM_UP]
+        assert methods[protocol.CONTROL] == protocol.METHODS[protocol.CONTROL]
+    # a study runs with --train-games taboo,referencegame (its plan): its methods as that run narrows them
+    monkeypatch.setattr(protocol, "METHODS", methods)
+    games = SimpleNamespace(train_games=("taboo", "referencegame") if file.startswith("study-") else ())
+    for name in methods:
+        method = protocol.method_of(name, games)
         cls, config, options = protocol.configure(name, method, args, tmp_path / name, None, None)
         assert set(method.trains) <= set(config.game_list), name
         assert options["max_steps"] >= 1 and all(getattr(config, k) == v for k, v in method.options.items()), name
