@@ -2,7 +2,7 @@
 
     python benchmarks/protocol.py --methods expert-iteration,spin --seeds 1,2,3   # hours; cached per seed
     python benchmarks/protocol.py --report                                         # report + plots only
-    python benchmarks/protocol.py --report --against sft --family A,B              # A, B each against its warm-up, Holm over two
+    python benchmarks/protocol.py --report --against sft --family A,B              # A, B each against the warm-up, Holm over 2
     python benchmarks/protocol.py --quick --out /tmp/protocol -l tiny-random       # minutes: the plumbing
     python benchmarks/protocol.py --forgetting-only --seeds 1,2,3                  # forgetting of the finished seeds
     python benchmarks/protocol.py --add-only --add-settings taboo/self-play        # a setting added after selection
@@ -588,9 +588,9 @@ def main(argv=None) -> int:
                         help="screen methods on dev: train and log the dev curve, never play the test split")
     parser.add_argument("--report", action="store_true", help="only the report and plots from the results")
     parser.add_argument("--against", default="",
-                        help="with --report: also a report of the --family methods against this method alone "
-                             "(e.g. sft: each against its own warm-up), Holm over that family, in "
-                             "protocol-report--against-NAME.md")
+                        help="with --report: also a report of the --family methods against these methods "
+                             "(comma-separated; e.g. sft: each against its own warm-up), Holm over exactly "
+                             "those comparisons, in protocol-report--against-A+B.md")
     parser.add_argument("--family", default="", help="with --against: the methods compared (comma-separated)")
     parser.add_argument("--quick", action="store_true", help="tiny budgets and 2 items per split: the plumbing only")
     parser.add_argument("--forgetting", action="store_true",
@@ -688,12 +688,11 @@ def main(argv=None) -> int:
               "protocol.py: --seeds, --budget-examples, --warmup-chunk and --warmup-max-chunks must be >= 1",
               file=sys.stderr)
         return 2
-    family = [m for m in args.family.split(",") if m]
-    if args.against and (args.against not in METHODS or not family or [m for m in family if m not in METHODS]
-                         or args.against in family or not args.report):
+    family, against = [m for m in args.family.split(",") if m], [m for m in args.against.split(",") if m]
+    if (args.against or args.family) and (not against or not family or not args.report or set(against) & set(family)
+                                          or [m for m in against + family if m not in METHODS]):
         print(f"protocol.py: --against {args.against!r} --family {args.family!r}: expected --report with two "
-              f"disjoint parts, a method and a comma-separated list of methods, of: {','.join(METHODS)}",
-              file=sys.stderr)
+              f"disjoint comma-separated lists of methods, of: {','.join(METHODS)}", file=sys.stderr)
         return 2
     problems = check_splits(load_splits(args.splits))
     if problems:
@@ -737,7 +736,7 @@ def main(argv=None) -> int:
         return 1
     print(build_report(out, METHODS, with_primary(SETTINGS, args.primary), load_splits(args.splits)))
     if args.against:
-        print(against_report(out, with_primary(SETTINGS, args.primary), load_splits(args.splits), args.against,
+        print(against_report(out, with_primary(SETTINGS, args.primary), load_splits(args.splits), against,
                              family))
     return 0
 

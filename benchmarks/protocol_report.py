@@ -141,45 +141,49 @@ def comparisons(results: dict, settings, splits: dict) -> dict:
     return out
 
 
-def against_baseline(results: dict, settings, splits: dict, baseline: str, family) -> dict:
-    """(method, setting) -> the paired comparison of each method of ``family`` with ``baseline``
-    (e.g. each trainer against its own warm-up, ``sft``) on the primary settings, with
-    ``holm_p`` over exactly that family: a study's primary test, declared before its run."""
+def against_baseline(results: dict, settings, splits: dict, baselines, family) -> dict:
+    """(method, baseline, setting) -> the paired comparison of each method of ``family`` with
+    each of ``baselines`` (e.g. each trainer against its own warm-up, ``sft``; or against two
+    imitation controls) on the primary settings, with ``holm_p`` over exactly those
+    comparisons: a study's primary test, declared before its run."""
     out = {}
     for method in family:
-        for setting in (s for s in settings if s.primary):
-            mine, base = results.get((method, setting.name)), results.get((baseline, setting.name))
-            if mine is None or base is None:
-                continue
-            row = compare(mine, base, splits["games"][setting.split].get("clusters", {}))
-            if row is not None:
-                out[(method, setting.name)] = row
+        for baseline in baselines:
+            for setting in (s for s in settings if s.primary):
+                mine, base = results.get((method, setting.name)), results.get((baseline, setting.name))
+                if mine is None or base is None:
+                    continue
+                row = compare(mine, base, splits["games"][setting.split].get("clusters", {}))
+                if row is not None:
+                    out[(method, baseline, setting.name)] = row
     for key, p in stats.holm({key: row["sign_flip_p"] for key, row in out.items()}).items():
         out[key]["holm_p"] = p
     return out
 
 
-def against_report(out: Path, settings, splits: dict, baseline: str, family) -> str:
-    """``protocol-report--against-BASELINE.md``: the family against the baseline (see
+def against_report(out: Path, settings, splits: dict, baselines, family) -> str:
+    """``protocol-report--against-A+B.md``: the family against the baselines (see
     :func:`against_baseline`); the protocol's own report is not touched."""
     out = Path(out)
-    rows = against_baseline(load_results(out), settings, splits, baseline, family)
-    missing = [m for m in family if not any(k[0] == m for k in rows)]
-    lines = [f"# Each method against `{baseline}` (test split; Holm over the {len(rows)} comparisons below)", "",
-             f"Per item: method − {baseline}, mean over the seeds both have; p: exact two-sided sign-flip over "
-             f"the items; Holm over this table's rows only; interval: 95 % bootstrap clustered by item and seed.", "",
-             f"| method | setting | seeds | items | method (± sd over seeds) | {baseline} | change [95 %] "
-             "| better/worse | sign-flip p | Holm p |", "|" + "---|" * 10]
-    for (method, setting), r in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    rows = against_baseline(load_results(out), settings, splits, baselines, family)
+    missing = [f"{m} vs {b}" for m in family for b in baselines if not any(k[:2] == (m, b) for k in rows)]
+    lines = [f"# Each method against {' and '.join(f'`{b}`' for b in baselines)} (test split; Holm over the "
+             f"{len(rows)} comparisons below)", "",
+             "Per item: method − baseline, mean over the seeds both have; p: exact two-sided sign-flip over "
+             "the items; Holm over this table's rows only; interval: 95 % bootstrap clustered by item and seed.", "",
+             "| method | against | setting | seeds | items | method (± sd over seeds) | baseline | change [95 %] "
+             "| better/worse | sign-flip p | Holm p |", "|" + "---|" * 11]
+    for (method, baseline, setting), r in sorted(rows.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])):
         mark = " ✓" if r["holm_p"] < ALPHA and r["gain"] > 0 else ""
-        lines.append(f"| {method}{mark} | {setting} | {r['seeds']} | {r['items']} | {r['method_mean']:.1f} ± "
-                     f"{r['method_sd']:.1f} | {r['control_mean']:.1f} | {r['gain']:+.1f} [{r['low']:+.1f}, "
-                     f"{r['high']:+.1f}] | {r['better']}/{r['worse']} | {_p(r['sign_flip_p'])} | {_p(r['holm_p'])} |")
+        lines.append(f"| {method}{mark} | {baseline} | {setting} | {r['seeds']} | {r['items']} | "
+                     f"{r['method_mean']:.1f} ± {r['method_sd']:.1f} | {r['control_mean']:.1f} | {r['gain']:+.1f} "
+                     f"[{r['low']:+.1f}, {r['high']:+.1f}] | {r['better']}/{r['worse']} | {_p(r['sign_flip_p'])} | "
+                     f"{_p(r['holm_p'])} |")
     if missing:
-        lines += ["", f"No test results beside `{baseline}`'s for: {', '.join(missing)}."]
+        lines += ["", f"No test results on a primary setting for: {', '.join(missing)}."]
     text = "\n".join(lines) + "\n"
     from playpen.files import write_text
-    write_text(out / f"protocol-report--against-{baseline}.md", text)
+    write_text(out / f"protocol-report--against-{'+'.join(baselines)}.md", text)
     return text
 
 

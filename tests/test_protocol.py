@@ -136,7 +136,8 @@ def test_the_report_from_the_result_files_alone(bench, tmp_path):
 def test_the_report_against_the_warm_up_tests_only_the_named_family(bench, tmp_path, capsys):
     """--report --against sft --family A,B: each named method against the warm-up alone, item by
     item, Holm over exactly those comparisons (the recipe's primary test); the control is not in
-    the family and the protocol's own report is written as before."""
+    the family and the protocol's own report is written as before; two baselines (study 1: two
+    imitation controls) make one family of method x baseline."""
     protocol, report = bench["protocol"], bench["protocol_report"]
     items = [f"e/{i}" for i in range(8)]
     for seed in (1, 2, 3):
@@ -149,18 +150,25 @@ def test_the_report_against_the_warm_up_tests_only_the_named_family(bench, tmp_p
     assert protocol.main([*argv, "--against", "sft", "--family", "expert-iteration,grpo-partner"]) == 0
     text = (tmp_path / "protocol-report--against-sft.md").read_text()
     rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
-    assert len(rows) == 2 and not any("continued-sft" in row for row in rows)
+    assert len(rows) == 2 and not any(row.startswith("| continued-sft") for row in rows)
     # all 8 items better: the exact p is 2 / 2^8; Holm over two doubles the smaller one
-    assert rows[0].startswith("| expert-iteration ✓ | taboo/guesser | 3 | 8 | 100.0 ± 0.0 | 0.0 | +100.0")
+    assert rows[0].startswith("| expert-iteration ✓ | sft | taboo/guesser | 3 | 8 | 100.0 ± 0.0 | 0.0 | +100.0")
     assert "| 8/0 | 0.0078 | 0.0156 |" in rows[0]
-    assert rows[1].startswith("| grpo-partner | taboo/guesser | 3 | 8 |") and "| 2/0 | 0.5000 | 0.5000 |" in rows[1]
+    assert rows[1].startswith("| grpo-partner | sft | taboo/guesser | 3 | 8 |") and "| 2/0 | 0.5000 | 0.5000 |" in rows[1]
     assert (tmp_path / "protocol-report.md").exists()
-    rows = report.against_baseline(report.load_results(tmp_path), protocol.with_primary(protocol.SETTINGS, ()),
-                                   bench["protocol_splits"].load_splits(), "sft", ["expert-iteration"])
-    assert rows[("expert-iteration", "taboo/guesser")]["holm_p"] == pytest.approx(2 / 2 ** 8)
+    splits, settings = bench["protocol_splits"].load_splits(), protocol.with_primary(protocol.SETTINGS, ())
+    found = report.against_baseline(report.load_results(tmp_path), settings, splits, ["sft"], ["expert-iteration"])
+    assert found[("expert-iteration", "sft", "taboo/guesser")]["holm_p"] == pytest.approx(2 / 2 ** 8)
+    # two baselines: expert-iteration vs sft (8 better) and vs continued-sft (all the same: p 1); Holm over 2
+    found = report.against_baseline(report.load_results(tmp_path), settings, splits, ["sft", "continued-sft"],
+                                    ["expert-iteration"])
+    assert found[("expert-iteration", "sft", "taboo/guesser")]["holm_p"] == pytest.approx(2 * 2 / 2 ** 8)
+    assert found[("expert-iteration", "continued-sft", "taboo/guesser")]["holm_p"] == 1.0
+    assert protocol.main([*argv, "--against", "sft,continued-sft", "--family", "expert-iteration"]) == 0
+    assert "Holm over the 2 comparisons" in (tmp_path / "protocol-report--against-sft+continued-sft.md").read_text()
     capsys.readouterr()
     for bad in (["--against", "sft"], ["--against", "nope", "--family", "grpo-partner"],
-                ["--against", "sft", "--family", "sft,grpo-partner"]):
+                ["--against", "sft", "--family", "sft,grpo-partner"], ["--family", "grpo-partner"]):
         assert protocol.main([*argv, *bad]) == 2
         assert capsys.readouterr().err.startswith("protocol.py: --against")
     assert protocol.main(["--against", "sft", "--family", "grpo-partner", "--out", str(tmp_path)]) == 2
