@@ -55,6 +55,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -301,6 +302,9 @@ def train(cls, config, method: Method, args, seed: int, records: Path) -> None:
     teacher = load_model_by_name(method.teacher, gen_args=gen_args, role="teacher") if method.teacher else None
     trainer = cls(learner, teacher, config=config, output_dir=records, seed=seed, progress=False)
     trainer.learn(None)
+    if trainer.interrupted_by is not None:  # Ctrl-C or SIGTERM: the run saved and returned; the protocol stops too
+        from playpen.errors import Interrupted
+        raise Interrupted(trainer.interrupted_by)
     del trainer, learner
 
 
@@ -716,7 +720,7 @@ def main(argv=None) -> int:
     work = out / "work"
     only = (args.forgetting_only or args.choice_only or args.add_only or args.drift_only
             or args.retention_only) and not args.report
-    from playpen.errors import PlaypenError
+    from playpen.errors import Interrupted, PlaypenError
     try:
         if only and args.add_only:
             run_added(seeds, wanted, args, out, work)
@@ -734,6 +738,10 @@ def main(argv=None) -> int:
     except PlaypenError as error:  # one line, for every stage; what finished is cached and a rerun goes on
         print(f"protocol.py: {error}", file=sys.stderr)
         return 1
+    except Interrupted as stop:  # a signal stopped a training run (it saved): not an error of the run's
+        print(f"protocol.py: interrupted by {signal.Signals(stop.signum).name}; what finished is cached, "
+              f"the same command goes on", file=sys.stderr)
+        return 128 + stop.signum
     print(build_report(out, METHODS, with_primary(SETTINGS, args.primary), load_splits(args.splits)))
     if args.against:
         print(against_report(out, with_primary(SETTINGS, args.primary), load_splits(args.splits), against,

@@ -362,6 +362,27 @@ def test_an_error_of_the_run_stops_it_instead_of_recording_a_failed_method(bench
     assert not list(out.glob("continued-sft--*.json"))
 
 
+def test_a_signal_that_stops_a_training_run_stops_the_protocol(bench, tiny_workspace, monkeypatch, capsys):
+    """Ctrl-C or SIGTERM in a training run: the trainer saves and returns with ``interrupted_by``
+    set; the protocol then stops with one line and 128 + the signal, instead of looking for the
+    chunk's checkpoint and failing on it; nothing is logged or written as a result."""
+    import signal
+
+    protocol = bench["protocol"]
+    from playpen.training import catalog
+    cls = catalog.trainer_class("sft")
+
+    def learn(self, *args, **kwargs):
+        self.interrupted_by = signal.SIGTERM
+    monkeypatch.setattr(cls, "learn", learn)
+    out = tiny_workspace / "protocol-stopped"
+    assert protocol.main(["--quick", "-l", "tiny-random", "--seeds", "9", "--methods", "continued-sft",
+                          "--settings", "taboo/guesser", "--out", str(out)]) == 143
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("protocol.py")]
+    assert said == ["protocol.py: interrupted by SIGTERM; what finished is cached, the same command goes on"]
+    assert not (out / "dev-log.jsonl").exists() and not list(out.glob("*--seed9--*.json"))
+
+
 def check_start_step(bench, out, argv, capsys):
     """--start-step N: the method starts from the warm-up's checkpoint after N steps (here the one
     that is not its best), under a key of its own, its dev rows naming the start; a step the
