@@ -57,7 +57,7 @@ def test_a_hanging_server_times_out_within_the_limits(tmp_path, monkeypatch, lim
             model.generate_response(MESSAGES)
         took = time.monotonic() - started
         assert server.requests == 2  # no hidden retries by clemcore (3 x 10 s) or the OpenAI client (2)
-    # ~2 s (2 x 0.5 s read timeout + a 1 s wait); one server delay (5 s) per attempt would be >= 11 s.
+    # ~2 s (2 x 0.5 s read timeout + a 1 s wait); a timeout not applied would wait out the 5 s delay.
     # The bound leaves room for a loaded CI machine (4.5 s once, beside a benchmark, on 2 cores).
     assert took < 8, f"a call took {took:.1f} s"
     err = capsys.readouterr().err
