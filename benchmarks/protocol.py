@@ -742,10 +742,10 @@ def main(argv=None) -> int:
         print(f"protocol.py: interrupted by {signal.Signals(stop.signum).name}; what finished is cached, "
               f"the same command goes on", file=sys.stderr)
         return 128 + stop.signum
-    print(build_report(out, METHODS, with_primary(SETTINGS, args.primary), load_splits(args.splits)))
+    settings, splits = with_primary(SETTINGS, args.primary), load_splits(args.splits)
+    print(build_report(out, METHODS, settings, splits))
     if args.against:
-        print(against_report(out, with_primary(SETTINGS, args.primary), load_splits(args.splits), against,
-                             family))
+        print(against_report(out, settings, splits, against, family))
     return 0
 
 
