@@ -28,7 +28,7 @@ from playpen.training.common.checkpoints import (checkpoint_step, checkpoints, l
 from playpen.training.common.dev_stopping import DevStopping
 from playpen.training.common.final_evaluation import FinalEvaluation
 from playpen.training.common.finite import NonFiniteGuard
-from playpen.training.common.memory import memory_metrics, prepare_for_training, release_memory, reset_peak
+from playpen.training.common.memory import memory_metrics, prepare_for_training, release_memory, reset_peak, training_heap
 from playpen.training.common.plotting import CURVE_FILE, LOG_FILE, plot_run
 from playpen.training.common.trainer_callback import make_trainer_callback
 
@@ -235,11 +235,13 @@ class TrainingRun:
 
     def _run(self, work: Callable[[], Any], total_steps: int) -> Optional[Path]:
         """`work()` inside the signal handler, between ``on_learn_start`` and ``on_learn_end``
-        (the lock goes when it raises); the last complete checkpoint after it."""
+        (the lock goes when it raises), the objects from before it frozen out of the garbage
+        collector (:func:`~playpen.training.common.memory.training_heap`); the last complete
+        checkpoint after it."""
         callbacks = self.trainer.callbacks
         callbacks.on_learn_start(self.trainer.name, total_steps)
         try:
-            with self.interrupt:
+            with self.interrupt, training_heap():
                 work()
         except BaseException:
             self.lock.release()

@@ -10,6 +10,11 @@
   step freed goes back to the system instead of staying in the allocator's arenas (tensors
   freed by the rollout engine's game threads otherwise stay in per-thread arenas: resident
   memory grew from step to step).
+- :func:`training_heap`: around a whole training run, what exists before it is frozen out
+  of the garbage collector (``gc.freeze``), so that each step's collection walks only what
+  the run created: with torch, transformers, TRL and clemcore imported a full collection
+  walks ~640k objects and took 0.33 s, paid once or twice per step; after the freeze it
+  takes microseconds.
 - :func:`prepare_for_training`: what keeps a training process small, measured on
   smol-135m (``benchmarks/memory.py``): glibc hands large blocks back to the system as
   soon as they are freed (a fixed mmap threshold; by default it raises the threshold
@@ -111,6 +116,28 @@ def release_memory() -> None:
             _libc = False
     if _libc:
         _libc.malloc_trim(0)
+
+
+_frozen_depth = 0
+
+
+@contextmanager
+def training_heap():
+    """One full collection, then everything alive is frozen (``gc.freeze``) until the
+    outermost ``training_heap`` ends (``gc.unfreeze``, also when it raises): the
+    collections of :func:`release_memory` inside walk only the objects created since.
+    A cycle among the frozen objects that becomes garbage during the run is freed after it."""
+    global _frozen_depth
+    if _frozen_depth == 0:
+        gc.collect()
+        gc.freeze()
+    _frozen_depth += 1
+    try:
+        yield
+    finally:
+        _frozen_depth -= 1
+        if _frozen_depth == 0:
+            gc.unfreeze()
 
 
 M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
