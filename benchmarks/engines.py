@@ -84,6 +84,17 @@ def run_grpo_variant(name: str, args) -> dict:
                 ratio_max=mean("sampling/importance_sampling_ratio/max"), peak_rss_mb=round(rss))
 
 
+def variant_sampling(name: str, max_new_tokens: int):
+    """The variant's sampling settings (T = 1.0). vLLM computes in the variant's dtype: its
+    ``auto`` would sample in bf16 on this CPU whatever the model's dtype (until 2026-11-29 09:00
+    the vllm-fp32 row was bf16's)."""
+    from playpen.rollouts import SamplingConfig
+    engine, dtype = VARIANTS[name]
+    return SamplingConfig(temperature=1.0, max_new_tokens=max_new_tokens,
+                          engine="dynamic" if engine == "generate" else engine,
+                          engine_dtype=dtype if engine == "vllm" else "auto")
+
+
 def run_variant(name: str, args) -> dict:
     """One variant's numbers, in this process."""
     import torch
@@ -91,14 +102,13 @@ def run_variant(name: str, args) -> dict:
     from playpen.default_model import prepare_default_model
     from playpen.inference import generate
     from playpen.inference.kvcache import KVCacheStore
-    from playpen.rollouts import Learner, SamplingConfig, chat, rollout
+    from playpen.rollouts import Learner, chat, rollout
 
     engine, dtype = VARIANTS[name]
     folder = prepare_default_model()
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype)).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    sampling = SamplingConfig(temperature=1.0, max_new_tokens=args.max_new_tokens,
-                              engine="dynamic" if engine == "generate" else engine)
+    sampling = variant_sampling(name, args.max_new_tokens)
 
     def answer(prompts, budget_sampling):
         if engine == "generate":  # no store: the named fallback, transformers' model.generate
@@ -107,8 +117,7 @@ def run_variant(name: str, args) -> dict:
                         conversations=list(range(len(prompts))))
 
     torch.manual_seed(0)
-    answer([chat.prompt_ids(tokenizer, [{"role": "user", "content": "Hi"}])],
-           SamplingConfig(temperature=1.0, max_new_tokens=1, engine=sampling.engine))
+    answer([chat.prompt_ids(tokenizer, [{"role": "user", "content": "Hi"}])], variant_sampling(name, 1))
     startup = time.perf_counter() - STARTED
     prompts = [chat.prompt_ids(tokenizer, [{"role": "user", "content": f"Write a short story about {t}."}])
                for t in range(args.prompts)]
@@ -120,7 +129,7 @@ def run_variant(name: str, args) -> dict:
 
     games = Path(tempfile.mkdtemp(prefix="playpen-engines-"))
     game = str(write_recall_game(games, args.episodes, args.rounds))
-    turn = SamplingConfig(temperature=1.0, max_new_tokens=args.turn_tokens, engine=sampling.engine)
+    turn = variant_sampling(name, args.turn_tokens)
     began = time.perf_counter()
     result = rollout(game, Learner(model, tokenizer, name, turn), max_concurrent_episodes=args.episodes,
                      records_dir=None, kv_cache_mb=0 if engine == "generate" else 4096.0)
