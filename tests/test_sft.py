@@ -136,6 +136,35 @@ def test_sft_lora_in_process_trains_saves_evaluates(tiny_workspace, demonstratio
     assert steps == [1, 2, 3]
 
 
+def test_precision_bf16_trains_under_cpu_autocast_and_the_default_does_not(tiny_workspace, demonstrations):
+    """--precision bf16: the forward's matrix products run in bf16 (accelerate's CPU autocast)
+    while the weights and the saved adapter stay fp32; auto keeps a CPU run in fp32. The two
+    first-step losses (same weights, same rows) differ by bf16's rounding only."""
+    import torch
+    from safetensors.torch import load_file
+    run_dir = tiny_workspace / "models" / "sft+lora" / "tiny-random"
+    seen, losses = {}, {}
+
+    def record(module, args, output):
+        if isinstance(module, torch.nn.Linear) and torch.is_grad_enabled():
+            seen[precision].add((torch.is_autocast_enabled("cpu"), output.dtype))
+    for precision in ("auto", "bf16"):
+        seen[precision] = set()
+        trainer, _ = load_trainer(LORA_TRAINER, records=str(demonstrations), max_steps=1, batch_size=2,
+                                  max_length=400, lora_r=4, evaluate=False, overwrite=True, precision=precision)
+        handle = torch.nn.modules.module.register_module_forward_hook(record)
+        try:
+            trainer.learn(None)
+        finally:
+            handle.remove()
+        losses[precision] = json.loads((run_dir / "playpen-log.jsonl").read_text().splitlines()[-1])["train/loss"]
+        weights = load_file(run_dir / "checkpoint-1" / "adapter_model.safetensors")
+        assert {w.dtype for w in weights.values()} == {torch.float32}
+    assert seen["auto"] == {(False, torch.float32)}
+    assert seen["bf16"] == {(True, torch.bfloat16)}
+    assert losses["bf16"] == pytest.approx(losses["auto"], rel=0.02) and losses["bf16"] != losses["auto"]
+
+
 def test_ctrl_c_saves_a_checkpoint_and_stops(tiny_workspace, demonstrations):
     from playpen.callbacks import BaseCallback
 
@@ -205,6 +234,7 @@ def test_trainer_help_lists_config():
     (["--dataset", "missing.jsonl"], "dataset file 'missing.jsonl' does not exist"),
     (["--records", "nowhere"], "records folder 'nowhere' does not exist"),
     (["--outcomes", "won"], "unknown outcome 'won'"),
+    (["--precision", "fp16"], "auto, fp32 or bf16"),
 ])
 def test_sft_user_errors(tiny_workspace, demonstrations, args, expected):
     extra = [] if "--records" in args or "--dataset" in args else ["--records", str(demonstrations)]
@@ -220,6 +250,22 @@ def test_existing_checkpoints_need_resume_or_overwrite(tiny_workspace, demonstra
     result = CliRunner().invoke(cli, ["run", str(LORA_TRAINER), "-l", "tiny-random",
                                       "--records", str(demonstrations)])
     assert result.exit_code == 2 and "pass --resume to continue, --overwrite to start over, or --models-dir" in result.output
+
+
+def test_overwrite_starts_over_without_the_earlier_runs_checkpoints_or_log(tiny_workspace, demonstrations):
+    """--overwrite once kept a longer earlier run's checkpoints and log lines: its checkpoint-3
+    was the "latest" after the new one-step run, and the curve drew both runs."""
+    run_dir = tiny_workspace / "models" / "sft+lora" / "tiny-random"
+    options = dict(records=str(demonstrations), batch_size=2, max_length=400, lora_r=4, evaluate=False,
+                   save_steps=1, save_total_limit=5)
+    load_trainer(LORA_TRAINER, max_steps=3, **options)[0].learn(None)
+    assert [p.name for p in training.checkpoints(run_dir)] == ["checkpoint-1", "checkpoint-2", "checkpoint-3"]
+    trainer, _ = load_trainer(LORA_TRAINER, max_steps=1, overwrite=True, **options)
+    trainer.learn(None)
+    assert [p.name for p in training.checkpoints(run_dir)] == ["checkpoint-1"]
+    assert training.latest_checkpoint(run_dir).name == "checkpoint-1"
+    steps = [json.loads(line)["step"] for line in (run_dir / "playpen-log.jsonl").read_text().splitlines()]
+    assert steps == [1]
 
 
 def test_final_evaluation_never_replaces_another_runs_results(tiny_workspace, demonstrations):

@@ -21,6 +21,7 @@ from typing import Any, Optional
 from playpen.errors import PlaypenError, TrainingSetupError
 from playpen.evaluation.splits import training_items
 
+PRECISIONS = ("auto", "fp32", "bf16")
 TRACKERS = ("none", "tensorboard", "wandb", "trackio", "mlflow", "comet_ml", "clearml", "dvclive")
 
 
@@ -94,6 +95,7 @@ _RULES = {
     "clip": (lambda v: 0 < v < 1, "a number in (0, 1)"),
     "dev_every": (lambda v: v >= 0, "an integer >= 0 (0 = no dev evaluation during the run)"),
     "dev_patience": (lambda v: v >= 0, "an integer >= 0 (0 = never stop early: train --max-steps, keep the best)"),
+    "precision": (lambda v: v in PRECISIONS, "auto, fp32 or bf16"),
     "report_to": (lambda v: all(t in TRACKERS for t in split_list(v) or ["none"]),
                   "none or a comma-separated list of " + ", ".join(TRACKERS[1:])),
     "games": (lambda v: bool(split_list(v)), "one or more game names, comma-separated"),
@@ -203,6 +205,15 @@ class LoraOptions:
         from peft import LoraConfig
         return LoraConfig(r=self.lora_r, lora_alpha=self.lora_alpha, lora_dropout=self.lora_dropout,
                           target_modules=target_modules(self.target_modules), task_type="CAUSAL_LM")
+
+
+@dataclass
+class PrecisionOptions:
+    """The precision of a TRL trainer's steps (accelerate's mixed precision)."""
+
+    precision: str = option("auto", "training precision: auto (fp32 on a CPU; bf16 on a GPU that has it, "
+                                    "else fp16), fp32, or bf16 (autocast: weights and optimizer in fp32, "
+                                    "the forward's matrix products in bf16)")
 
 
 @dataclass

@@ -51,14 +51,23 @@ def lock_run_folder(run_dir: Path) -> FolderLock:
     return lock
 
 
-def precision_kwargs() -> dict:
-    """TRL configs default to bf16, which on CPU means slow autocast: fp32 on CPU, bf16
-    where a GPU supports it."""
+def precision_kwargs(precision: str = "auto") -> dict:
+    """The TrainingArguments of ``--precision`` (TRL's configs default to bf16 everywhere).
+    ``auto``: fp32 on a CPU, bf16 where a GPU supports it, else fp16; ``fp32``; ``bf16``:
+    autocast (on a CPU ``torch.autocast("cpu", bfloat16)``, accelerate's CPU mixed precision)."""
     import torch
-    if torch.cuda.is_available():
+    cuda = torch.cuda.is_available()
+    device = {} if cuda else {"use_cpu": True}
+    if precision == "fp32":
+        return {"bf16": False, "fp16": False, **device}
+    if precision == "bf16":
+        if cuda and not torch.cuda.is_bf16_supported():
+            raise TrainingSetupError("--precision bf16: this GPU does not support bf16; use auto (fp16) or fp32")
+        return {"bf16": True, "fp16": False, **device}
+    if cuda:
         bf16 = torch.cuda.is_bf16_supported()
         return {"bf16": bf16, "fp16": not bf16}
-    return {"bf16": False, "fp16": False, "use_cpu": True}
+    return {"bf16": False, "fp16": False, **device}
 
 
 def model_of(learner: Any):
@@ -161,6 +170,7 @@ class TrainingRun:
                 print(f"[playpen] removed what an interrupted save left in {self.run_dir}: "
                       f"{', '.join(removed)}", flush=True)
             self.resume_from = resume_checkpoint(self.run_dir, cfg.resume)
+            self._start_over = bool(cfg.overwrite) and not cfg.resume  # done as it first trains
             if not cfg.resume and not cfg.overwrite and latest_checkpoint(self.run_dir):
                 raise ResumeError(f"{self.run_dir} already holds checkpoints: pass --resume to continue, "
                                   f"--overwrite to start over, or --models-dir DIR for a run of its own")
@@ -228,10 +238,25 @@ class TrainingRun:
         """``trl_trainer.train()``, from the checkpoint to resume from if any; the first Ctrl-C
         saves a checkpoint and stops. Returns the last complete checkpoint, or with a dev split
         the best one (its weights put back into the model)."""
+        self.start_over()
         self._run(lambda: trl_trainer.train(resume_from_checkpoint=self.resume_from), self.trainer.config.max_steps)
         if self.dev is not None and not self.interrupt.requested:
             self.checkpoint = self.dev.restore(trl_trainer.model, self.checkpoint) or self.checkpoint
         return self.checkpoint
+
+    def start_over(self) -> None:
+        """``--overwrite`` (without ``--resume``), as the run first trains: the folder's earlier
+        checkpoints and step log go, so that none is taken for this run's. A longer earlier
+        run's ``checkpoint-N`` was once the "latest" after a shorter new run, and its log lines
+        stayed in the new run's curve. Later rounds of the same run (expert iteration, DPO)
+        keep what the first ones saved."""
+        if not self._start_over:
+            return
+        self._start_over = False
+        if distributed.is_main():
+            for folder in checkpoints(self.run_dir):
+                remove_checkpoint(folder)
+            (self.run_dir / LOG_FILE).unlink(missing_ok=True)
 
     def _run(self, work: Callable[[], Any], total_steps: int) -> Optional[Path]:
         """`work()` inside the signal handler, between ``on_learn_start`` and ``on_learn_end``
@@ -264,10 +289,7 @@ class TrainingRun:
         if distributed.world_size() > 1:
             raise TrainingSetupError(f"{self.trainer.name} runs on one process (its loop is its own, not "
                                      f"accelerate's): run it without --num-processes or accelerate launch")
-        if self.trainer.config.overwrite and distributed.is_main():
-            for folder in checkpoints(self.run_dir):
-                remove_checkpoint(folder)
-            (self.run_dir / LOG_FILE).unlink(missing_ok=True)
+        self.start_over()
         if self.resume_from is not None:
             truncate_log(self.run_dir / LOG_FILE, read_state(self.resume_from).get("global_step", 0))
         self._log = JsonlLogCallback(self.run_dir / LOG_FILE)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from playpen.errors import TrainingSetupError
-from playpen.training.common.config import LoraOptions, RunConfig, option
+from playpen.training.common.config import LoraOptions, PrecisionOptions, RunConfig, option
 
 
 @dataclass
@@ -32,7 +32,7 @@ class ExpertIterationOptions:
 
 
 @dataclass
-class ExpertIterationConfig(ExpertIterationOptions, LoraOptions, RunConfig):
+class ExpertIterationConfig(ExpertIterationOptions, PrecisionOptions, LoraOptions, RunConfig):
     """Expert iteration's rounds, LoRA and the run."""
 
     max_steps: int = option(30, "SFT optimizer steps (all rounds together)")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from playpen.distributed import world_size
 from playpen.inference.transformers_compat import checkpointing_args
-from playpen.training.common.config import option
+from playpen.training.common.config import PrecisionOptions, option
 
 
 def micro_batch(rows: int, wanted: int) -> int:
@@ -129,8 +129,9 @@ def correction_args(cfg, engine: str) -> dict:
 
 
 @dataclass
-class GRPOStepOptions:
-    """How a GRPO step runs its trajectories (memory against time; the step's result is the same)."""
+class GRPOStepOptions(PrecisionOptions):
+    """How a GRPO step runs its trajectories (memory against time; the step's result is the same)
+    and in which precision."""
 
     micro_batch_size: int = option(0, "trajectories per forward and backward pass (gradients are accumulated over "
                                       "the step's micro-batches; more = more memory; on a CPU faster only with --share-prompts, "

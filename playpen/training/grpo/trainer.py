@@ -38,7 +38,7 @@ def grpo_args(cfg, run_dir: Path, *, rows: int, num_generations: int, temperatur
         **step_args(rows, cfg.micro_batch_size, cfg.gradient_checkpointing), **objective_args(cfg),
         **correction_args(cfg, engine),
         reward_weights=list(reward_weights), dataloader_num_workers=0, share_prompts=cfg.share_prompts,
-        **lifecycle.precision_kwargs())
+        **lifecycle.precision_kwargs(cfg.precision))
 
 
 @dataclass

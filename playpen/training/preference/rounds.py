@@ -37,11 +37,11 @@ from playpen.models import check_adapter, check_model_name, load_init_adapter
 from playpen.pairs import PreferencePair, read_pairs, write_pairs
 from playpen.rollouts.chat import normalize_messages, prompt_ids, template_kwargs_of
 from playpen.training.common import lifecycle
-from playpen.training.common.config import option
+from playpen.training.common.config import PrecisionOptions, option
 
 
 @dataclass
-class PreferenceOptions:
+class PreferenceOptions(PrecisionOptions):
     """DPO over pairs from games (also sets DPO's own defaults of the run options)."""
 
     rounds: int = option(1, "rounds: each collects its pairs with the policy it starts from (the previous "
@@ -148,7 +148,7 @@ def dpo_args(cfg, run_dir, plan, seed: int, report_to: Any) -> Any:
         save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit,
         report_to=report_to, seed=seed, dataloader_num_workers=0, disable_tqdm=True,
         ignore_data_skip=plan.ignore_data_skip, share_prompts=cfg.share_prompts, **batch,
-        **lifecycle.precision_kwargs())
+        **lifecycle.precision_kwargs(cfg.precision))
 
 
 # ----------------------------------------------------------------------------- rounds

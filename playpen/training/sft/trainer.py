@@ -12,13 +12,14 @@ from playpen.models import load_init_adapter
 from playpen.training.common import lifecycle
 from playpen.training.common.base import BasePlayPen
 from playpen.training.common.dev_stopping import dev_items
-from playpen.training.common.config import DemonstrationOptions, DevOptions, LoraOptions, RunConfig, option, report_to
+from playpen.training.common.config import (DemonstrationOptions, DevOptions, LoraOptions, PrecisionOptions, RunConfig,
+                                            option, report_to)
 from playpen.training.preference.rounds import check_init_adapter
 from playpen.training.sft.demonstrations import supervised_dataset
 
 
 @dataclass
-class SFTLoraConfig(DevOptions, DemonstrationOptions, LoraOptions, RunConfig):
+class SFTLoraConfig(DevOptions, DemonstrationOptions, PrecisionOptions, LoraOptions, RunConfig):
     """The run (RunConfig), LoRA, the supervised data, early stopping on a dev split; an adapter
     to continue from."""
 
@@ -26,7 +27,7 @@ class SFTLoraConfig(DevOptions, DemonstrationOptions, LoraOptions, RunConfig):
 
 
 @dataclass
-class SFTSimpleConfig(DevOptions, DemonstrationOptions, RunConfig):
+class SFTSimpleConfig(DevOptions, DemonstrationOptions, PrecisionOptions, RunConfig):
     """The run (RunConfig), the supervised data, early stopping on a dev split; a full fine-tune
     wants a smaller step."""
 
@@ -43,7 +44,7 @@ def sft_args(cfg, run_dir: Path, seed: int, **options) -> object:
         lr_scheduler_type="constant_with_warmup", warmup_steps=0, max_length=cfg.max_length,
         logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
         save_total_limit=cfg.save_total_limit, report_to=report_to(cfg.report_to), seed=seed,
-        dataloader_num_workers=0, disable_tqdm=True, **lifecycle.precision_kwargs())
+        dataloader_num_workers=0, disable_tqdm=True, **lifecycle.precision_kwargs(cfg.precision))
     return SFTConfig(**{**args, **options})
 
 
