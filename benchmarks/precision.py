@@ -126,7 +126,7 @@ def main(argv=None):
             ratios[f"{trainer}: fp32 step / bf16 step"] = round(fp32["step_s"] / bf16["step_s"], 2)
             if fp32["loss"][0]:
                 ratios[f"{trainer}: step-1 loss, bf16 / fp32 - 1"] = round(bf16["loss"][0] / fp32["loss"][0] - 1, 5)
-            if fp32["grad_norm"] and bf16["grad_norm"]:
+            if fp32["grad_norm"] and bf16["grad_norm"] and fp32["grad_norm"][0]:
                 ratios[f"{trainer}: step-1 grad norm, bf16 / fp32 - 1"] = round(
                     bf16["grad_norm"][0] / fp32["grad_norm"][0] - 1, 5)
     for key, value in ratios.items():
