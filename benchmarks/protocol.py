@@ -331,16 +331,17 @@ def warm_up(seed: int, args, out: Path, work: Path) -> Path:
             return Path(done["adapter"])
     models = work / f"seed-{seed}" / "models" / WARM_UP
     # an interrupted warm-up goes on from its last chunk: the chunks the dev log holds for this
-    # configuration, whose checkpoints this configuration wrote (models/warm-up.key), are not trained again
+    # configuration, whose checkpoints this configuration wrote (models/warm-up.key), are not trained
+    # again; a logged chunk whose checkpoint is gone is trained again but not played on dev again
     owner = models / "warm-up.key"
     logged = {r["step"]: r["dev_mean"] for r in read_dev_log(out)
-              if r.get("method") == WARM_UP and r.get("seed") == seed and r.get("fingerprint") == key} \
-        if owner.exists() and owner.read_text(encoding="utf-8").strip() == key else {}
-    best, best_score, since, curve = None, -math.inf, 0, []
+              if r.get("method") == WARM_UP and r.get("seed") == seed and r.get("fingerprint") == key}
+    owned = owner.exists() and owner.read_text(encoding="utf-8").strip() == key
+    best, best_score, since, curve, retrained = None, -math.inf, 0, [], set()
     for chunk in range(1, args.warmup_max_chunks + 1):
         steps = chunk * args.warmup_chunk
         adapter = run_dir_of(models) / f"checkpoint-{steps}" if models.exists() else None
-        if steps in logged and adapter is not None and adapter.exists():
+        if steps in logged and owned and adapter is not None and adapter.exists():
             score = logged[steps]
             curve.append({"step": steps, "dev": score})
             print(f"== seed {seed} warm-up: {steps} steps, dev {score:.2f} (logged before)", flush=True)
@@ -354,21 +355,53 @@ def warm_up(seed: int, args, out: Path, work: Path) -> Path:
             if chunk == 1:
                 owner.write_text(key + "\n", encoding="utf-8")
             adapter = run_dir_of(models) / f"checkpoint-{steps}"
-            criterion = warm_up_settings(args)
-            dev = evaluate_split(adapter, "dev", f"seed{seed}-sft-{steps}", args, work, settings=criterion)
-            score = dev_mean(dev, criterion)
-            curve.append({"step": steps, "dev": score})
-            log_dev(out, method=WARM_UP, seed=seed, step=steps, fingerprint=key, options=options,
-                    dev=summaries(dev), dev_mean=score)
-            print(f"== seed {seed} warm-up: {steps} steps, dev {score:.2f}", flush=True)
+            if steps in logged:  # the same configuration's chunk, its checkpoint gone: its dev is not played again
+                score = logged[steps]
+                retrained.add(steps)
+                curve.append({"step": steps, "dev": score})
+                print(f"== seed {seed} warm-up: {steps} steps, dev {score:.2f} (logged before; retrained)", flush=True)
+            else:
+                criterion = warm_up_settings(args)
+                dev = evaluate_split(adapter, "dev", f"seed{seed}-sft-{steps}", args, work, settings=criterion)
+                score = dev_mean(dev, criterion)
+                curve.append({"step": steps, "dev": score})
+                log_dev(out, method=WARM_UP, seed=seed, step=steps, fingerprint=key, options=options,
+                        dev=summaries(dev), dev_mean=score)
+                print(f"== seed {seed} warm-up: {steps} steps, dev {score:.2f}", flush=True)
         if score > best_score + 1e-9:
             best, best_score, since = adapter, score, 0
         else:
             since += 1
             if since >= args.warmup_patience:
                 break
+    if best is not None and checkpoint_number(best) in retrained:
+        check_retrained(best, best_score, seed, key, args, out, work)
     marker.write_text(json.dumps({"fingerprint": key, "adapter": str(best), "dev": best_score, "curve": curve}))
     return best
+
+
+def checkpoint_number(adapter: Path) -> int:
+    return int(adapter.name.rsplit("-", 1)[1])
+
+
+def check_retrained(best: Path, logged_score: float, seed: int, key: str, args, out: Path, work: Path) -> None:
+    """The warm-up's best chunk was trained again after its dev row was logged (its checkpoint
+    was gone) and chosen by that row: it is played on dev once, and the run stops unless it
+    reproduces the logged score (training is deterministic here; a change of code or machine
+    that breaks that must not pass a logged score off as this adapter's). The row, with every
+    item's score, is logged again."""
+    criterion = warm_up_settings(args)
+    steps = checkpoint_number(best)
+    dev = evaluate_split(best, "dev", f"seed{seed}-sft-{steps}", args, work, settings=criterion)
+    score = dev_mean(dev, criterion)
+    if abs(score - logged_score) > 1e-6:
+        raise SystemExit(f"protocol.py: seed {seed} warm-up: checkpoint-{steps}, trained again, scores {score:.3f} "
+                         f"on dev where its logged row says {logged_score:.3f}: the retrained warm-up is not the "
+                         f"logged one; remove its rows from {out / 'dev-log.jsonl'} to play every chunk again")
+    log_dev(out, method=WARM_UP, seed=seed, step=steps, fingerprint=key, dev=summaries(dev), dev_mean=score,
+            checked="retrained best chunk, played again")
+    print(f"== seed {seed} warm-up: {steps} steps, dev {score:.2f} (retrained, played again: the logged score)",
+          flush=True)
 
 
 def warm_up_key(work: Path, seed: int) -> str:

@@ -426,6 +426,7 @@ def test_dev_only_screens_without_touching_the_test_split(bench, tiny_workspace,
     assert len((out / "dev-log.jsonl").read_text().splitlines()) == len(log)
     check_checkpoints(bench, out, argv, capsys)
     log = [json.loads(line) for line in (out / "dev-log.jsonl").read_text().splitlines()]
+    check_retrained_warm_up(bench, out, argv, capsys)
     check_start_step(bench, out, argv, capsys)  # after the log is read: its rows are another configuration's
     # without --dev-only the screened checkpoint plays the test split, nothing retrained
     assert protocol.main([a for a in argv if a != "--dev-only"]) == 0
@@ -452,6 +453,44 @@ def check_checkpoints(bench, out, argv, capsys):
     assert [r["fraction"] for r in log] == [k / 8 for k in range(1, 9)] and {r["method"] for r in log} == {"continued-sft"}
     assert [r["step"] for r in log] == [1, 1, 2, 2, 3, 3, 4, 4]  # 4 steps: the nearest checkpoint, the later on a tie
     assert log[0]["dev"] == log[1]["dev"] and all(len(r["dev"]["taboo/guesser"]["scores"]) == 2 for r in log)
+
+
+def check_retrained_warm_up(bench, out, argv, capsys):
+    """A warm-up whose checkpoints are gone but whose dev rows are logged (the same
+    configuration): every chunk is trained again and none is played on dev again but the chosen
+    one, which must score its logged dev (one row more, every item's score); a logged score the
+    retrained adapter does not reproduce stops the run. The methods from it stay cached."""
+    import shutil
+    protocol = bench["protocol"]
+    seed_dir, log_file = out / "work" / "seed-8", out / "dev-log.jsonl"
+    best = int(Path(json.loads((seed_dir / "warm-up.json").read_text())["adapter"]).name.split("-")[1])
+
+    def forget():
+        shutil.rmtree(seed_dir / "models" / "sft")
+        (seed_dir / "warm-up.json").unlink()
+    forget()
+    lines = len(log_file.read_text().splitlines())
+    capsys.readouterr()
+    assert protocol.main(argv) == 0
+    said = capsys.readouterr().out
+    assert said.count("(logged before; retrained)") == 2
+    assert said.count("(retrained, played again: the logged score)") == 1
+    assert "continued-sft seed 8: dev curve cached (--dev-only)" in said
+    rows = [json.loads(line) for line in log_file.read_text().splitlines()][lines:]
+    assert [(r["method"], r["step"]) for r in rows] == [("sft", best)] and "checked" in rows[0]
+    assert len(rows[0]["dev"]["taboo/guesser"]["scores"]) == 2
+    # a logged score that the retrained adapter does not reproduce
+    text = log_file.read_text()
+    forget()
+    tampered = [json.loads(line) for line in text.splitlines()]
+    for r in tampered:
+        if r["method"] == "sft" and r["seed"] == 8 and r["step"] == best:
+            r["dev_mean"] += 50
+    log_file.write_text("".join(json.dumps(r) + "\n" for r in tampered))
+    with pytest.raises(SystemExit, match=f"checkpoint-{best}, trained again, scores .* is not the logged one"):
+        protocol.main(argv)
+    log_file.write_text(text)
+    assert protocol.main(argv) == 0  # its checkpoints are there now: logged before, nothing trained
 
 
 def check_added_setting(bench, out, argv):
