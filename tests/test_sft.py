@@ -3,8 +3,6 @@
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -206,12 +204,12 @@ def test_crash_keeps_last_checkpoint_and_resume_finishes(tiny_workspace, demonst
     assert training.latest_checkpoint(run_dir).name == "checkpoint-4"
 
 
-def test_sft_simple_via_playpen_run_subprocess(tiny_workspace, demonstrations, tiny_model_dir):
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    done = subprocess.run([sys.executable, "-m", "playpen", "run", str(SIMPLE_TRAINER), "-l", "tiny-random",
-                           "-L", "6", "--records", str(demonstrations), *FAST],
-                          cwd=tiny_workspace, capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+def test_sft_simple_via_playpen_run(tiny_workspace, demonstrations, tiny_model_dir):
+    """Full fine-tuning through the CLI, in this process (`python -m playpen run` as a process of
+    its own: tests/test_interruptions.py)."""
+    done = CliRunner().invoke(cli, ["run", str(SIMPLE_TRAINER), "-l", "tiny-random", "-L", "6",
+                                    "--records", str(demonstrations), *FAST])
+    assert done.exit_code == 0, done.output[-3000:]
     ckpt = tiny_workspace / "models" / "sft" / "tiny-random" / "checkpoint-2"
     assert (ckpt / "model.safetensors").exists() and (ckpt / "tokenizer.json").exists()
     from safetensors.torch import load_file
@@ -219,7 +217,7 @@ def test_sft_simple_via_playpen_run_subprocess(tiny_workspace, demonstrations, t
     after = load_file(ckpt / "model.safetensors")
     changed = [n for n in before if not (before[n] == after[n]).all()]
     assert len(changed) == len(before), "every parameter should change in full fine-tuning"
-    assert "clemscore table for tiny-random+sft-checkpoint-2" in done.stdout
+    assert "clemscore table for tiny-random+sft-checkpoint-2" in done.output
 
 
 def test_trainer_help_lists_config():
