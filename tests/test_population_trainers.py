@@ -137,11 +137,11 @@ def test_fictitious_self_play_on_a_clemcore_game(tiny_model_dir, toy_workspace):
     assert set(history["snapshots"][-1]["elo"]) == {"learner-0", "learner-1"}
 
 
-def run_playpen(args, cwd):
-    import subprocess
-    import sys
-    return subprocess.run([sys.executable, "-m", "playpen", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600)
+def run_playpen(args):
+    """`playpen ARGS` in this process (the working folder is the test's)."""
+    from click.testing import CliRunner
+    from playpen.cli import cli
+    return CliRunner().invoke(cli, args)
 
 
 def test_the_league_example_runs_with_playpen_run(toy_workspace):
@@ -150,16 +150,16 @@ def test_the_league_example_runs_with_playpen_run(toy_workspace):
     args = ["run", str(example), "-l", "tiny-random", "-T", "1.0", "-L", "4", "--games", "relay",
             "--train-instances", "instances", "--epochs", "2", "--matches-per-epoch", "1", "--num-generations", "2",
             "--lora-r", "4"]
-    done = run_playpen(args, toy_workspace)
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = run_playpen(args)
+    assert done.exit_code == 0, done.output[-2000:]
     run = toy_workspace / "models" / "league+lora" / "tiny-random"
     players = json.loads((run / "population" / "population.json").read_text())["players"]
     assert [p["name"] for p in players] == ["main-0", "main-1", "mx-1"]
     assert all((run / "population" / "adapters" / p["name"] / "adapter_config.json").is_file() for p in players)
     assert (run / "ratings.png").is_file() and "epoch 1: 3 players" in done.stdout
     # a one-player game: one line, exit 2, before any model loads
-    solo = run_playpen([*args[:9], "sayword", *args[10:], "--models-dir", "other"], toy_workspace)
-    assert solo.returncode == 2 and "game 'sayword' has 1 player slot" in solo.stderr
+    solo = run_playpen([*args[:9], "sayword", *args[10:], "--models-dir", "other"])
+    assert solo.exit_code == 2 and "game 'sayword' has 1 player slot" in solo.stderr
     assert len(solo.stderr.strip().splitlines()) == 1
     assert not (toy_workspace / "other").exists()
 
