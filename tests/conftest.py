@@ -207,3 +207,17 @@ def yesno_model_dir(tiny_model_dir, tmp_path_factory):
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="module")
+def benchmark_script():
+    """``benchmark_script("engines")``: a benchmarks/ script as a module (the scripts import
+    harness.py from their folder, so that folder is on sys.path while the module's tests run)."""
+    import importlib
+    import sys
+    folder = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        yield importlib.import_module
+    finally:
+        sys.path.remove(folder)

@@ -1,22 +1,12 @@
 """benchmarks/engines.py: each variant samples with the engine and dtype its name says."""
-import importlib
-import sys
-from pathlib import Path
 
 import pytest
 
 from playpen.inference import vllm_engine
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
 @pytest.fixture(scope="module")
-def engines():
-    sys.path.insert(0, str(BENCHMARKS))  # engines.py imports harness.py from its folder
-    try:
-        yield importlib.import_module("engines")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+def engines(benchmark_script):
+    return benchmark_script("engines")
 
 
 def test_every_variant_samples_in_the_dtype_its_name_says(engines):

@@ -1,20 +1,10 @@
 """benchmarks/precision.py: SFT steps in fp32 and bf16 autocast from the same rows and weights."""
-import importlib
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
 @pytest.fixture(scope="module")
-def precision():
-    sys.path.insert(0, str(BENCHMARKS))  # precision.py imports harness.py from its folder
-    try:
-        yield importlib.import_module("precision")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+def precision(benchmark_script):
+    return benchmark_script("precision")
 
 
 def test_both_precisions_train_the_same_rows_and_differ_by_rounding(precision, tiny_workspace, monkeypatch):
