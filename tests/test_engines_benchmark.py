@@ -4,6 +4,7 @@ import pytest
 
 from playpen.inference import vllm_engine
 
+
 @pytest.fixture(scope="module")
 def engines(benchmark_script):
     return benchmark_script("engines")

@@ -2,6 +2,7 @@
 
 import pytest
 
+
 @pytest.fixture(scope="module")
 def precision(benchmark_script):
     return benchmark_script("precision")
