@@ -74,6 +74,7 @@ from protocol_splits import SPLITS_FILE, check_splits, load_splits
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OUT = REPO_ROOT / "benchmarks" / "results" / "protocol"
 CONTROL, WARM_UP = "continued-sft", "sft"
+WARM_UP_KEEP = 10_000  # the warm-up's checkpoints kept: all (warm_up_saving)
 CHECKPOINTS = 4  # dev at 25/50/75/100 % of a budget unless --checkpoints says otherwise
 
 
@@ -347,8 +348,7 @@ def warm_up(seed: int, args, out: Path, work: Path) -> Path:
             print(f"== seed {seed} warm-up: {steps} steps, dev {score:.2f} (logged before)", flush=True)
         else:
             cls, config, options = configure(WARM_UP, method, args, models, None, steps,
-                                             save_steps=args.warmup_chunk, save_total_limit=args.warmup_max_chunks + 1,
-                                             resume=chunk > 1, overwrite=chunk == 1)
+                                             **warm_up_saving(args), resume=chunk > 1, overwrite=chunk == 1)
             if chunk == 1:
                 owner.unlink(missing_ok=True)
             train(cls, config, method, args, seed, work / f"seed-{seed}" / "records")
@@ -378,6 +378,15 @@ def warm_up(seed: int, args, out: Path, work: Path) -> Path:
         check_retrained(best, best_score, seed, key, args, out, work)
     marker.write_text(json.dumps({"fingerprint": key, "adapter": str(best), "dev": best_score, "curve": curve}))
     return best
+
+
+def warm_up_saving(args) -> dict:
+    """A checkpoint at the end of every chunk, and none rotated away: a resumed warm-up reads
+    each logged chunk's checkpoint, and the chosen one is where the methods start. An interrupted
+    chunk saves one more (SIGTERM), which counts toward any limit; with one per chunk, two
+    interruptions rotated the first chunk's away, and the warm-up was trained again from step 0.
+    (Not part of the warm-up's fingerprint: it changes which files stay, not what is trained.)"""
+    return dict(save_steps=args.warmup_chunk, save_total_limit=WARM_UP_KEEP)
 
 
 def checkpoint_number(adapter: Path) -> int:

@@ -759,3 +759,20 @@ def test_the_warm_up_lines_flag_a_warm_up_stopped_while_improving(bench):
     assert lines[2] == "- seed 1: tested at 16 steps (8: 10.0, 16: 20.0, 24: 15.0, 32: 18.0)"
     assert lines[3].startswith("- seed 2: tested at 16 steps (8: 10.0, 16: 12.5) — the best chunk is the last one")
     assert len(lines) == 4 and report.warm_up_lines({}) == []
+
+
+def test_the_warm_up_keeps_every_chunk_checkpoint_through_interruptions(bench, tmp_path):
+    """A resumed warm-up needs each logged chunk's checkpoint; interruptions save extra ones.
+    With the old limit (one per chunk + 1), the third interruption rotated checkpoint-8 away."""
+    from playpen.training.common.checkpoints import checkpoints, rotate_checkpoints, write_state
+    args = SimpleNamespace(warmup_chunk=8, warmup_max_chunks=8)
+    saving = bench["protocol"].warm_up_saving(args)
+    assert saving["save_steps"] == 8
+    chunks = [8 * c for c in range(1, 9)]
+    for step in sorted(chunks + [12, 20, 45, 52]):  # four SIGTERM checkpoints between chunks
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        write_state(folder, {"global_step": step})
+        rotate_checkpoints(tmp_path, saving["save_total_limit"])
+    kept = [p.name for p in checkpoints(tmp_path)]
+    assert all(f"checkpoint-{step}" in kept for step in chunks), kept
