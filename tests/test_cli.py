@@ -283,6 +283,36 @@ def test_run_calls_learn_with_resolved_models(tiny_workspace):
     assert called["gen_args"] == {"temperature": 0.7, "max_tokens": 17}
 
 
+
+TRAINER_DRAWS = '''
+import json, random
+import numpy, torch
+from playpen import BasePlayPen
+
+class Draws(BasePlayPen):
+    def learn(self, game_registry):
+        draws = [random.random(), float(numpy.random.rand()), float(torch.rand(1))]
+        open(f"draws-{self.seed}.json", "w").write(json.dumps(draws))
+'''
+
+
+def test_run_seeds_python_numpy_and_torch_as_transformers_set_seed_does(tiny_workspace):
+    """`playpen run --seed S` seeds by transformers.set_seed (playpen's own seeding.py is gone):
+    the trainer's first draws of python, numpy and torch are set_seed(S)'s."""
+    import random
+
+    import numpy
+    import torch
+    from transformers import set_seed
+    (tiny_workspace / "draws.py").write_text(TRAINER_DRAWS)
+    for seed in (7, 8):
+        result = CliRunner().invoke(cli, ["run", "draws.py", "-l", "tiny-random", "--seed", str(seed)])
+        assert result.exit_code == 0, result.output
+    set_seed(7)
+    expected = [random.random(), float(numpy.random.rand()), float(torch.rand(1))]
+    assert json.loads((tiny_workspace / "draws-7.json").read_text()) == expected
+    assert all(a != b for a, b in zip(expected, json.loads((tiny_workspace / "draws-8.json").read_text())))
+
 TRAINER_WITH_CONFIG = '''
 from dataclasses import dataclass, field
 from playpen import BasePlayPen

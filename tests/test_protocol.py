@@ -43,6 +43,17 @@ def test_the_splits_are_current_and_share_no_item(bench):
         {clusters[i] for i in splits["games"]["referencegame"]["test"]}
 
 
+
+def test_the_package_reads_the_protocols_splits_file_as_the_protocol_does(bench):
+    """protocol-splits.json is a splits file of `playpen eval --split` / `playpen run --split`
+    (issue 40: the protocol's tools in the package): every game's dev and test items and their
+    instances file, as the protocol plays them."""
+    from playpen.evaluation.splits import split_items
+    splits_module = bench["protocol_splits"]
+    for game, entry in splits_module.load_splits()["games"].items():
+        for split in ("dev", "test"):
+            assert split_items(splits_module.SPLITS_FILE, split, [game]) == ({game: entry[split]}, entry["instances"])
+
 def test_the_check_finds_a_shared_item(bench):
     splits_module = bench["protocol_splits"]
     splits = splits_module.load_splits()

@@ -28,6 +28,7 @@ def replay(factory, episode) -> tuple[GameEnvironment, list[str]]:
 @pytest.mark.parametrize("game, roles, partners", [
     ("relay", ["Listener"], {"Speaker": "programmatic"}),  # the learner answers second, after a partner
     ("sayword", None, None),
+    ("taboo", ["Guesser"], {"Describer": "programmatic"}),  # playpen's own game, seated as docs/interop.md seats it
 ])
 def test_the_environment_plays_as_playpens_rollout(toy_workspace, tiny_pair, game, roles, partners):
     from playpen.rollouts import rollout
@@ -59,6 +60,16 @@ def test_a_won_episode_is_rewarded_as_playpen_rewards_it(toy_workspace, tiny_pai
         assert episode.outcome == "success"
         assert env.get_reward() == episode.rewards["Player 2"] == OutcomeReward()(
             EpisodeOutcome("success", episode.main_score))
+
+
+def test_playpens_taboo_is_won_by_saying_the_target(toy_workspace):
+    """docs/interop.md's call on a game playpen ships: the programmatic Describer's first clue is
+    the learner's first prompt, and a guess of the target word wins it."""
+    rows = instance_rows("taboo", "instances_train")
+    env = environment_factory("taboo", "Guesser", {"Describer": "programmatic"}, instances="instances_train")()
+    assert "moving pictures" in env.reset(**rows[0])  # high_en/0: the target is "movie"
+    assert env.say("GUESS: movie") == "The game is over: success."
+    assert env.get_reward() == 1.0
 
 
 def test_unfinished_and_finished_episodes(toy_workspace):

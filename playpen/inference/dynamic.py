@@ -10,6 +10,7 @@ CUDA graphs. :func:`playpen.inference.engine.generate_cached` picks one and pref
 from __future__ import annotations
 
 from playpen.inference.kvcache import KVCacheStore, stacked_cache
+from playpen.inference.logprobs import token_logprobs
 from playpen.inference.model_facts import device_of, eos_token_ids
 from playpen.inference.prefill import forward_kwargs
 from playpen.inference.sampling import choose_tokens
@@ -41,7 +42,7 @@ def decode(model, tokenizer, prompts, logits, full: list, sampling: SamplingConf
     logprobs_of: list[list[float]] = [[] for _ in range(n)]
     while True:
         chosen = choose_tokens(logits, sampling)
-        logprobs = torch.log_softmax(logits / temperature, dim=-1).gather(1, chosen[:, None]).squeeze(1)
+        logprobs = token_logprobs(logits, chosen, temperature)
         keep = []
         for j, (r, token, logprob) in enumerate(zip(active, chosen.tolist(), logprobs.tolist())):
             tokens_of[r].append(token)

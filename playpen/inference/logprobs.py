@@ -1,6 +1,8 @@
 """A sequence's token log-probabilities under a model, in one forward pass: what the trainers
 that run their own loop (SPAG, populations, the SFT anchor) train on and what
-:mod:`playpen.evaluation.retention` measures drift with.
+:mod:`playpen.evaluation.retention` measures drift with; and, per decoding step, what playpen's
+decode loops (:mod:`~playpen.inference.dynamic`, :mod:`~playpen.inference.static`) record of the
+tokens they sample.
 
 Written once because each trainer had its own copy, and copies drift (one divided the logits
 by the sampling temperature, one did not). :func:`token_logprobs` is what

@@ -70,6 +70,7 @@ import warnings
 import weakref
 from typing import Any, Optional
 
+from playpen.inference.logprobs import token_logprobs
 from playpen.inference.model_facts import device_of, eos_token_ids
 from playpen.inference.sampling import check_finite_scores, choose_tokens
 from playpen.inference.transformers_compat import cache_kwarg, supports_kv_reuse
@@ -439,7 +440,7 @@ class StaticDecoder:
         logprobs_of: list[list[float]] = [[] for _ in range(n)]
         while True:
             chosen = choose_tokens(logits, sampling, check_finite=False)
-            logprobs = torch.log_softmax(logits / temperature, dim=-1).gather(1, chosen[:, None]).squeeze(1)
+            logprobs = token_logprobs(logits, chosen, temperature)
             # one host sync a step: the tokens, their logprobs and whether any logit was NaN
             both = torch.stack([chosen.to(logprobs.dtype), logprobs,
                                 torch.isnan(logits).any(-1).to(logprobs.dtype)]).cpu()
