@@ -57,6 +57,27 @@ def test_base_and_adapter_rows_match_playpen_engine_over_several_turns(lora_pair
                    for p, g in zip(prompts, theirs)]
 
 
+def test_later_turns_reuse_their_prefix_through_vllms_prefix_cache(lora_pair):
+    """Each turn's prompt is the last one plus its reply and feedback: vLLM answers its earlier
+    tokens from its prefix cache (whole blocks of 128 on a CPU), counted as reused by the door."""
+    from playpen.inference.kvcache import PrefillCounts
+    model, tokenizer = lora_pair
+    rules = {"role": "system", "content": "Answer in riddles about the sea and its ships. " * 30}
+    prompts = [chat.prompt_ids(tokenizer, [rules, {"role": "user", "content": f"Riddle {i}."}]) for i in range(2)]
+    assert min(len(p) for p in prompts) > 2 * 128
+    reused = []
+    for turn in range(3):
+        counts = PrefillCounts()
+        answers = generate(model, tokenizer, prompts, VLLM, adapter_names=["blue", "blue"], counts=counts)
+        assert counts.reused + counts.prefilled == sum(map(len, prompts))
+        reused.append(counts.reused)
+        feedback = [{"role": "user", "content": f"Turn {turn}: another one."}]
+        prompts = [p + list(g.token_ids) + chat.continuation_ids(tokenizer, feedback, g.token_ids[-1])
+                   for p, g in zip(prompts, answers)]
+    # the first turn's rows share the rules' blocks at most; every later row reuses its own earlier turn's
+    assert reused[0] < 2 * len(prompts) * 128 <= min(reused[1:])
+
+
 def test_a_batch_of_two_adapters_equals_each_alone(lora_pair):
     model, tokenizer = lora_pair
     prompts = prompts_of(tokenizer, 2)
