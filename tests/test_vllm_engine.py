@@ -202,6 +202,29 @@ def test_a_grpo_run_with_engine_vllm_corrects_its_logprobs_and_serves_each_steps
     assert _versions_served() - versions == 1
 
 
+def test_expert_iteration_with_engine_vllm_plays_its_round_through_vllm(toy_workspace, vllm_model_dir):
+    """Another trainer that generates (its rounds' rollouts): --engine vllm reaches vLLM, which
+    answers the round's turns; the random model wins nothing, so the run stops in its one line."""
+    import json as json_module
+    from click.testing import CliRunner
+    from conftest import tiny_registry_entry
+    from playpen.cli import cli
+    (toy_workspace / "model_registry.json").write_text(json_module.dumps([tiny_registry_entry(vllm_model_dir)]))
+    answered = _requests_answered()
+    result = CliRunner().invoke(cli, ["run", "expert-iteration", "-l", "tiny-random", "-t", "programmatic", "-L", "4",
+                                      "--engine", "vllm", "--engine-dtype", "float32", "--games", "relay",
+                                      "--train-instances", "instances", "--roles", "Listener", "--rounds", "1",
+                                      "--max-steps", "1", "--samples-per-instance", "2", "--no-evaluate"])
+    assert result.exit_code == 2 and "the learner won no episode in 1 round(s)" in result.output, result.output
+    assert _requests_answered() > answered
+
+
+def _requests_answered() -> int:
+    """How many prompts the process's in-process vLLM engines were asked so far."""
+    return sum(backend.llm.request_counter.counter for key, (backend, _) in vllm_engine._BACKENDS.items()
+               if key[0] == "local")
+
+
 def _versions_served() -> int:
     """How many adapter versions the process's vLLM engines were handed so far."""
     return sum(adapters.next_id for _, adapters in vllm_engine._BACKENDS.values())
