@@ -57,6 +57,27 @@ def test_base_and_adapter_rows_match_playpen_engine_over_several_turns(lora_pair
                    for p, g in zip(prompts, theirs)]
 
 
+def test_later_turns_reuse_their_prefix_through_vllms_prefix_cache(lora_pair):
+    """Each turn's prompt is the last one plus its reply and feedback: vLLM answers its earlier
+    tokens from its prefix cache (whole blocks of 128 on a CPU), counted as reused by the door."""
+    from playpen.inference.kvcache import PrefillCounts
+    model, tokenizer = lora_pair
+    rules = {"role": "system", "content": "Answer in riddles about the sea and its ships. " * 30}
+    prompts = [chat.prompt_ids(tokenizer, [rules, {"role": "user", "content": f"Riddle {i}."}]) for i in range(2)]
+    assert min(len(p) for p in prompts) > 2 * 128
+    reused = []
+    for turn in range(3):
+        counts = PrefillCounts()
+        answers = generate(model, tokenizer, prompts, VLLM, adapter_names=["blue", "blue"], counts=counts)
+        assert counts.reused + counts.prefilled == sum(map(len, prompts))
+        reused.append(counts.reused)
+        feedback = [{"role": "user", "content": f"Turn {turn}: another one."}]
+        prompts = [p + list(g.token_ids) + chat.continuation_ids(tokenizer, feedback, g.token_ids[-1])
+                   for p, g in zip(prompts, answers)]
+    # the first turn's rows share the rules' blocks at most; every later row reuses its own earlier turn's
+    assert reused[0] < 2 * len(prompts) * 128 <= min(reused[1:])
+
+
 def test_a_batch_of_two_adapters_equals_each_alone(lora_pair):
     model, tokenizer = lora_pair
     prompts = prompts_of(tokenizer, 2)
@@ -179,6 +200,29 @@ def test_a_grpo_run_with_engine_vllm_corrects_its_logprobs_and_serves_each_steps
     # the first version serves both steps (a step that changes it: test_after_a_training_step_...)
     assert all(s["reward/WordSayer/std"] == 0 for s in steps)
     assert _versions_served() - versions == 1
+
+
+def test_expert_iteration_with_engine_vllm_plays_its_round_through_vllm(toy_workspace, vllm_model_dir):
+    """Another trainer that generates (its rounds' rollouts): --engine vllm reaches vLLM, which
+    answers the round's turns; the random model wins nothing, so the run stops in its one line."""
+    import json as json_module
+    from click.testing import CliRunner
+    from conftest import tiny_registry_entry
+    from playpen.cli import cli
+    (toy_workspace / "model_registry.json").write_text(json_module.dumps([tiny_registry_entry(vllm_model_dir)]))
+    answered = _requests_answered()
+    result = CliRunner().invoke(cli, ["run", "expert-iteration", "-l", "tiny-random", "-t", "programmatic", "-L", "4",
+                                      "--engine", "vllm", "--engine-dtype", "float32", "--games", "relay",
+                                      "--train-instances", "instances", "--roles", "Listener", "--rounds", "1",
+                                      "--max-steps", "1", "--samples-per-instance", "2", "--no-evaluate"])
+    assert result.exit_code == 2 and "the learner won no episode in 1 round(s)" in result.output, result.output
+    assert _requests_answered() > answered
+
+
+def _requests_answered() -> int:
+    """How many prompts the process's in-process vLLM engines were asked so far."""
+    return sum(backend.llm.request_counter.counter for key, (backend, _) in vllm_engine._BACKENDS.items()
+               if key[0] == "local")
 
 
 def _versions_served() -> int:

@@ -49,7 +49,7 @@ def server(tmp_path_factory):
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder), "--host", "127.0.0.1",
                "--port", str(port), "--enforce-eager", "--enable-lora", "--max-lora-rank", "16",
                "--max-loras", "2", "--enable-prefix-caching", "--logprobs-mode", "processed_logprobs",
-               "--dtype", "float32", "--max-model-len", "2048"]
+               "--dtype", "float32", "--max-model-len", "2048", "--enable-prompt-tokens-details"]
     with open(log, "w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
@@ -99,6 +99,25 @@ def test_the_server_answers_as_playpen_engine_and_follows_lora_steps(server):
         served = {entry["id"] for entry in json.loads(response.read().decode())["data"]}
     # the stale version was unloaded (ids, not the text: a temporary folder may be named green-v1...)
     assert "green-v2" in served and "green-v1" not in served, served
+
+
+def test_the_servers_prefix_cache_hits_are_counted_as_reused(server):
+    """A server started with --enable-prompt-tokens-details reports the prompt tokens it answered
+    from its prefix cache: a prompt asked again reuses its whole blocks (128 tokens on a CPU)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from playpen.inference.engine import generate
+    from playpen.inference.kvcache import PrefillCounts
+    from playpen.rollouts import SamplingConfig, chat
+    url, folder = server
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+    remote = SamplingConfig(temperature=0.0, max_new_tokens=2, engine="vllm", vllm_url=url)
+    prompt = chat.prompt_ids(tokenizer, [{"role": "user", "content": "Name a river of the north. " * 40}])
+    assert len(prompt) > 2 * 128
+    first, again = PrefillCounts(), PrefillCounts()
+    generate(model, tokenizer, [prompt], remote, counts=first)
+    generate(model, tokenizer, [prompt], remote, counts=again)
+    assert first.reused + first.prefilled == again.reused + again.prefilled == len(prompt)
+    assert first.reused < 2 * 128 <= again.reused
 
 
 def test_the_server_refuses_a_full_learners_changed_weights_in_one_line(server):

@@ -15,7 +15,10 @@ outside a rollout (SPIN, self-rewarding, judges); it imports nothing of theirs.
 - :mod:`~playpen.inference.model_facts`, :mod:`~playpen.inference.transformers_compat`: what
   a model says (EOS ids, device, context window) and what a transformers release does;
 - :mod:`~playpen.inference.mixed_lora`: one forward for rows of several LoRA adapters;
-- :mod:`~playpen.inference.hf_generate`: the named fallback, transformers' ``model.generate``.
+- :mod:`~playpen.inference.hf_generate`: the named fallback, transformers' ``model.generate``;
+- :mod:`~playpen.inference.vllm_engine`, :mod:`~playpen.inference.vllm_weights`: vLLM behind
+  the same door (``SamplingConfig(engine="vllm")``), in this process or a server, and the
+  learner's changed base weights pushed into it.
 
 Importing this package loads no torch or transformers.
 """

@@ -19,8 +19,9 @@ a conversation per row, it is one engine over kept KV caches (:func:`generate_ca
 Without a store, or for a model whose cache is not plain per-layer keys and values, the
 named fallback answers: transformers' ``model.generate`` (:mod:`playpen.inference.hf_generate`).
 ``SamplingConfig.engine == "vllm"`` hands every call to vLLM instead
-(:mod:`playpen.inference.vllm_engine`: per-row budgets and adapters, its own prefix cache;
-``cache``, ``conversations`` and ``counts`` are playpen's engine's and are not used).
+(:mod:`playpen.inference.vllm_engine`: per-row budgets and adapters, its own prefix cache,
+whose hits ``counts`` adds up as reused; ``cache`` and ``conversations`` are playpen's
+engine's and are not used).
 Tokens and logprobs are the same on every path up to floating-point noise
 (tests/test_kvcache.py, tests/test_static_decoding.py). Rows of several LoRA adapters of one
 peft model are answered in one call on every path (:mod:`playpen.inference.mixed_lora`).
@@ -73,7 +74,7 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
     """
     check_engine(sampling)
     if sampling.engine == "vllm":
-        return vllm_engine.generate(model, tokenizer, prompts, sampling, adapter_names, budgets)
+        return vllm_engine.generate(model, tokenizer, prompts, sampling, adapter_names, budgets, counts)
     out: list[Generation] = []
     step = max(1, sampling.max_batch_size)
     cached = cache is not None and supports_kv_reuse(model)

@@ -12,16 +12,17 @@ the sampled tokens' logprobs and the finish reason come out, as from playpen's e
 Why one module owns all of this: the learner trains in this process with torch, vLLM serves
 a copy of its weights. Each LoRA adapter of the learner (a peft model's ``adapter_names``
 row, ``"__base__"`` for none) is handed to vLLM as a folder under an id that is new whenever
-the adapter's weights changed (:class:`Adapters`: a digest of its tensors, read before
-each call), so no step ever samples from a stale adapter and several
-adapters answer one batch. In a batch that has adapter rows, base rows are served by an
-adapter of zeros (:meth:`Adapters.zeros`): vLLM's CPU LoRA kernels take a row without an
-adapter for one in the last LoRA slot, and added that adapter's delta to it (live or unloaded). Full fine-tuning is followed too: when the learner's base weights
-differ from the engine's (a digest read before each call), the in-process engine takes them
-before it generates (:mod:`playpen.inference.vllm_weights`) and drops its prefix cache; a
-server is refused instead (vLLM 0.32's weight-update endpoints are a dev-mode API over NCCL or
-CUDA IPC, not a stable one). Multi-turn episodes reuse their earlier turns through vLLM's
-prefix cache (on).
+the adapter's weights changed (:class:`Adapters`: a digest of its tensors, read before each
+call), so no step ever samples from a stale adapter and several adapters answer one batch. In
+a batch that has adapter rows, base rows are served by an adapter of zeros
+(:meth:`Adapters.zeros`): vLLM's CPU LoRA kernels take a row without an adapter for one in the
+last LoRA slot, and added that adapter's delta to it (live or unloaded). Full fine-tuning is
+followed too: when the learner's base weights differ from the engine's (a digest read before
+each call), the in-process engine takes them before it generates
+(:mod:`playpen.inference.vllm_weights`) and drops its prefix cache; a server is refused instead
+(vLLM 0.32's weight-update endpoints are a dev-mode API over NCCL or CUDA IPC, not a stable
+one). Multi-turn episodes reuse their earlier turns through vLLM's prefix cache (on), whose
+hits the door's ``counts`` adds up as reused (a server's only with ``--enable-prompt-tokens-details``).
 
 Logprobs are vLLM's ``processed_logprobs``: ``log_softmax(logits / T)`` (T = 1 when
 greedy), playpen's convention, as long as no top-p/top-k truncates the distribution (vLLM
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Protocol, Sequence
 
 from playpen.errors import EngineError
+from playpen.inference.kvcache import PrefillCounts
 from playpen.inference.mixed_lora import BASE
 from playpen.inference.model_facts import eos_token_ids, has_native_bf16
 from playpen.inference.types import Generation, SamplingConfig
@@ -67,7 +69,7 @@ class Backend(Protocol):
 
     def complete(self, prompts: Sequence[Sequence[int]], sampling: SamplingConfig, budgets: Sequence[int],
                  adapters: Sequence[Optional[ServedAdapter]], stop_ids: Sequence[int]) -> list[tuple]:
-        """One ``(token ids, logprobs, stopped at an EOS)`` per prompt."""
+        """Per prompt: ``(token ids, logprobs, stopped at an EOS, prefix-cache hits or None)``."""
 
     def load(self, adapter: ServedAdapter) -> None: ...
 
@@ -81,9 +83,9 @@ class Backend(Protocol):
 
 def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], sampling: SamplingConfig,
              adapter_names: Optional[Sequence[Optional[str]]] = None,
-             budgets: Optional[Sequence[int]] = None) -> list[Generation]:
-    """One continuation per prompt from vLLM (see the module doc); ``adapter_names`` as for
-    :func:`playpen.inference.engine.generate`, ``budgets`` each row's most new tokens."""
+             budgets: Optional[Sequence[int]] = None, counts: Optional[PrefillCounts] = None) -> list[Generation]:
+    """One continuation per prompt from vLLM (see the module doc); ``adapter_names``, ``counts``
+    as for :func:`playpen.inference.engine.generate`, ``budgets`` each row's most new tokens."""
     if not prompts:
         return []
     if any(len(p) == 0 for p in prompts):
@@ -100,7 +102,12 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], sampl
     budgets = list(budgets) if budgets is not None else [sampling.max_new_tokens] * len(prompts)
     eos = eos_token_ids(model, tokenizer)
     out = []
-    for ids, logprobs, finished in backend.complete(prompts, sampling, budgets, [served[n] for n in names], eos):
+    counts = counts if counts is not None else PrefillCounts()
+    answers = backend.complete(prompts, sampling, budgets, [served[n] for n in names], eos)
+    for prompt, (ids, logprobs, finished, cached) in zip(prompts, answers, strict=True):
+        hits = min(len(prompt), cached or 0)
+        counts.reused, counts.prefilled = counts.reused + hits, counts.prefilled + len(prompt) - hits
+        counts.computed += len(prompt) - hits
         if finished and (not ids or ids[-1] not in eos):
             finished = False  # stopped without its EOS in the ids: treat as cut
         text_ids = ids[:-1] if finished else ids
@@ -111,11 +118,9 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], sampl
 
 def engine_dtype(sampling: SamplingConfig, model_dtype: str, native_bf16: Optional[bool] = None) -> str:
     """The dtype the in-process engine computes in (``SamplingConfig.engine_dtype``). ``auto``:
-    bfloat16 for sampled turns where the hardware computes it natively, the model's own dtype
-    for greedy ones. Why: on this project's AVX512-BF16 CPU, vLLM in bf16 samples 1.7× faster
-    than in fp32 and its sampled tokens' logprobs stay within 0.03 nats a token (mean) of the
-    fp32 trainer's, an importance ratio ≤ 1.21 (benchmarks/results/LOG.md, 2026-11-29), which
-    GRPO's rollout correction absorbs; a greedy evaluation in bf16 would change episodes."""
+    bfloat16 for sampled turns where the hardware computes it natively (about 2× faster on this
+    project's CPU, logprobs within what GRPO's rollout correction absorbs: docs/engines.md), the
+    model's own dtype for greedy ones (a greedy evaluation in bf16 would change episodes)."""
     if sampling.engine_dtype != "auto":
         return sampling.engine_dtype
     if sampling.temperature <= 0:
@@ -162,11 +167,10 @@ def shutdown(key: Optional[tuple] = None) -> None:
     """Stop the process's vLLM engines (``key``: only that one, if still running) and delete
     their adapter folders; an engine's is also run at exit."""
     for k in [key] if key is not None else list(_BACKENDS):
-        if k not in _BACKENDS:
-            continue
-        backend, adapters = _BACKENDS.pop(k)
-        adapters.close()
-        getattr(backend, "close", lambda: None)()
+        if k in _BACKENDS:
+            backend, adapters = _BACKENDS.pop(k)
+            adapters.close()
+            getattr(backend, "close", lambda: None)()
 
 
 def model_folder(model: Any) -> str:
@@ -180,8 +184,7 @@ def model_folder(model: Any) -> str:
 
 def lora_rank(model: Any) -> int:
     """The smallest rank vLLM can be built for that holds every adapter of ``model``."""
-    ranks = [getattr(c, "r", 1) for c in getattr(model, "peft_config", {}).values()]
-    wanted = max([16, *ranks])
+    wanted = max([16, *(getattr(c, "r", 1) for c in getattr(model, "peft_config", {}).values())])
     fitting = [r for r in LORA_RANKS if r >= wanted]
     if not fitting:
         raise EngineError(f"--engine vllm serves LoRA ranks up to {LORA_RANKS[-1]}; this adapter has rank {wanted}")
@@ -298,7 +301,7 @@ class InProcess:
             choice = result.outputs[0]
             ids = list(choice.token_ids)
             logprobs = [step[token].logprob for token, step in zip(ids, choice.logprobs or [])]
-            out.append((ids, logprobs, choice.finish_reason == "stop"))
+            out.append((ids, logprobs, choice.finish_reason == "stop", result.num_cached_tokens))
         return out
 
     def load(self, adapter: ServedAdapter) -> None:
@@ -374,10 +377,13 @@ class Server:
                         top_p=sampling.top_p or 1.0, top_k=sampling.top_k or 0, logprobs=0,
                         stop_token_ids=list(stop_ids), skip_special_tokens=False,
                         return_tokens_as_token_ids=True)
-            choice = self.call("POST", "/v1/completions", body)["choices"][0]
+            answer = self.call("POST", "/v1/completions", body)
+            choice = answer["choices"][0]
             content = choice["logprobs"]
             ids = [int(t.rpartition(":")[2]) for t in content["tokens"]]
-            return ids, [float(x) for x in content["token_logprobs"]], choice["finish_reason"] == "stop"
+            details = (answer.get("usage") or {}).get("prompt_tokens_details") or {}  # hits: see the module doc
+            return (ids, [float(x) for x in content["token_logprobs"]], choice["finish_reason"] == "stop",
+                    details.get("cached_tokens"))
 
         with ThreadPoolExecutor(max_workers=max(1, min(64, len(prompts)))) as pool:
             return list(pool.map(row, prompts, budgets, adapters))
@@ -389,7 +395,6 @@ class Server:
         self.call("POST", "/v1/unload_lora_adapter", dict(lora_name=adapter.name))
 
     def load_base(self, weights: Iterable[tuple[str, Any]]) -> None:
-        raise EngineError("--vllm-url follows LoRA adapters, not full fine-tuning: the learner's base weights "
-                          "changed and vLLM's server has no stable endpoint to take new ones (0.32's are a "
-                          "dev-mode API over NCCL/CUDA IPC); train with LoRA, or drop --vllm-url for vLLM in "
-                          "this process")
+        raise EngineError("--vllm-url follows LoRA adapters, not full fine-tuning: the learner's base weights changed "
+                          "and vLLM's server has no stable endpoint to take new ones (0.32's are a dev-mode API over "
+                          "NCCL/CUDA IPC); train with LoRA, or drop --vllm-url for vLLM in this process")
