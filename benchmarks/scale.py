@@ -275,6 +275,8 @@ def decode(model, tokenizer, args, device, weights_bytes: int, bandwidth_gbs) ->
             row["compile_s"] = round(decoder.compile_seconds - compile_s, 2)
             row["compile_error"] = decoder.compile_error
         out[engine] = row
+        # each engine's row as it finishes: a process cut by its time limit keeps the rows before
+        print(f"[scale] {engine}: {json.dumps({k: v for k, v in row.items() if k != 'tokens'})}", flush=True)
     for name, (before, after) in {"speedup": ("dynamic", "static"), "compile_speedup": ("static", "static-compile"),
                                   "static_over_continuous": ("hf-continuous", "static"),
                                   "static_over_continuous_merged": ("hf-continuous-merged", "static")}.items():
