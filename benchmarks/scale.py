@@ -45,10 +45,10 @@ memory per part. Results: ``<out>/scale-<date>.json`` and a table on stdout.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import copy
 import gc
+import json
+import platform
 import random
 import sys
 import tempfile
