@@ -16,14 +16,19 @@ process, for each shape:
    ``dynamic`` engine (a growing cache, eager steps), the ``static`` engine (pre-allocated
    cache, captured CUDA graphs: playpen.inference.static) and ``static-compile`` (the same, each
    step compiled by torch.compile first: ``SamplingConfig.compile_decode``; its first call's
-   compiling and capturing time is ``warmup_s``). Prefill tokens/s come from a call
+   compiling and capturing time is ``warmup_s``); beside them, on the same prompts and
+   sampling, transformers' own continuous batching (``hf-continuous``: ``ContinuousBatchingManager``,
+   a paged cache and its scheduler, the peft model as it is, adapter unmerged in every adapted
+   layer; ``hf-continuous-merged``: the adapter merged into a copy of the model, as playpen's
+   static engine merges it for its captured steps). Prefill tokens/s come from a call
    with a budget of 1; decode tokens/s from the difference of the two calls. The bound:
    every decode step reads the weights once and each row's keys and values so far; that
    many bytes at the device's copy bandwidth (measured here: a device-to-device copy) is the
    fastest any engine can decode; "of bound" = bound time / measured time;
 2. **rollout**: ``--rows`` episodes of the multi-turn recall game (benchmarks/rollouts.py:
    every reply continues, ``--rounds`` learner turns each) through ``rollout()``, every
-   engine: wall time, decoded and prefilled tokens/s;
+   playpen engine (transformers' continuous batching is not behind playpen's door):
+   wall time, decoded and prefilled tokens/s;
 3. **train**: one pass over the static rollout's rows (G x N = ``--rows``), all rows at once
    (``--train-rows`` per micro-batch): forward, then backward of a GRPO-shaped loss
    (advantage x log-prob of the learner's tokens, projected to the vocabulary only there),
@@ -40,13 +45,15 @@ memory per part. Results: ``<out>/scale-<date>.json`` and a table on stdout.
 from __future__ import annotations
 
 import argparse
+import copy
+import gc
 import json
 import platform
 import random
 import sys
 import tempfile
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -65,12 +72,14 @@ SHAPES = {
                        num_key_value_heads=8, head_dim=128, vocab_size=QWEN3_VOCAB),
     "qwen3-4b": dict(hidden_size=2560, intermediate_size=9728, num_hidden_layers=36, num_attention_heads=32,
                      num_key_value_heads=8, head_dim=128, vocab_size=QWEN3_VOCAB),
-    # the CPU smoke test's shape (vocabulary: the tokenizer's)
+    # the CPU smoke test's shape (vocabulary: the tokenizer's; untied, or greedy rows repeat their last prompt token)
     "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, head_dim=16, vocab_size=None),
+                 num_key_value_heads=2, head_dim=16, vocab_size=None, tie_word_embeddings=False),
 }
 DATASHEET_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0}
-ENGINES = ("dynamic", "static", "static-compile")
+PLAYPEN_ENGINES = ("dynamic", "static", "static-compile")
+ENGINES = PLAYPEN_ENGINES + ("hf-continuous", "hf-continuous-merged")  # the last two: transformers' own
+CONTINUOUS_PAGE = 256  # tokens per page of transformers' paged cache (its default)
 PARTS = ("decode", "rollout", "train")  # train: the pass and the whole step
 
 
@@ -138,14 +147,18 @@ def build(shape: str, tokenizer, device, dtype, lora_rank: int, lora_fp32: bool 
     from transformers import AutoModelForCausalLM, Qwen3Config
     dims = dict(SHAPES[shape])
     dims["vocab_size"] = dims["vocab_size"] or len(tokenizer)
-    config = Qwen3Config(**dims, tie_word_embeddings=True, max_position_embeddings=40960,
+    dims.setdefault("tie_word_embeddings", True)
+    config = Qwen3Config(**dims, max_position_embeddings=40960,
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id)
     torch.manual_seed(0)
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
     model.generation_config.eos_token_id = tokenizer.eos_token_id
-    lora = LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0, target_modules="all-linear")
+    # the tiny shape's adapter random (peft's default zeroes one factor), so the smoke test's token checks see it
+    # applied; the large shapes keep peft's start (random factors there would scale every layer's output up)
+    lora = LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0, target_modules="all-linear",
+                      init_lora_weights=shape != "tiny")
     # peft keeps adapters in fp32 by default (autocast_adapter_dtype); --lora-bf16: the model's dtype
     model = get_peft_model(model, lora, autocast_adapter_dtype=lora_fp32)
     return model
@@ -166,64 +179,142 @@ def kv_bytes_per_token(model) -> int:
     return 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * element
 
 
-def decode(model, tokenizer, args, device, weights_bytes: int, bandwidth_gbs) -> dict:
-    """Part 1: prefill and decode tokens/s of both engines on the same prompts."""
+def playpen_caller(model, tokenizer, prompts, args, device, engine: str):
+    """``call(budget) -> (seconds, token ids per row)`` through playpen's generation, a fresh
+    KV-cache store each call (no prefix kept from the call before)."""
     import torch
     from playpen.inference.engine import generate
     from playpen.inference.kvcache import KVCacheStore
-    from playpen.inference.static import static_decoder
+    sampling = sampling_of(engine, temperature=args.temperature, max_new_tokens=args.new_tokens,
+                           max_batch_size=args.rows)
+
+    def call(budget):
+        torch.manual_seed(1)
+        sync(device)
+        start = time.perf_counter()
+        gens = generate(model, tokenizer, prompts, replace(sampling, max_new_tokens=budget),
+                        cache=KVCacheStore(2**40), conversations=range(len(prompts)))
+        sync(device)
+        return time.perf_counter() - start, [list(g.token_ids) for g in gens]
+    return call
+
+
+@contextmanager
+def continuous_caller(model, prompts, args, device, merged: bool, facts: dict):
+    """``call(budget)`` like playpen's through transformers' continuous batching: one manager,
+    warmed up (its CUDA graphs captured) and started once, so each call times generation alone.
+    Its paged cache is sized to the workload (every row's prompt and budget), not to 90 % of
+    free memory (its default), so that peak memory compares with playpen's engines; no prefix
+    sharing (a call would reuse the last call's prompt pages; playpen's calls start from an
+    empty store); logprobs returned, as playpen's engines return them. ``facts`` gets what it
+    chose: attention, CUDA graphs."""
+    from transformers.generation import ContinuousBatchingConfig, GenerationConfig
+    served = copy.deepcopy(model).merge_and_unload() if merged else model  # the peft model's forward: adapter unmerged
+    pages = -(-(max(map(len, prompts)) + args.new_tokens) // CONTINUOUS_PAGE)
+    config = ContinuousBatchingConfig(
+        page_size=CONTINUOUS_PAGE, num_blocks=len(prompts) * pages, safety_margin=0.0,
+        max_requests_per_batch=len(prompts),
+        allow_block_sharing=False, return_logprobs=True, seed=1)
+    sampled = args.temperature > 0
+    generation = GenerationConfig(max_new_tokens=args.new_tokens, do_sample=sampled,
+                                  temperature=args.temperature if sampled else None, top_k=0 if sampled else None,
+                                  top_p=1.0 if sampled else None, eos_token_id=model.generation_config.eos_token_id)
+    manager = served.init_continuous_batching(generation_config=generation, continuous_batching_config=config)
+    try:
+        manager.warmup()
+        manager.start()
+        facts.update(attention=served.config._attn_implementation,
+                     cuda_graphs=list(manager.continuous_batching_config.use_cuda_graph))
+
+        def call(budget):
+            sync(device)
+            start = time.perf_counter()
+            ids = manager.add_requests(inputs=prompts, max_new_tokens=budget)
+            done = {}
+            while len(done) < len(ids):
+                result = manager.get_result(timeout=1)
+                if result is None and not manager.is_running():
+                    raise RuntimeError(f"continuous batching stopped with {len(ids) - len(done)} rows unanswered")
+                if result is not None and result.is_finished():
+                    if result.error is not None:
+                        raise RuntimeError(f"continuous batching failed {result.request_id}: {result.error}")
+                    done[result.request_id] = result.generated_tokens
+            sync(device)
+            return time.perf_counter() - start, [list(done[i]) for i in ids]
+        yield call
+    finally:
+        manager.stop(block=True, timeout=30)
+        manager.destroy()
+        del served
+
+
+def decode(model, tokenizer, args, device, weights_bytes: int, bandwidth_gbs) -> dict:
+    """Part 1: prefill and decode tokens/s of every engine on the same prompts."""
+    from playpen.inference.static import release_static_decoders, static_decoder
     rng = random.Random(0)
     prompts = [[rng.randrange(100, len(tokenizer) - 100) for _ in range(args.prompt_tokens + 8 * (i % 16))]
                for i in range(args.rows)]
     out = {}
     for engine in args.engine_list:
-        sampling = sampling_of(engine, temperature=args.temperature, max_new_tokens=args.new_tokens,
-                               max_batch_size=args.rows)
-
-        def call(budget):
-            torch.manual_seed(1)
-            sync(device)
-            start = time.perf_counter()
-            gens = generate(model, tokenizer, prompts, replace(sampling, max_new_tokens=budget),
-                            cache=KVCacheStore(2**40), conversations=range(len(prompts)))
-            sync(device)
-            return time.perf_counter() - start, gens
-
+        chosen = {}
+        began = time.perf_counter()
+        if engine in PLAYPEN_ENGINES:
+            caller = nullcontext(playpen_caller(model, tokenizer, prompts, args, device, engine))
+        else:
+            release_static_decoders()  # its peak memory without playpen's kept buffers and merged weights
+            caller = continuous_caller(model, prompts, args, device, engine.endswith("-merged"), chosen)
         decoder = static_decoder(model)
         compiles, compile_s = decoder.num_compiles, decoder.compile_seconds
-        warmup_s, _ = call(args.new_tokens)  # warm-up: kernels, allocator, compiled and captured steps
-        if args.profile and device.type == "cuda" and engine == "static":
-            from torch.profiler import ProfilerActivity, profile
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                call(args.new_tokens)
-            print(f"[scale] profile of one {engine} call:\n" + prof.key_averages().table(
-                sort_by="cuda_time_total", row_limit=18, max_name_column_width=60), flush=True)
-        reset_peak(device)
-        prefill_s, _ = call(1)
-        total_s, gens = call(args.new_tokens)
-        decode_s = max(total_s - prefill_s, 1e-9)
-        steps = max(len(g.token_ids) for g in gens) - 1
-        decoded = sum(len(g.token_ids) - 1 for g in gens)
-        row = {"rows": len(prompts), "prompt_tokens": sum(map(len, prompts)), "new_tokens": args.new_tokens,
-               "prefill_s": round(prefill_s, 4), "decode_s": round(decode_s, 4),
-               "prefill_tok_s": round(sum(map(len, prompts)) / prefill_s, 1),
-               "decode_tok_s": round(decoded / decode_s, 1), "warmup_s": round(warmup_s, 2), "peak_gb": peak_gb(device),
-               "tokens": [list(g.token_ids) for g in gens[:2]]}
-        if bandwidth_gbs:
-            kv = kv_bytes_per_token(model)
-            lengths = [len(p) for p in prompts]
-            read = sum(weights_bytes + kv * sum(n + s for n in lengths) for s in range(1, steps + 1))
-            row["bound_s"] = round(read / (bandwidth_gbs * 1e9), 4)
-            row["of_bound"] = round(row["bound_s"] / decode_s, 3)
+        with caller as call:
+            row = measure_decode(call, engine, prompts, args, device, model, weights_bytes, bandwidth_gbs, began)
+        del call  # a continuous batching manager, its cache and merged copy: gone before the next engine's peak
+        gc.collect()
+        row.update(chosen)
         if engine == "static-compile":  # graphs compiled during this engine's calls, and the time in them
             row["compiles"] = decoder.num_compiles - compiles
             row["compile_s"] = round(decoder.compile_seconds - compile_s, 2)
             row["compile_error"] = decoder.compile_error
         out[engine] = row
-    for name, (before, after) in {"speedup": ("dynamic", "static"), "compile_speedup": ("static", "static-compile")}.items():
+        # each engine's row as it finishes: a process cut by its time limit keeps the rows before
+        print(f"[scale] {engine}: {json.dumps({k: v for k, v in row.items() if k != 'tokens'})}", flush=True)
+    for name, (before, after) in {"speedup": ("dynamic", "static"), "compile_speedup": ("static", "static-compile"),
+                                  "static_over_continuous": ("hf-continuous", "static"),
+                                  "static_over_continuous_merged": ("hf-continuous-merged", "static")}.items():
         if before in out and after in out:
             out[name] = round(out[after]["decode_tok_s"] / out[before]["decode_tok_s"], 2)
     return out
+
+
+def measure_decode(call, engine: str, prompts, args, device, model, weights_bytes: int, bandwidth_gbs,
+                   began: float) -> dict:
+    """One engine's decode row: a warm-up call (its time from ``began``: set-up, kernels, the
+    allocator, compiled and captured steps), then a call with a budget of 1 and a full one."""
+    call(args.new_tokens)
+    warmup_s = time.perf_counter() - began
+    if args.profile and device.type == "cuda":
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            call(args.new_tokens)
+        print(f"[scale] profile of one {engine} call:\n" + prof.key_averages().table(
+            sort_by="cuda_time_total", row_limit=18, max_name_column_width=60), flush=True)
+    reset_peak(device)
+    prefill_s, _ = call(1)
+    total_s, rows = call(args.new_tokens)
+    decode_s = max(total_s - prefill_s, 1e-9)
+    steps = max(map(len, rows)) - 1
+    decoded = sum(len(r) - 1 for r in rows)
+    row = {"rows": len(prompts), "prompt_tokens": sum(map(len, prompts)), "new_tokens": args.new_tokens,
+           "generated_tokens": sum(map(len, rows)), "prefill_s": round(prefill_s, 4), "decode_s": round(decode_s, 4),
+           "prefill_tok_s": round(sum(map(len, prompts)) / prefill_s, 1),
+           "decode_tok_s": round(decoded / decode_s, 1), "warmup_s": round(warmup_s, 2), "peak_gb": peak_gb(device),
+           "tokens": rows[:4]}
+    if bandwidth_gbs:
+        kv = kv_bytes_per_token(model)
+        lengths = [len(p) for p in prompts]
+        read = sum(weights_bytes + kv * sum(n + s for n in lengths) for s in range(1, steps + 1))
+        row["bound_s"] = round(read / (bandwidth_gbs * 1e9), 4)
+        row["of_bound"] = round(row["bound_s"] / decode_s, 3)
+    return row
 
 
 def rollout_episodes(model, tokenizer, args, device, games_dir: Path, engine: str, episodes: int = 0):
@@ -320,7 +411,7 @@ def measure_shape(shape: str, tokenizer, args, device, dtype, facts: dict, games
     print(f"[scale] {shape} decode: {json.dumps(shown)}; captured steps {static_decoder(model).num_captures}, "
           f"capture error: {static_decoder(model).capture_error}", flush=True)
     out["rollout"] = {}
-    for engine in args.engine_list if "rollout" in args.part_list else ():
+    for engine in [e for e in args.engine_list if e in PLAYPEN_ENGINES] if "rollout" in args.part_list else ():
         rollout_episodes(model, tokenizer, args, device, games_dir, engine, episodes=2)  # warm-up
         reset_peak(device)
         seconds, result = rollout_episodes(model, tokenizer, args, device, games_dir, engine)
@@ -409,7 +500,8 @@ def main(argv=None) -> int:
     parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the embedded model's)")
     parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"))
     parser.add_argument("--engines", default=",".join(ENGINES),
-                        help="engines to measure (dynamic,static,static-compile)")
+                        help="engines to measure (dynamic,static,static-compile: playpen's; hf-continuous, "
+                             "hf-continuous-merged: transformers' continuous batching, decode only)")
     parser.add_argument("--parts", default=",".join(PARTS), help="parts to run (decode,rollout,train)")
     parser.add_argument("--lora-bf16", action="store_true", help="LoRA weights in bf16 (peft's default: fp32)")
     parser.add_argument("--profile", action="store_true", help="print torch.profiler's table of each decode call")

@@ -13,10 +13,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 ENGINES = ("dynamic", "static", "static-compile")
 
 
-def run_quick(tmp_path, tokenizer_dir, engines):
+def run_quick(tmp_path, tokenizer_dir, engines, parts="decode,rollout,train"):
     done = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "scale.py"), "--quick", "--out",
-                           str(tmp_path), "--tokenizer", str(tokenizer_dir), "--engines", ",".join(engines)],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+                           str(tmp_path), "--tokenizer", str(tokenizer_dir), "--engines", ",".join(engines),
+                           "--parts", parts], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     (path,) = tmp_path.glob("scale-*.json")
     (shape,) = json.loads(path.read_text())["shapes"]
@@ -54,6 +54,25 @@ def test_scale_benchmark_with_the_compiled_engine(tmp_path, smol_tokenizer_dir):
     assert decode["static-compile"]["decode_tok_s"] > 0
     assert shape["rollout"]["static-compile"]["generated_tokens"] == 4 * 2 * 5
     assert "| tiny | static-compile |" in done.stdout
+
+
+def test_transformers_continuous_batching_beside_playpens_engine(tmp_path, smol_tokenizer_dir):
+    """transformers' continuous batching, on the peft model and on a merged copy, is a reference
+    for playpen's static engine: greedy on the same prompts (the tiny shape's adapter is random,
+    so a path that skipped it would differ), the same tokens, every row its whole budget; the
+    rollout part, through playpen's door, runs playpen's engines only."""
+    done, shape = run_quick(tmp_path, smol_tokenizer_dir, ("static", "hf-continuous", "hf-continuous-merged"),
+                            parts="decode,rollout")
+    decode = shape["decode"]
+    assert len(decode["static"]["tokens"]) == 4 and all(len(row) == 6 for row in decode["static"]["tokens"])
+    for engine in ("hf-continuous", "hf-continuous-merged"):
+        row = decode[engine]
+        assert row["tokens"] == decode["static"]["tokens"], engine
+        assert row["generated_tokens"] == 4 * 6 and row["decode_tok_s"] > 0 and row["prefill_tok_s"] > 0
+        assert row["attention"] == "sdpa" and row["cuda_graphs"] == [False, False]  # the CPU: no flash, no graphs
+        assert f"| tiny | {engine} |" in done.stdout
+    assert decode["static_over_continuous"] > 0 and decode["static_over_continuous_merged"] > 0
+    assert list(shape["rollout"]) == ["static"]
 
 
 def test_unknown_shape_and_engine_are_refused(tmp_path):
