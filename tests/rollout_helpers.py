@@ -41,3 +41,50 @@ def p_yes(model, tokenizer) -> float:
     with torch.no_grad():
         logprobs = model(torch.tensor([ids])).logits[0].log_softmax(-1)
     return math.exp(sum(logprobs[i - 1, ids[i]].item() for i in range(start, len(ids))))
+
+
+# relay's Speaker prompt for 'apple', and a judge prompt short enough for a tiny model to learn
+# (--judge-template FILE)
+SPEAKER = ("You are the Speaker. Tell your partner the secret word 'apple'. "
+           "Reply with exactly one line: WORD: <the word>")
+JUDGE_TEMPLATE = "JUDGE-PROMPT-MARKER {{ role }} in {{ game }}: {{ candidate }}"
+
+
+def teach_speaker_and_judge(model_dir, out):
+    """The model in ``model_dir`` taught (plain torch, one thread: 9x faster on a busy 2-core
+    machine) to answer relay's Speaker prompt with "WORD: apple" or "WORD: river" about
+    equally often, and to judge them through JUDGE_TEMPLATE: apple "Score: 5", river
+    "Score: 1"; saved in ``out``."""
+    import torch
+    from jinja2 import Template
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from playpen.rollouts.chat import prompt_ids
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    rows = [(SPEAKER, "WORD: apple"), (SPEAKER, "WORD: river")]
+    rows += [(Template(JUDGE_TEMPLATE).render(candidate=f"WORD: {w}", role="Speaker", game="relay"), f"Score: {s}")
+             for w, s in (("apple", 5), ("river", 1))]
+    heads = [prompt_ids(tokenizer, [{"role": "user", "content": prompt}]) for prompt, _ in rows]
+    tails = [tokenizer(answer + "<|im_end|>", add_special_tokens=False)["input_ids"] for _, answer in rows]
+    width, keep = max(len(h) + len(t) for h, t in zip(heads, tails)), max(map(len, tails)) + 1
+    pad = tokenizer.pad_token_id  # left padding: every answer ends the row, only its logits are needed
+    ids = torch.tensor([[pad] * (width - len(h) - len(t)) + h + t for h, t in zip(heads, tails)])
+    mask = (torch.arange(width)[None, :] >= torch.tensor([[width - len(h) - len(t)] for h, t in zip(heads, tails)]))
+    labels = torch.tensor([[-100] * (keep - 1 - len(t)) + t for t in tails])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-3)
+    model.train()
+    try:
+        for _ in range(150):
+            logits = model(input_ids=ids, attention_mask=mask.long(), logits_to_keep=keep).logits[:, :-1]
+            torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    finally:
+        torch.set_num_threads(threads)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

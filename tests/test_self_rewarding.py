@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from openai_server import ScriptedServer
+from rollout_helpers import JUDGE_TEMPLATE, SPEAKER, teach_speaker_and_judge
 
 from playpen.cli import cli
 from playpen.pairs import read_pairs
@@ -21,52 +22,14 @@ from playpen.training.rubrics.judging import SCORE_REGEX_FILE, load_regex, parse
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAINER = "self-rewarding"
 TOYGAMES = REPO_ROOT / "tests" / "toygames"
-SPEAKER = ("You are the Speaker. Tell your partner the secret word 'apple'. "
-           "Reply with exactly one line: WORD: <the word>")
-# a judge prompt of the user's own (--judge-template FILE), short enough for a tiny model to learn
-JUDGE_TEMPLATE = "JUDGE-PROMPT-MARKER {{ role }} in {{ game }}: {{ candidate }}"
 MOVE = re.compile(r"--- the move to grade ---\n(.*)\n--- end of the move ---", re.S)
 
 
 @pytest.fixture(scope="session")
 def sr_model_dir(tiny_model_dir, tmp_path_factory):
-    """The tiny random model taught (plain torch, one thread: 9x faster on a busy 2-core
-    machine) to answer relay's Speaker prompt with "WORD: apple" or "WORD: river" about
-    equally often, and to judge them through JUDGE_TEMPLATE: apple "Score: 5", river "Score: 1"."""
-    import torch
-    from jinja2 import Template
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from playpen.rollouts.chat import prompt_ids
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    rows = [(SPEAKER, "WORD: apple"), (SPEAKER, "WORD: river")]
-    rows += [(Template(JUDGE_TEMPLATE).render(candidate=f"WORD: {w}", role="Speaker", game="relay"), f"Score: {s}")
-             for w, s in (("apple", 5), ("river", 1))]
-    heads = [prompt_ids(tokenizer, [{"role": "user", "content": prompt}]) for prompt, _ in rows]
-    tails = [tokenizer(answer + "<|im_end|>", add_special_tokens=False)["input_ids"] for _, answer in rows]
-    width, keep = max(len(h) + len(t) for h, t in zip(heads, tails)), max(map(len, tails)) + 1
-    pad = tokenizer.pad_token_id  # left padding: every answer ends the row, only its logits are needed
-    ids = torch.tensor([[pad] * (width - len(h) - len(t)) + h + t for h, t in zip(heads, tails)])
-    mask = (torch.arange(width)[None, :] >= torch.tensor([[width - len(h) - len(t)] for h, t in zip(heads, tails)]))
-    labels = torch.tensor([[-100] * (keep - 1 - len(t)) + t for t in tails])
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-3)
-    model.train()
-    try:
-        for _ in range(150):
-            logits = model(input_ids=ids, attention_mask=mask.long(), logits_to_keep=keep).logits[:, :-1]
-            torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)).backward()
-            optimizer.step()
-            optimizer.zero_grad()
-    finally:
-        torch.set_num_threads(threads)
-    out = tmp_path_factory.mktemp("tiny-sr")
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    """The tiny random model taught to play relay's Speaker and judge through JUDGE_TEMPLATE
+    (rollout_helpers.teach_speaker_and_judge)."""
+    return teach_speaker_and_judge(tiny_model_dir, tmp_path_factory.mktemp("tiny-sr"))
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ pytest.importorskip("vllm")
 
 import torch  # noqa: E402
 
-from vllm_helpers import LOGPROB_TOLERANCE, VLLM, assert_same, make_vllm_model, playpen_answers, prompts_of  # noqa: E402
+from vllm_helpers import (LOGPROB_TOLERANCE, VLLM, assert_same, make_vllm_model, playpen_answers,  # noqa: E402
+                          prompts_of, requests_answered)
 
 from playpen.inference import vllm_engine  # noqa: E402
 from playpen.inference.engine import generate, generate_within  # noqa: E402
@@ -210,19 +211,13 @@ def test_expert_iteration_with_engine_vllm_plays_its_round_through_vllm(toy_work
     from conftest import tiny_registry_entry
     from playpen.cli import cli
     (toy_workspace / "model_registry.json").write_text(json_module.dumps([tiny_registry_entry(vllm_model_dir)]))
-    answered = _requests_answered()
+    answered = requests_answered()
     result = CliRunner().invoke(cli, ["run", "expert-iteration", "-l", "tiny-random", "-t", "programmatic", "-L", "4",
                                       "--engine", "vllm", "--engine-dtype", "float32", "--games", "relay",
                                       "--train-instances", "instances", "--roles", "Listener", "--rounds", "1",
                                       "--max-steps", "1", "--samples-per-instance", "2", "--no-evaluate"])
     assert result.exit_code == 2 and "the learner won no episode in 1 round(s)" in result.output, result.output
-    assert _requests_answered() > answered
-
-
-def _requests_answered() -> int:
-    """How many prompts the process's in-process vLLM engines were asked so far."""
-    return sum(backend.llm.request_counter.counter for key, (backend, _) in vllm_engine._BACKENDS.items()
-               if key[0] == "local")
+    assert requests_answered() > answered
 
 
 def _versions_served() -> int:

@@ -1,6 +1,7 @@
 """Helpers of the vLLM tests (plain functions; each test module builds its own engine or server)."""
 import torch
 
+from playpen.inference import vllm_engine
 from playpen.inference.engine import generate
 from playpen.inference.kvcache import KVCacheStore
 from playpen.rollouts import SamplingConfig, chat
@@ -46,3 +47,9 @@ def playpen_answers(model, tokenizer, prompts, names=None):
     return generate(model, tokenizer, prompts, PLAYPEN, adapter_names=names, cache=KVCacheStore(10**9),
                     conversations=list(range(len(prompts))))
 
+
+
+def requests_answered() -> int:
+    """How many prompts the process's in-process vLLM engines were asked so far."""
+    return sum(backend.llm.request_counter.counter for key, (backend, _) in vllm_engine._BACKENDS.items()
+               if key[0] == "local")

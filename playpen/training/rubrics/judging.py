@@ -21,7 +21,9 @@ put it); ``--judge-template FILE`` and ``--score-regex FILE`` replace them.
 Who judges (``--judge``): ``learner`` — the policy itself, as it is when a round collects
 (self-rewarding proper) — or any registered model, loaded by name: a local HF model
 generates in batches, any other (a remote API model, with playpen's timeouts and retries)
-is called concurrently. Judge prompts and replies never enter training data: a
+is called concurrently. The learner judges with the learner's engine (``--engine``: vLLM
+too, in the dtype of the run's sampled turns, so one vLLM engine answers both); a registered
+local judge with playpen's (one vLLM engine per process serves one model folder). Judge prompts and replies never enter training data: a
 :class:`Verdict` carries a score and the reply only for logging.
 """
 from __future__ import annotations
@@ -29,12 +31,13 @@ from __future__ import annotations
 import concurrent.futures
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from playpen.errors import JudgeError, PlaypenError
-from playpen.inference import engine
+from playpen.inference import engine, vllm_engine
+from playpen.inference.mixed_lora import BASE
 from playpen.inference.types import SamplingConfig
 from playpen.models import check_model_name, load_model_by_name
 from playpen.remote import check_reachable
@@ -218,16 +221,18 @@ class Judge:
     model, reads the score with the spec's regex.
 
     `model` None: the learner judges — pass its policy (as the round starts) to
-    :meth:`verdicts`, with the learner's `tokenizer` (`with_adapter` False: with a PEFT
-    policy's adapters disabled). A local HF judge is a clemcore model
+    :meth:`verdicts`, with the learner's `tokenizer` (`with_adapter` False: a PEFT policy's
+    rows answered by its base, ``"__base__"``) and the learner's sampling `engine` (whose
+    ``engine``, ``vllm_url`` and ``engine_dtype`` it generates with). A local HF judge is a clemcore model
     with ``.model`` and ``.tokenizer``; any other clemcore ``Model`` (remote API models
     included) is called through ``generate_response``, `batch_size` calls in flight.
     """
 
     def __init__(self, spec: JudgeSpec, name: str, model: Any = None, tokenizer: Any = None,
                  template_kwargs: Optional[dict] = None, max_tokens: int = 128, batch_size: int = 8,
-                 with_adapter: bool = True):
+                 with_adapter: bool = True, engine: Optional[SamplingConfig] = None):
         self.spec, self.name, self.model, self.with_adapter = spec, name, model, with_adapter
+        self.engine = engine
         self.tokenizer, self.template_kwargs = tokenizer, dict(template_kwargs or {})
         self.max_tokens, self.batch_size = max_tokens, batch_size
         if model is not None and hasattr(model, "model") and hasattr(model, "tokenizer"):
@@ -240,28 +245,40 @@ class Judge:
         if self.model is None:
             if policy is None:
                 raise ValueError("the learner judges: pass its policy")
-            if self.with_adapter or not hasattr(policy, "disable_adapter"):
-                replies = self._local(policy, prompts)
-            else:
-                with policy.disable_adapter():  # the base model under the adapter judges
-                    replies = self._local(policy, prompts)
+            base_rows = not self.with_adapter and hasattr(policy, "peft_config")  # the base under the adapter judges
+            replies = self._local(policy, prompts, self._sampling(policy), BASE if base_rows else None)
         elif hasattr(self.model, "model") and hasattr(self.model, "tokenizer"):
-            replies = self._local(self.model.model, prompts)
+            replies = self._local(self.model.model, prompts, self._sampling(None))
         else:
             replies = self._remote(prompts)
         return [Verdict(reply, self.spec.score(reply)) for reply in replies]
 
-    def _local(self, model: Any, prompts: list[str]) -> list[str]:
+    def _sampling(self, policy: Any) -> SamplingConfig:
+        """Greedy replies of ``judge_max_tokens``; the learner's engine when `policy` (the
+        learner) judges. vLLM's ``auto`` dtype is pinned to that of the run's sampled turns:
+        greedy ones would take the model's own and restart the engine at every switch."""
+        sampling = SamplingConfig(temperature=0.0, max_new_tokens=self.max_tokens, max_batch_size=self.batch_size)
+        if policy is None or self.engine is None:
+            return sampling
+        chosen = self.engine
+        dtype = chosen.engine_dtype
+        if chosen.engine == "vllm" and dtype == "auto":
+            own = str(getattr(policy, "dtype", "float32")).replace("torch.", "")
+            dtype = vllm_engine.engine_dtype(replace(chosen, temperature=chosen.temperature or 1.0), own)
+        return replace(sampling, engine=chosen.engine, vllm_url=chosen.vllm_url, engine_dtype=dtype)
+
+    def _local(self, model: Any, prompts: list[str], sampling: SamplingConfig,
+               adapter: Optional[str] = None) -> list[str]:
         import torch
 
         ids = [chat.prompt_ids(self.tokenizer, [{"role": "user", "content": p}], self.template_kwargs)
                for p in prompts]
-        sampling = SamplingConfig(temperature=0.0, max_new_tokens=self.max_tokens, max_batch_size=self.batch_size)
         training = model.training
         model.eval()
         try:
             with torch.no_grad():
-                generations, _ = engine.generate_within(model, self.tokenizer, ids, sampling)
+                generations, _ = engine.generate_within(model, self.tokenizer, ids, sampling,
+                                                        adapter_names=None if adapter is None else [adapter] * len(ids))
         finally:
             model.train(training)
         return [g.text if g is not None else "" for g in generations]  # a prompt too long: no reply
@@ -304,7 +321,8 @@ def load_judge(options: JudgeOptions, learner: Any) -> Judge:
     if options.judge == LEARNER_JUDGE:
         return Judge(spec, f"{learner.name} (learner{'' if options.judge_adapter else ', no adapter'})",
                      tokenizer=tokenizer_of(learner), template_kwargs=template_kwargs_of(learner),
-                     with_adapter=options.judge_adapter, **kwargs)
+                     with_adapter=options.judge_adapter,
+                     engine=SamplingConfig.from_gen_args(getattr(learner, "gen_args", None)), **kwargs)
     model = load_model_by_name(options.judge, gen_args=dict(temperature=0.0, max_tokens=options.judge_max_tokens),
                                role="judge")
     check_reachable(model, f"judge '{options.judge}'")
