@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import signal
 import sys
 import time
@@ -338,13 +337,13 @@ def warm_up(seed: int, args, out: Path, work: Path) -> Path:
     logged = {r["step"]: r["dev_mean"] for r in read_dev_log(out)
               if r.get("method") == WARM_UP and r.get("seed") == seed and r.get("fingerprint") == key}
     owned = owner.exists() and owner.read_text(encoding="utf-8").strip() == key
-    best, best_score, since, curve, retrained = None, -math.inf, 0, [], set()
+    from playpen.training.common.dev_stopping import BestSoFar
+    rule, retrained = BestSoFar(patience=args.warmup_patience), set()  # the package's rule (SFT --dev-patience)
     for chunk in range(1, args.warmup_max_chunks + 1):
         steps = chunk * args.warmup_chunk
         adapter = run_dir_of(models) / f"checkpoint-{steps}" if models.exists() else None
         if steps in logged and owned and adapter is not None and adapter.exists():
             score = logged[steps]
-            curve.append({"step": steps, "dev": score})
             print(f"== seed {seed} warm-up: {steps} steps, dev {score:.2f} (logged before)", flush=True)
         else:
             cls, config, options = configure(WARM_UP, method, args, models, None, steps,
@@ -358,25 +357,21 @@ def warm_up(seed: int, args, out: Path, work: Path) -> Path:
             if steps in logged:  # the same configuration's chunk, its checkpoint gone: its dev is not played again
                 score = logged[steps]
                 retrained.add(steps)
-                curve.append({"step": steps, "dev": score})
                 print(f"== seed {seed} warm-up: {steps} steps, dev {score:.2f} (logged before; retrained)", flush=True)
             else:
                 criterion = warm_up_settings(args)
                 dev = evaluate_split(adapter, "dev", f"seed{seed}-sft-{steps}", args, work, settings=criterion)
                 score = dev_mean(dev, criterion)
-                curve.append({"step": steps, "dev": score})
                 log_dev(out, method=WARM_UP, seed=seed, step=steps, fingerprint=key, options=options,
                         dev=summaries(dev), dev_mean=score)
                 print(f"== seed {seed} warm-up: {steps} steps, dev {score:.2f}", flush=True)
-        if score > best_score + 1e-9:
-            best, best_score, since = adapter, score, 0
-        else:
-            since += 1
-            if since >= args.warmup_patience:
-                break
-    if best is not None and checkpoint_number(best) in retrained:
-        check_retrained(best, best_score, seed, key, args, out, work)
-    marker.write_text(json.dumps({"fingerprint": key, "adapter": str(best), "dev": best_score, "curve": curve}))
+        if rule.add(steps, score):
+            break
+    best = run_dir_of(models) / f"checkpoint-{rule.best_step}"
+    if rule.best_step in retrained:
+        check_retrained(best, rule.best_score, seed, key, args, out, work)
+    marker.write_text(json.dumps({"fingerprint": key, "adapter": str(best), "dev": rule.best_score,
+                                  "curve": rule.curve}))
     return best
 
 
@@ -729,9 +724,10 @@ def main(argv=None) -> int:
         print("protocol.py: --forgetting-instances and --forgetting-static-limit must be >= 0 (0 = all)",
               file=sys.stderr)
         return 2
-    if unknown or not seeds or min(args.budget_examples, args.warmup_chunk, args.warmup_max_chunks) < 1:
+    if unknown or not seeds or min(args.budget_examples, args.warmup_chunk, args.warmup_max_chunks,
+                                   args.warmup_patience) < 1:
         print(f"protocol.py: unknown method(s) {unknown}; known: {','.join(METHODS)}" if unknown else
-              "protocol.py: --seeds, --budget-examples, --warmup-chunk and --warmup-max-chunks must be >= 1",
+              "protocol.py: --seeds, --budget-examples, --warmup-chunk, --warmup-max-chunks and --warmup-patience must be >= 1",
               file=sys.stderr)
         return 2
     family, against = [m for m in args.family.split(",") if m], [m for m in args.against.split(",") if m]

@@ -189,6 +189,9 @@ def test_bad_arguments_exit_2(bench, tmp_path, capsys):
     protocol = bench["protocol"]
     assert protocol.main(["--methods", "nope", "--out", str(tmp_path)]) == 2
     assert "unknown method(s) ['nope']" in capsys.readouterr().err
+    # patience 0 would stop at the first chunk without a gain here and never in SFT's --dev-patience
+    assert protocol.main(["--warmup-patience", "0", "--out", str(tmp_path)]) == 2
+    assert "--warmup-patience must be >= 1" in capsys.readouterr().err
     assert protocol.main(["--quick"]) == 2  # plumbing never lands in the published results
     assert "pass --out DIR" in capsys.readouterr().err
     assert protocol.main(["--settings", "taboo/narrator", "--out", str(tmp_path)]) == 2
