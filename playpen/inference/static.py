@@ -74,7 +74,7 @@ import weakref
 from typing import Any, Optional
 
 from playpen.inference.logprobs import token_logprobs
-from playpen.inference.model_facts import ModelFacts, device_of
+from playpen.inference.model_facts import ModelFacts
 from playpen.inference.prefill import prefill_then_decode
 from playpen.inference.sampling import check_finite_scores, choose_tokens
 from playpen.inference.types import Generation, SamplingConfig
@@ -294,13 +294,14 @@ class StaticDecoder:
 
     def __init__(self, model: Any, graphs: Optional[bool] = None, merge_lora: Optional[bool] = None):
         self.model = model
-        self.device = device_of(model)
+        facts = ModelFacts(model)
+        self.device = facts.device
         self.graphs = self.device.type == "cuda" if graphs is None else bool(graphs)
         self.merge_lora = self.graphs if merge_lora is None else bool(merge_lora)
         self.merge = False  # this call's rows decode with merged weights
         self.lora: list = []  # (peft LoRA layer, adapter name, merged weight buffer)
         self.merged_adapter: Optional[str] = None
-        self.additive_mask = ModelFacts(model).attention == "eager"
+        self.additive_mask = facts.attention == "eager"
         self.cache_key = ""  # the keyword that hands the forward its cache: from each call's facts
         self.keys: list = []
         self.values: list = []
