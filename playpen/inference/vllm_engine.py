@@ -52,9 +52,7 @@ from playpen.inference.vllm_weights import WORKER_EXTENSION, BaseWeights, digest
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM can be built for
 ZEROS_ID = 2**31 - 1  # the adapter of zeros' id, beyond any version's (Adapters.next_id counts from 1)
 KV_CACHE_GB = "4"  # VLLM_CPU_KVCACHE_SPACE when unset: ample for the small models a CPU trains
-
-CHUNKED = False  # vLLM schedules its own batches: the door hands it every row at once
-PER_ROW_BUDGETS = True
+CHUNKED, PER_ROW_BUDGETS = False, True  # vLLM schedules its own batches: the door hands it every row at once
 
 
 @dataclass(frozen=True)
@@ -87,10 +85,8 @@ class Backend(Protocol):
 def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], sampling: SamplingConfig,
              facts: ModelFacts, *, adapter_names: Optional[Sequence[Optional[str]]], budgets: Optional[Sequence[int]],
              counts: PrefillCounts, cache: Any, conversations: Any, share_prefix: bool) -> list[Generation]:
-    """One continuation per prompt from vLLM (see the module doc;
-    :class:`playpen.inference.types.Engine`): ``budgets`` each row's most new tokens; its own
-    prefix cache, whose hits ``counts`` adds up as reused, stands for ``cache``,
-    ``conversations`` and ``share_prefix``."""
+    """One continuation per prompt from vLLM (:class:`playpen.inference.types.Engine`; its own
+    prefix cache, hits counted as reused, stands for ``cache``, ``conversations``, ``share_prefix``)."""
     if not prompts:
         return []
     if any(len(p) == 0 for p in prompts):
