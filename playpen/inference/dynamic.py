@@ -5,33 +5,50 @@ store. Columns no remaining row attends to are cut off as rows leave.
 
 This is the loop on a CPU and for rows of several LoRA adapters; on CUDA the static loop
 (:mod:`playpen.inference.static`) decodes the same rows to the same tokens with captured
-CUDA graphs. :func:`playpen.inference.engine.generate_cached` picks one and prefills for it.
+CUDA graphs. As an engine behind the door (:class:`playpen.inference.types.Engine`) it
+prefills with :func:`playpen.inference.prefill.prefill_then_decode`, as the static loop does.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from playpen.inference.kvcache import KVCacheStore, stacked_cache
 from playpen.inference.logprobs import token_logprobs
-from playpen.inference.model_facts import device_of, eos_token_ids
-from playpen.inference.prefill import forward_kwargs
+from playpen.inference.model_facts import ModelFacts
+from playpen.inference.prefill import forward_kwargs, prefill_then_decode
 from playpen.inference.sampling import choose_tokens
-from playpen.inference.transformers_compat import cache_kwarg
 from playpen.inference.types import Generation, SamplingConfig
+
+CHUNKED = True
+PER_ROW_BUDGETS = True
+
+
+def generate(model, tokenizer, prompts, sampling: SamplingConfig, facts: ModelFacts, *, adapter_names, budgets,
+             counts, cache, conversations, share_prefix) -> list[Generation]:
+    """The rows continue their conversations' kept caches in ``cache`` and decode in this loop
+    (:class:`playpen.inference.types.Engine`; ``share_prefix``: rows without a kept prefix
+    always share theirs)."""
+    return prefill_then_decode(decode, model, tokenizer, prompts, sampling, facts, adapter_names, budgets, counts,
+                               cache, conversations)
 
 
 def decode(model, tokenizer, prompts, logits, full: list, sampling: SamplingConfig, budgets: list,
-           adapters: list, store: KVCacheStore, conversations, owners: list) -> list:
+           adapters: list, store: KVCacheStore, conversations, owners: list,
+           facts: Optional[ModelFacts] = None) -> list:
     """One Generation per prompt. ``logits`` are the prompts' last logits, ``full[r]`` row
     r's per-layer (keys, values) over its whole prompt (:func:`playpen.inference.prefill.prefill`);
     ``budgets[r]`` its most new tokens; ``adapters[r]`` its peft adapter (None: the model as
-    it is); finished rows' caches go to ``store`` under ``(conversations[r], owners[r])``."""
+    it is); finished rows' caches go to ``store`` under ``(conversations[r], owners[r])``;
+    ``facts``: the call's :class:`~playpen.inference.model_facts.ModelFacts` (None: read here)."""
     import torch
-    device = device_of(model)
-    eos = set(eos_token_ids(model, tokenizer))
+    facts = facts if facts is not None else ModelFacts(model, tokenizer)
+    device = facts.device
+    eos = set(facts.eos)
     temperature = sampling.temperature if sampling.temperature and sampling.temperature > 0 else 1.0
     n = len(prompts)
     width = max(map(len, prompts))
     cache = stacked_cache(model, full, width, spare=max(budgets))
-    cache_key = cache_kwarg(model)
+    cache_key = facts.cache_key
     del full
     mask = torch.zeros((n, width), dtype=torch.long, device=device)
     for row, prompt in enumerate(prompts):

@@ -12,21 +12,23 @@ prefill of their common prefix: the engine's prefix sharer
 :func:`playpen.inference.prefixes.plan_prefixes`. Which groups share differs from the
 engine's rule: here every row is padded into one ``generate`` call, so a row alone in its
 group shares too (all but its last token go to the prefix pass, keeping the padded rest
-short), and sharing is all-or-nothing (:func:`_worth_sharing`).
+short), and sharing is all-or-nothing (:func:`_worth_sharing`). An engine behind the door
+(:class:`playpen.inference.types.Engine`) that keeps no cache between calls and takes no
+per-row budgets.
 """
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Any, Optional
-
 from playpen.inference.kvcache import PrefillCounts
 from playpen.inference.mixed_lora import mixed_lora
-from playpen.inference.model_facts import device_of, eos_token_ids
+from playpen.inference.model_facts import ModelFacts
 from playpen.inference.prefill import prefill_prefixes
 from playpen.inference.prefixes import PrefixPlan, plan_prefixes
 from playpen.inference.sampling import check_finite_scores
-from playpen.inference.transformers_compat import cache_kwarg
 from playpen.inference.types import Generation, SamplingConfig
+
+CHUNKED = True
+PER_ROW_BUDGETS = False
 
 
 class _LogprobRecorder:
@@ -76,21 +78,24 @@ def _worth_sharing(plan: PrefixPlan, prompts) -> bool:
     return plain - shared >= MIN_SAVED_POSITIONS
 
 
-def generate(model, tokenizer, prompts, sampling: SamplingConfig, share_prefix: bool,
-             adapter_names: Optional[list[str]] = None, counts: Any = None) -> list[Generation]:
+def generate(model, tokenizer, prompts, sampling: SamplingConfig, facts: ModelFacts, *, adapter_names, budgets,
+             counts: PrefillCounts, cache, conversations, share_prefix: bool) -> list[Generation]:
     """One continuation per prompt in ONE ``model.generate`` (see the module doc and
     :func:`playpen.inference.engine.generate`, which splits calls into chunks of
-    ``max_batch_size`` rows)."""
+    ``max_batch_size`` rows; :class:`playpen.inference.types.Engine`: ``cache`` and
+    ``conversations`` are not used)."""
     import torch
     from transformers import LogitsProcessorList
 
+    if budgets is not None:
+        raise ValueError("per-row budgets need the cached path (cache= and a model with a plain KV cache)")
     if not prompts:
         return []
     if any(len(p) == 0 for p in prompts):
         raise ValueError("cannot generate from an empty prompt")
-    eos_ids = eos_token_ids(model, tokenizer)
+    eos_ids = facts.eos
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
-    device = device_of(model)
+    device = facts.device
     plan = plan_prefixes(prompts, adapter_names) if share_prefix and len(prompts) > 1 else None
     if plan is not None and not _worth_sharing(plan, prompts):
         plan = None
@@ -111,7 +116,6 @@ def generate(model, tokenizer, prompts, sampling: SamplingConfig, share_prefix: 
         input_ids[row, width - len(rest):] = torch.tensor(rest, dtype=torch.long)
         attention[row, width - len(rest):] = 1
     # a group's prefix is run once (counted by prefill_prefixes), then the rest of each row
-    counts = counts if counts is not None else PrefillCounts()
     counts.computed += len(prompts) * tail
     counts.prefilled += sum(len(p) - (plan.prefix_of(i) if plan else 0) for i, p in enumerate(prompts))
     recorder = _LogprobRecorder(sampling.temperature)
@@ -133,7 +137,7 @@ def generate(model, tokenizer, prompts, sampling: SamplingConfig, share_prefix: 
         # rows of several LoRA adapters: one stacked LoRA matmul per layer (playpen.inference.mixed_lora)
         with torch.no_grad(), (mixed_lora(model) if adapter_names is not None else nullcontext()):
             if plan is not None:
-                kwargs[cache_kwarg(model)] = _prefix_cache(model, plan, prompts, adapter_names, counts)
+                kwargs[facts.cache_key] = _prefix_cache(model, plan, prompts, adapter_names, counts, facts)
             result = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device),
                                     **kwargs)
     finally:
@@ -158,11 +162,11 @@ def generate(model, tokenizer, prompts, sampling: SamplingConfig, share_prefix: 
     return generations
 
 
-def _prefix_cache(model, plan: PrefixPlan, prompts, adapter_names, counts: PrefillCounts):
+def _prefix_cache(model, plan: PrefixPlan, prompts, adapter_names, counts: PrefillCounts, facts: ModelFacts):
     """Every row's KV cache of its group's prefix, ``head`` positions wide (the longest
     prefix; padding to the left). Its own function: benchmarks/rollouts.py times it."""
     import torch
-    cache, _ = prefill_prefixes(model, prompts, plan.groups, adapter_names or [None] * len(prompts), counts)
+    cache, _ = prefill_prefixes(model, prompts, plan.groups, adapter_names or [None] * len(prompts), counts, facts)
     cache.batch_select_indices(torch.tensor([plan.group_of(r) for r in range(len(prompts))],
-                                            device=device_of(model)))
+                                            device=facts.device))
     return cache

@@ -3,7 +3,7 @@
 A multi-turn episode's learner prompt is its previous prompt, the tokens it generated and
 the game's reply. :class:`KVCacheStore` keeps, per conversation, the keys and values the
 model computed for the token ids it has seen; the engine
-(:func:`playpen.inference.engine.generate_cached`) takes the longest stored prefix of each new
+(:func:`playpen.inference.prefill.prefill_then_decode`) takes the longest stored prefix of each new
 prompt (verified token by token, so a rewritten history or a fork simply re-prefills what
 differs), prefills only the rest and decodes, then puts each row's cache back.
 :func:`stacked_cache` lays kept rows side by side in one transformers cache for a batched

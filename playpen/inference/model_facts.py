@@ -1,11 +1,55 @@
 """What generating with a model needs to know about it: the ids that end a turn, the device
-its inputs go to, how many tokens it attends over, and whether the machine computes bf16
-natively."""
+its inputs go to, how many tokens it attends over, whether the machine computes bf16
+natively, and (:class:`ModelFacts`) all of these read once per call of the door."""
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
+
+from playpen.inference.transformers_compat import cache_kwarg, supports_kv_reuse
+
+
+class ModelFacts:
+    """What one call of :func:`playpen.inference.engine.generate` knows about its model, each
+    fact read on first use and kept for the rest of the call: the door chooses the engine from
+    them and hands them to it, so no layer below asks the model (or transformers) again.
+    Per call, not per model: a caller may change the tokenizer's EOS or the generation config
+    between calls."""
+
+    def __init__(self, model: Any, tokenizer: Any = None):
+        self.model, self.tokenizer = model, tokenizer
+
+    @cached_property
+    def kv_reuse(self) -> bool:
+        """Its cache is plain per-layer keys and values (:func:`supports_kv_reuse`)."""
+        return supports_kv_reuse(self.model)
+
+    @cached_property
+    def cache_key(self) -> str:
+        """The keyword that hands its forward a KV cache (:func:`cache_kwarg`)."""
+        return cache_kwarg(self.model)
+
+    @cached_property
+    def device(self):
+        return device_of(self.model)
+
+    @property
+    def on_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    @cached_property
+    def eos(self) -> list[int]:
+        return eos_token_ids(self.model, self.tokenizer)
+
+    @cached_property
+    def context(self) -> Optional[int]:
+        return context_limit(self.model, self.tokenizer)
+
+    @cached_property
+    def attention(self) -> str:
+        """Its attention implementation (``sdpa``, ``eager``, ...)."""
+        return getattr(getattr(self.model, "config", None), "_attn_implementation", "eager")
 
 
 def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:

@@ -1,13 +1,27 @@
 """Prefill over kept KV caches: each row's prompt after the part its cache already covers,
 in chunks of rows of similar length. Both decode loops start from what this returns (the
-rows' last logits and their per-layer keys and values over the whole prompt)."""
+rows' last logits and their per-layer keys and values over the whole prompt), through
+:func:`prefill_then_decode`, the part of playpen's engine the static and dynamic loops share:
+
+1. each row takes the longest kept prefix of its prompt (its own conversation's cache, or
+   another's: a forked episode continues its parent's);
+2. rows without one share the prefill of a prefix they have in common
+   (:func:`playpen.inference.prefixes.plan_prefixes`, the planner training uses too);
+3. the rest of every prompt is prefilled in chunks of similar length;
+4. the rows decode together (the loop's ``decode``), each leaving at its EOS or budget, its
+   cache put back.
+"""
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
+from typing import Any, Callable, Hashable, Optional, Sequence
 
-from playpen.inference.kvcache import PrefillCounts, stacked_cache
-from playpen.inference.model_facts import device_of
-from playpen.inference.transformers_compat import cache_kwarg
+from playpen.inference.kvcache import MIN_REUSED_TOKENS, KVCacheStore, PrefillCounts, stacked_cache
+from playpen.inference.mixed_lora import mixed_lora
+from playpen.inference.model_facts import ModelFacts
+from playpen.inference.prefixes import plan_prefixes
+from playpen.inference.types import Generation, SamplingConfig
 
 # Prefill cost of one more forward pass, in token positions, when rows are split into
 # chunks of similar suffix length (a chunk computes rows x its longest suffix).
@@ -37,17 +51,81 @@ def forward_kwargs(adapters: list) -> dict:
     return {"adapter_names": list(adapters)} if any(a is not None for a in adapters) else {}
 
 
+def prefill_then_decode(decode: Callable, model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]],
+                        sampling: SamplingConfig, facts: ModelFacts, adapter_names: Optional[Sequence[Optional[str]]],
+                        budgets: Optional[Sequence[int]], counts: PrefillCounts, store: KVCacheStore,
+                        conversations: Sequence[Hashable]) -> list[Generation]:
+    """One continuation per prompt, reusing and updating ``store`` (see the module doc), decoded
+    by ``decode`` (:func:`playpen.inference.dynamic.decode`'s contract).
+
+    ``conversations[i]`` names the conversation prompt i continues; ``budgets[i]`` is its
+    most new tokens (default ``sampling.max_new_tokens``); ``adapter_names[i]`` the peft
+    adapter of row i, passed to every forward pass (None: the model as it is).
+    """
+    import torch
+
+    n = len(prompts)
+    if n == 0:
+        return []
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("cannot generate from an empty prompt")
+    prompts = [list(p) for p in prompts]
+    budgets = list(budgets) if budgets is not None else [sampling.max_new_tokens] * n
+    adapters = list(adapter_names) if adapter_names is not None else [None] * n
+    # a cache belongs to the model object and the adapter that computed it
+    owners = [(id(model), adapter) for adapter in adapters]
+    was_training = model.training
+    model.eval()
+    mixed = mixed_lora(model) if any(a is not None for a in adapters) else nullcontext()
+    try:
+        with torch.no_grad(), mixed:  # rows of several LoRA adapters: see playpen.inference.mixed_lora
+            # 1. what each row already has: its conversation's cache, or another's prefix
+            known = [store.lookup(conversations[r], owners[r], prompts[r]) for r in range(n)]
+            # 2. rows without one: a prefix shared within the batch is prefilled once
+            counts.reused += sum(length for length, _ in known)
+            misses = [r for r in range(n) if known[r][0] == 0]
+            if len(misses) > 1:
+                plan = plan_prefixes([prompts[r] for r in misses], [str(adapters[r]) for r in misses])
+                groups = [(prefix, [misses[i] for i in rows]) for prefix, rows in plan.groups
+                          if len(rows) > 1 and prefix >= MIN_REUSED_TOKENS]
+                if groups:
+                    shared, width = prefill_prefixes(model, prompts, groups, adapters, counts, facts)
+                    for (prefix, rows), layers in zip(groups, prefix_layers(shared, width, groups)):
+                        for r in rows:
+                            known[r] = (prefix, layers)
+                    del shared
+            # 3. the rest of every prompt, in chunks of similar length
+            logits: list = [None] * n
+            full: list = [None] * n
+            for chunk in chunks([len(prompts[r]) - known[r][0] for r in range(n)], sampling.max_batch_size):
+                chunk_logits, chunk_layers = prefill(
+                    model, [known[r][1] or [] for r in chunk], [prompts[r][known[r][0]:] for r in chunk],
+                    [adapters[r] for r in chunk], counts, facts=facts)
+                for r, row_logits, layers in zip(chunk, chunk_logits, chunk_layers):
+                    logits[r], full[r] = row_logits, layers
+            del known
+            # 4. decode, all rows together; a row leaves at its EOS or its budget
+            return decode(model, tokenizer, prompts, torch.stack(logits), full, sampling, budgets, adapters,
+                          store, conversations, owners, facts=facts)
+    finally:
+        if was_training:
+            model.train()
+
+
 def prefill(model, cached: list[list], suffixes: list[list[int]], adapters: list, counts: PrefillCounts,
-            want_logits: bool = True):
+            want_logits: bool = True, facts: Optional[ModelFacts] = None):
     """Run ``suffixes`` after their rows' cached layers: [cached][padding][suffix] per row,
     padding masked, positions from the mask. Returns each row's last logits (or Nones) and
-    its layers over cached + suffix (real positions only)."""
-    logits, cache, width = _forward(model, cached, suffixes, adapters, counts, want_logits)
+    its layers over cached + suffix (real positions only). ``facts``: the door's
+    :class:`~playpen.inference.model_facts.ModelFacts` of this call (None: read here)."""
+    facts = facts if facts is not None else ModelFacts(model)
+    logits, cache, width = _forward(model, cached, suffixes, adapters, counts, want_logits, facts)
     return logits, [_row_layers(cache, row, layers, len(suffix), width)
                     for row, (layers, suffix) in enumerate(zip(cached, suffixes))]
 
 
-def prefill_prefixes(model, prompts: list[list[int]], groups, adapters: list, counts: PrefillCounts):
+def prefill_prefixes(model, prompts: list[list[int]], groups, adapters: list, counts: PrefillCounts,
+                     facts: ModelFacts):
     """The one prefix sharer: each group's common prefix (``groups``: ``(length, rows)``, as
     :func:`playpen.inference.prefixes.plan_prefixes` plans them, the caller keeping the groups
     worth it) run through the model once, in one batched forward, each with its first row's
@@ -59,7 +137,7 @@ def prefill_prefixes(model, prompts: list[list[int]], groups, adapters: list, co
     firsts = [rows[0] for _, rows in groups]
     _, cache, width = _forward(model, [[] for _ in groups], [list(prompts[r][:length]) for r, (length, _) in
                                                                zip(firsts, groups)],
-                               [adapters[r] for r in firsts], counts, want_logits=False)
+                               [adapters[r] for r in firsts], counts, False, facts)
     counts.reused += sum(length * (len(rows) - 1) for length, rows in groups)
     return cache, width
 
@@ -70,11 +148,11 @@ def prefix_layers(cache, width: int, groups) -> list[list]:
 
 
 def _forward(model, cached: list[list], suffixes: list[list[int]], adapters: list, counts: PrefillCounts,
-             want_logits: bool):
+             want_logits: bool, facts: ModelFacts):
     """The one padded prefill forward: the rows' last logits (or Nones), the cache over
     [cached][padding][suffix] and its width."""
     import torch
-    device = device_of(model)
+    device = facts.device
     lengths = [layers[0][0].shape[1] if layers else 0 for layers in cached]
     head, tail = max(lengths), max(map(len, suffixes))
     rows = len(suffixes)
@@ -87,12 +165,12 @@ def _forward(model, cached: list[list], suffixes: list[list[int]], adapters: lis
     positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, head:]
     cache = stacked_cache(model, cached, head)
     inputs = {"input_ids": ids.to(device), "attention_mask": mask.to(device), "position_ids": positions.to(device),
-              cache_kwarg(model): cache, "use_cache": True, **forward_kwargs(adapters)}
+              facts.cache_key: cache, "use_cache": True, **forward_kwargs(adapters)}
     try:  # the last position's logits only, not the vocabulary for every prompt position
         out = model(**inputs, logits_to_keep=1)
     except TypeError:  # a model without logits_to_keep
         cache = stacked_cache(model, cached, head)
-        out = model(**dict(inputs, **{cache_kwarg(model): cache}))
+        out = model(**dict(inputs, **{facts.cache_key: cache}))
     counts.prefilled += sum(map(len, suffixes))
     counts.computed += rows * tail
     logits = out.logits[:, -1].float() if want_logits else [None] * rows

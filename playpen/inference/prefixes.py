@@ -1,5 +1,5 @@
 """The one planner of shared prompt prefixes: rows grouped so that each group's common prefix
-is computed once. Generation plans with it (:func:`playpen.inference.engine.generate_cached`:
+is computed once. Generation plans with it (:func:`playpen.inference.prefill.prefill_then_decode`:
 rows without a kept cache; :mod:`playpen.inference.hf_generate`: a batch's shared prefix), both
 prefilling the planned prefixes with the one sharer, :func:`playpen.inference.prefill.prefill_prefixes`;
 training's forward passes run with it too (:mod:`playpen.training.shared_prefix`)."""

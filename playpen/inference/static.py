@@ -59,7 +59,10 @@ gives the eager step's tokens.
 Rows of several LoRA adapters in one batch (peft's mixed-batch inference chooses its
 kernels per call from the rows' adapter names) and attention implementations other than
 ``sdpa``/``eager`` (which take no 4-D mask) use the dynamic loop:
-:func:`supports_static_decoding` says which.
+:func:`supports_static_decoding` says which, and the door's table chooses
+(:func:`playpen.inference.engine.choose_engine`). As an engine behind the door
+(:class:`playpen.inference.types.Engine`) it prefills with
+:func:`playpen.inference.prefill.prefill_then_decode`, as the dynamic loop does.
 """
 from __future__ import annotations
 
@@ -71,16 +74,28 @@ import weakref
 from typing import Any, Optional
 
 from playpen.inference.logprobs import token_logprobs
-from playpen.inference.model_facts import device_of, eos_token_ids
+from playpen.inference.model_facts import ModelFacts
+from playpen.inference.prefill import prefill_then_decode
 from playpen.inference.sampling import check_finite_scores, choose_tokens
-from playpen.inference.transformers_compat import cache_kwarg, supports_kv_reuse
-from playpen.inference.types import Generation
+from playpen.inference.types import Generation, SamplingConfig
 from playpen.peft_internals import base_weight, delta_weight, lora_layers, mergeable_adapter, set_adapters_disabled
 
 # Row buckets: a captured step serves any live row count up to its bucket.
 ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 # Column buckets grow by this many positions (a step attends over its bucket's columns).
 COLUMN_STEP = 256
+
+CHUNKED = True
+PER_ROW_BUDGETS = True
+
+
+def generate(model, tokenizer, prompts, sampling: SamplingConfig, facts: ModelFacts, *, adapter_names, budgets,
+             counts, cache, conversations, share_prefix) -> list[Generation]:
+    """The rows continue their conversations' kept caches in ``cache`` and decode in the
+    model's :class:`StaticDecoder` (:class:`playpen.inference.types.Engine`; ``share_prefix``:
+    rows without a kept prefix always share theirs)."""
+    return prefill_then_decode(static_decoder(model).decode, model, tokenizer, prompts, sampling, facts,
+                               adapter_names, budgets, counts, cache, conversations)
 
 
 def _bucket_rows(n: int) -> int:
@@ -94,16 +109,15 @@ def _bucket_columns(n: int) -> int:
     return -(-n // COLUMN_STEP) * COLUMN_STEP
 
 
-def supports_static_decoding(model: Any, adapters: Optional[list] = None) -> bool:
+def supports_static_decoding(model: Any, adapters: Optional[list] = None, facts: Optional[ModelFacts] = None) -> bool:
     """Whether :class:`StaticDecoder` can decode for ``model``: a plain per-layer KV cache
     (see :func:`playpen.inference.transformers_compat.supports_kv_reuse`), an attention
-    implementation that takes a 4-D mask, and rows of one adapter."""
+    implementation that takes a 4-D mask, and rows of one adapter. ``facts``: the door's
+    :class:`~playpen.inference.model_facts.ModelFacts` of this call (None: read here)."""
     if adapters is not None and len(set(adapters)) > 1:
         return False
-    config = getattr(model, "config", None)
-    if getattr(config, "_attn_implementation", "eager") not in ("sdpa", "eager"):
-        return False
-    return supports_kv_reuse(model)
+    facts = facts if facts is not None else ModelFacts(model)
+    return facts.attention in ("sdpa", "eager") and facts.kv_reuse
 
 
 def _slot_layer_class():
@@ -210,7 +224,7 @@ class _Step:
         cache.layers = [_SLOT_LAYER(k, v, self.row_index, self.positions, self.column_index)
                         for k, v in zip(decoder.keys, decoder.values)]
         self.cache = cache
-        self.cache_key = cache_kwarg(decoder.model)
+        self.cache_key = decoder.cache_key
         self.graph = None
         self.logits = None
 
@@ -280,13 +294,15 @@ class StaticDecoder:
 
     def __init__(self, model: Any, graphs: Optional[bool] = None, merge_lora: Optional[bool] = None):
         self.model = model
-        self.device = device_of(model)
+        facts = ModelFacts(model)
+        self.device = facts.device
         self.graphs = self.device.type == "cuda" if graphs is None else bool(graphs)
         self.merge_lora = self.graphs if merge_lora is None else bool(merge_lora)
         self.merge = False  # this call's rows decode with merged weights
         self.lora: list = []  # (peft LoRA layer, adapter name, merged weight buffer)
         self.merged_adapter: Optional[str] = None
-        self.additive_mask = getattr(model.config, "_attn_implementation", "eager") == "eager"
+        self.additive_mask = facts.attention == "eager"
+        self.cache_key = ""  # the keyword that hands the forward its cache: from each call's facts
         self.keys: list = []
         self.values: list = []
         self.dtype = None
@@ -415,13 +431,16 @@ class StaticDecoder:
         return step
 
     def decode(self, model, tokenizer, prompts: list, logits, full: list, sampling, budgets: list,
-               adapters: list, store, conversations, owners: list) -> list:
+               adapters: list, store, conversations, owners: list, facts: Optional[ModelFacts] = None) -> list:
         """:func:`playpen.inference.dynamic.decode`'s contract: ``logits`` are the prompts'
         last logits, ``full[r]`` row r's per-layer (keys, values) over its whole prompt;
         finished rows' caches go to ``store``; ``adapters``: the rows' peft adapter (one name
-        for all); returns one Generation per prompt."""
+        for all); ``facts``: the call's :class:`~playpen.inference.model_facts.ModelFacts`
+        (None: read here); returns one Generation per prompt."""
         import torch
-        eos = set(eos_token_ids(model, tokenizer))
+        facts = facts if facts is not None else ModelFacts(model, tokenizer)
+        eos = set(facts.eos)
+        self.cache_key = facts.cache_key
         temperature = sampling.temperature if sampling.temperature and sampling.temperature > 0 else 1.0
         compiled = bool(getattr(sampling, "compile_decode", False))
         n = len(prompts)

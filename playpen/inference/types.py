@@ -1,4 +1,5 @@
-"""The inference engine's typed values: how to sample a turn, and the turn that came back.
+"""The inference engine's typed values: how to sample a turn, the turn that came back, and
+what every engine behind the door provides (:class:`Engine`).
 
 :class:`SamplingConfig` is re-exported by :mod:`playpen.rollouts.types` (a rollout's learner
 carries one), so ``from playpen.rollouts import SamplingConfig`` keeps working.
@@ -6,7 +7,7 @@ carries one), so ``from playpen.rollouts import SamplingConfig`` keeps working.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -68,3 +69,31 @@ class Generation:
     logprobs: tuple[float, ...]
     text: str
     finished: bool  # ended with an EOS (False: cut at max_new_tokens)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What each engine module behind :func:`playpen.inference.engine.generate` provides
+    (:mod:`~playpen.inference.static`, :mod:`~playpen.inference.dynamic`,
+    :mod:`~playpen.inference.hf_generate`, :mod:`~playpen.inference.vllm_engine`): the door
+    chooses one from its table and calls it the same way, so adding an engine is one module
+    and one row of that table."""
+
+    CHUNKED: bool
+    """Whether the door hands it ``SamplingConfig.max_batch_size`` rows at a time (False:
+    every row at once, for an engine that schedules its own batches)."""
+    PER_ROW_BUDGETS: bool
+    """Whether it takes ``budgets`` (each row its own most new tokens)."""
+
+    def generate(self, model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], sampling: SamplingConfig,
+                 facts: Any, *, adapter_names: Optional[Sequence[Optional[str]]], budgets: Optional[Sequence[int]],
+                 counts: Any, cache: Any, conversations: Optional[Sequence[Any]],
+                 share_prefix: bool) -> list[Generation]:
+        """One :class:`Generation` per prompt (token ids in; token ids, their logprobs and
+        whether the turn ended at its EOS out). ``facts``: the call's
+        :class:`~playpen.inference.model_facts.ModelFacts`; ``adapter_names``: each row's peft
+        adapter (None: the model as it is); ``counts``: the
+        :class:`~playpen.inference.kvcache.PrefillCounts` that adds up prompt positions;
+        ``cache``/``conversations``: the kept KV caches and each row's key in them (an engine
+        that keeps none ignores them), ``share_prefix``: prefill a common prefix once where the
+        engine decides that per call."""

@@ -45,13 +45,14 @@ from typing import Any, Iterable, Optional, Protocol, Sequence
 from playpen.errors import EngineError
 from playpen.inference.kvcache import PrefillCounts
 from playpen.inference.mixed_lora import BASE
-from playpen.inference.model_facts import eos_token_ids, has_native_bf16
+from playpen.inference.model_facts import ModelFacts, has_native_bf16
 from playpen.inference.types import Generation, SamplingConfig
 from playpen.inference.vllm_weights import WORKER_EXTENSION, BaseWeights, digest, push
 
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM can be built for
 ZEROS_ID = 2**31 - 1  # the adapter of zeros' id, beyond any version's (Adapters.next_id counts from 1)
 KV_CACHE_GB = "4"  # VLLM_CPU_KVCACHE_SPACE when unset: ample for the small models a CPU trains
+CHUNKED, PER_ROW_BUDGETS = False, True  # vLLM schedules its own batches: the door hands it every row at once
 
 
 @dataclass(frozen=True)
@@ -82,10 +83,10 @@ class Backend(Protocol):
 # ----------------------------------------------------------------------------- the door's side
 
 def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], sampling: SamplingConfig,
-             adapter_names: Optional[Sequence[Optional[str]]] = None,
-             budgets: Optional[Sequence[int]] = None, counts: Optional[PrefillCounts] = None) -> list[Generation]:
-    """One continuation per prompt from vLLM (see the module doc); ``adapter_names``, ``counts``
-    as for :func:`playpen.inference.engine.generate`, ``budgets`` each row's most new tokens."""
+             facts: ModelFacts, *, adapter_names: Optional[Sequence[Optional[str]]], budgets: Optional[Sequence[int]],
+             counts: PrefillCounts, cache: Any, conversations: Any, share_prefix: bool) -> list[Generation]:
+    """One continuation per prompt from vLLM (:class:`playpen.inference.types.Engine`; its own
+    prefix cache, hits counted as reused, stands for ``cache``, ``conversations``, ``share_prefix``)."""
     if not prompts:
         return []
     if any(len(p) == 0 for p in prompts):
@@ -100,9 +101,8 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], sampl
         zeros = adapters.zeros(next(a for a in served.values() if a is not None))
         served = {name: zeros if a is None else a for name, a in served.items()}
     budgets = list(budgets) if budgets is not None else [sampling.max_new_tokens] * len(prompts)
-    eos = eos_token_ids(model, tokenizer)
+    eos = facts.eos
     out = []
-    counts = counts if counts is not None else PrefillCounts()
     answers = backend.complete(prompts, sampling, budgets, [served[n] for n in names], eos)
     for prompt, (ids, logprobs, finished, cached) in zip(prompts, answers, strict=True):
         hits = min(len(prompt), cached or 0)
