@@ -9,21 +9,14 @@ pytest.importorskip("vllm")
 
 import torch  # noqa: E402
 
-from vllm_helpers import (LOGPROB_TOLERANCE, VLLM, assert_same, make_vllm_model, playpen_answers,  # noqa: E402
-                          prompts_of, requests_answered)
+# small_kv_cache is an autouse fixture: importing it gives this module the small KV cache and the shutdown
+from vllm_helpers import (LOGPROB_TOLERANCE, VLLM, assert_same, make_vllm_model, playpen_answers,  # noqa: E402,F401
+                          prompts_of, requests_answered, small_kv_cache)
 
 from playpen.inference import vllm_engine  # noqa: E402
 from playpen.inference.engine import generate, generate_within  # noqa: E402
 from playpen.inference.kvcache import KVCacheStore  # noqa: E402
 from playpen.rollouts import Learner, SamplingConfig, chat, rollout  # noqa: E402
-
-
-@pytest.fixture(scope="module", autouse=True)
-def small_kv_cache():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
-        yield
-    vllm_engine.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ pytest.importorskip("vllm")
 from click.testing import CliRunner  # noqa: E402
 from conftest import GAMES_DIR, tiny_registry_entry  # noqa: E402
 from rollout_helpers import JUDGE_TEMPLATE, TOYGAMES_DIR, teach_speaker_and_judge  # noqa: E402
-from vllm_helpers import make_vllm_model, requests_answered  # noqa: E402
+from vllm_helpers import make_vllm_model, requests_answered, small_kv_cache  # noqa: E402,F401 (autouse)
 
 from playpen.cli import cli  # noqa: E402
 from playpen.inference import vllm_engine  # noqa: E402
@@ -24,14 +24,6 @@ from playpen.inference import vllm_engine  # noqa: E402
 # float32 everywhere: greedy and sampled runs then share one engine (auto would pick bf16 for sampled turns)
 VLLM = ["--engine", "vllm", "--engine-dtype", "float32"]
 RELAY = ["--games", "relay", "--train-instances", "instances_train"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def small_kv_cache():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
-        yield
-    vllm_engine.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
 """Helpers of the vLLM tests (plain functions; each test module builds its own engine or server)."""
+import pytest
 import torch
 
 from playpen.inference import vllm_engine
@@ -11,6 +12,15 @@ from playpen.rollouts import SamplingConfig, chat
 LOGPROB_TOLERANCE = 1e-3
 VLLM = SamplingConfig(temperature=0.0, max_new_tokens=8, engine="vllm")
 PLAYPEN = SamplingConfig(temperature=0.0, max_new_tokens=8, engine="dynamic")
+
+
+# a module that imports it gets it autouse: a small KV cache, and its engine shut down at the end
+@pytest.fixture(scope="module", autouse=True)
+def small_kv_cache():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+        yield
+    vllm_engine.shutdown()
 
 
 def make_vllm_model(out):
