@@ -110,10 +110,14 @@ class CallbackList(BaseCallback):
             cb.on_learn_end()
 
 
-# what the training bar shows, when a step logs it: the loss, the reward, the share of GRPO
-# groups without reward signal, of aborted episodes, and the KL to the reference
-PROGRESS_METRICS = {"train/loss": "loss", "rollout/reward_mean": "reward_mean", "grpo/dropped_groups": "no_signal",
-                    "rollout/aborted_rate": "aborted", "train/kl": "kl"}
+# what the training bar shows, when a step logs it (short labels: the bar is one line): the loss,
+# the reward, the share of groups without reward signal (GRPO: a fraction; expert iteration: the %
+# of instances whose samples won nothing), the aborted share, the episodes' mean turns, the KL to
+# the reference (GRPO with --beta > 0 only) and whether the rollouts came from weights the last
+# step changed (1) or from the same weights as before (0: nothing is being learned)
+PROGRESS_METRICS = {"train/loss": "loss", "rollout/reward_mean": "reward", "grpo/dropped_groups": "no_signal",
+                    "expert/no_win_groups": "no_win%", "rollout/aborted_rate": "aborted",
+                    "rollout/turns_mean": "turns", "train/kl": "kl", "rollout/adapter_changed": "changed"}
 
 
 class ProgressCallback(BaseCallback):
@@ -148,7 +152,8 @@ class ProgressCallback(BaseCallback):
     def _on_train_step(self, step, metrics):
         if self._train_bar is not None:
             self._train_bar.update(step - self._train_bar.n)
-            shown = {name: round(metrics[key], 4) for key, name in PROGRESS_METRICS.items()
+            # tqdm shows 3 significant digits: a KL of 3e-5 stays readable (rounding to places would show 0)
+            shown = {name: metrics[key] for key, name in PROGRESS_METRICS.items()
                      if isinstance(metrics.get(key), (int, float))}
             if shown:
                 self._train_bar.set_postfix(shown, refresh=False)

@@ -289,3 +289,82 @@ def test_the_policy_watch_says_once_when_the_generating_weights_stop_changing():
     assert len(said) == 1
     assert rollout_health(["success", "aborted", "failure", "aborted"], [2, 1, 3, 2]) == \
         {"rollout/aborted_rate": 0.5, "rollout/turns_mean": 2.0}
+
+
+def test_the_progress_bar_shows_the_runs_health(capsys):
+    """The training bar's last line, fed step lines made as the trainers make them (TRL's log
+    renamed, then playpen's rollout metrics): GRPO's loss, reward, share of groups without
+    signal, aborted share, turns, KL and adapter check; expert iteration's no-win share; a
+    metric a step does not log (expert iteration's reward and KL) is simply not on the bar."""
+    import torch
+    from playpen.callbacks import ProgressCallback
+    from playpen.training.common.trainer_callback import rename_metrics
+    from playpen.training.grpo.advantages import Advantages
+    from playpen.training.grpo.watch import PolicyWatch, rollout_health
+    layer = torch.nn.Linear(2, 1)
+    watch = PolicyWatch(learning_rate=1e-4, echo=print)
+    watch.check(layer, 0)
+    with torch.no_grad():
+        layer.bias.add_(0.5)
+    advantages = Advantages("group", group_size=2, echo=print)
+    advantages.compute([1.0, 0.0, 0.0, 0.0], ["Guesser"] * 4, ["taboo"] * 4)  # the second group: no signal
+    trl_log = {"loss": -0.09480186, "grad_norm": 1.4657, "learning_rate": 2e-4, "reward": -0.33333334,
+               "kl": 0.0016559, "rewards/role:Guesser/mean": 0.4, "entropy": 3.597}
+    grpo_step = {**rename_metrics(trl_log), **advantages.metrics, **watch.check(layer, 1),
+                 **rollout_health(["success", "aborted", "failure", "aborted"], [3, 1, 2, 3])}
+
+    def last_line(step_metrics):
+        bar = ProgressCallback()
+        bar.on_learn_start("run", 2)
+        bar.on_train_step(1, step_metrics)
+        bar.on_learn_end()  # closing draws the bar's final state
+        return capsys.readouterr().err.strip().split("\r")[-1]
+
+    assert last_line(grpo_step).endswith(
+        "loss=-0.0948, reward=-0.333, no_signal=0.5, aborted=0.5, turns=2.25, kl=0.00166, changed=1]")
+    sft_log = {"loss": 1.25, "grad_norm": 3.1, "learning_rate": 1e-4, "mean_token_accuracy": 0.5, "num_tokens": 96.0}
+    expert_step = {**rename_metrics(sft_log), "expert/round": 2, "expert/win_rate": 12.5, "expert/no_win_groups": 75.0,
+                   **rollout_health(["failure", "success"], [4, 2]), **watch.check(layer, 2)}
+    assert last_line(expert_step).endswith("loss=1.25, no_win%=75, aborted=0, turns=3, changed=0]")
+    bare = last_line({"train/grad_norm": 1.0})  # nothing the bar shows: no postfix at all
+    assert bare.startswith("run steps:") and bare.endswith("]") and "=" not in bare
+
+
+def test_a_run_whose_weights_never_change_is_named_in_one_line_and_stops(tmp_path, capsys):
+    """``--stop-without-signal 2``: groups that carry signal, yet the rollouts of steps 2 to 4
+    come from the same weights (the updates miss the generating model). The trainer callback asks
+    :func:`stop_reason` after each logged step: quiet while the weights moved, then one line
+    naming the unchanged weights, and the run saves and stops. At learning rate 0 unchanged
+    weights are expected: no stop."""
+    import torch
+    from transformers import TrainerControl, TrainerState
+    from playpen.callbacks import CallbackList
+    from playpen.training.common.trainer_callback import make_trainer_callback
+    from playpen.training.grpo.advantages import Advantages
+    from playpen.training.grpo.watch import PolicyWatch, stop_reason
+    layer = torch.nn.Linear(2, 1)
+    for learning_rate, stops_at in ((1e-4, 4), (0.0, None)):
+        advantages = Advantages("group", group_size=2, echo=print)
+        watch = PolicyWatch(learning_rate, echo=print)
+        callback = make_trainer_callback(CallbackList(), tmp_path / str(learning_rate),
+                                         stop_when=lambda: stop_reason(2, advantages, watch))
+        stopped = None
+        for step in range(1, 5):
+            advantages.compute([1.0, 0.0], ["Guesser"] * 2, ["taboo"] * 2)  # signal in every step
+            watch.check(layer, step)
+            if step == 1:
+                with torch.no_grad():
+                    layer.weight.add_(1e-3)  # the only update that reaches the generating weights
+            control = TrainerControl()
+            callback.on_log(None, TrainerState(global_step=step), control, logs={"loss": 0.5})
+            if control.should_training_stop:
+                stopped = step
+                break
+        said = [line for line in capsys.readouterr().out.splitlines() if "stopping at step" in line]
+        assert stopped == stops_at and len(said) == (1 if stops_at else 0)
+        if stops_at:
+            assert control.should_save and said[0] == (
+                "[playpen] stopping at step 4: the rollouts of 3 steps in a row came from unchanged weights "
+                "although the learning rate is 0.0001: the updates are 0 or miss the generating model "
+                "(--stop-without-signal 0 trains on regardless)")
+    assert stop_reason(0, advantages, PolicyWatch(1e-4)) is None  # 0: never stop
