@@ -206,3 +206,18 @@ def test_bad_options_fail_in_one_line_before_any_model_loads(tiny_workspace, arg
     assert result.exit_code == 2, result.output
     assert expected in result.output and "Traceback" not in result.output
     assert not (tiny_workspace / "models").exists()
+
+
+def test_rounds_that_play_the_same_weights_are_named_once(toy_workspace):
+    """Four rounds that win nothing train nothing: rounds 2 to 4 play round 1's weights although
+    the learning rate is above 0. The console says so in one line, in rounds (each round's
+    check is logged as ``rollout/adapter_changed``); the run then fails as one that won nothing."""
+    result = CliRunner().invoke(cli, ["run", str(TRAINER), "-l", "tiny-random", "-t", "programmatic", "-L", "4",
+                                      "--games", "relay", "--train-instances", "instances", "--roles", "Listener",
+                                      "--rounds", "4", "--max-steps", "4", "--instances-per-round", "1",
+                                      "--samples-per-instance", "1", "--no-evaluate"])
+    assert result.exit_code == 2 and "the learner won no episode in 4 round(s)" in result.output, result.output
+    said = [line for line in result.output.splitlines() if "generated with the same weights" in line]
+    assert said == ["[playpen] the rollouts of the last 4 rounds were generated with the same weights although the "
+                    "learning rate is 0.0002: the generating model is not the one being trained, or every update "
+                    "was 0 (no signal, or gradients dropped)"]

@@ -64,7 +64,8 @@ class RoundPlayer:
             sampling = replace(sampling, temperature=1.0)
         self.sampling = sampling
         self.metrics: dict[str, float] = {}
-        self.watch = PolicyWatch(cfg.learning_rate)  # does each round play the weights the last one trained?
+        # does each round play the weights the last one trained? (a round that won nothing trains nothing)
+        self.watch = PolicyWatch(cfg.learning_rate, unit="rounds")
 
     def __call__(self, round_: int, policy: Any) -> list[dict]:
         cfg, trainer = self.cfg, self.trainer

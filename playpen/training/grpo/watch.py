@@ -37,11 +37,12 @@ def weights_fingerprint(model) -> tuple[float, float, int]:
 
 
 class PolicyWatch:
-    """Compares the generating model's trainable weights with the previous step's."""
+    """Compares the generating model's trainable weights with the previous step's (``unit``:
+    what a check stands for in the console line; expert iteration checks once per round)."""
 
     def __init__(self, learning_rate: float, stale_steps: int = STALE_STEPS,
-                 echo: Callable[[str], None] = lambda line: print(line, flush=True)):
-        self.learning_rate, self.stale_steps, self.echo = learning_rate, stale_steps, echo
+                 echo: Callable[[str], None] = lambda line: print(line, flush=True), unit: str = "steps"):
+        self.learning_rate, self.stale_steps, self.echo, self.unit = learning_rate, stale_steps, echo, unit
         self.previous: Optional[tuple] = None
         self.unchanged = 0
         self.warned = False
@@ -56,9 +57,9 @@ class PolicyWatch:
         self.unchanged = 0 if changed else self.unchanged + 1
         if self.learning_rate > 0 and self.unchanged >= self.stale_steps and not self.warned:
             self.warned = True
-            self.echo(f"[playpen] the rollouts of the last {self.unchanged + 1} steps were generated with the same "
-                      f"weights although the learning rate is {self.learning_rate:g}: the generating model is not "
-                      f"the one being trained, or every step's update was 0 (no signal, or gradients dropped)")
+            self.echo(f"[playpen] the rollouts of the last {self.unchanged + 1} {self.unit} were generated with the "
+                      f"same weights although the learning rate is {self.learning_rate:g}: the generating model is "
+                      f"not the one being trained, or every update was 0 (no signal, or gradients dropped)")
         return {"rollout/adapter_changed": float(changed)}
 
 
