@@ -63,15 +63,19 @@ def seed_averaged_thirds(rng, n):
     return [sum(rng.choice(scores) - rng.choice(scores) for _ in range(3)) / 3 for _ in range(n)]
 
 
-def brute_force_wilcoxon(differences):
-    """W+ over every sign pattern, ranks from magnitudes rounded to 9 decimals (exact ties)."""
+def brute_force_wilcoxon(differences, alternative="two-sided"):
+    """W+ over every sign pattern, ranks from magnitudes rounded to 9 decimals (exact ties);
+    ``greater``: P(W+* >= W+), ``less``: P(W+* <= W+)."""
     nonzero = [d for d in differences if abs(d) > 1e-9]
     magnitudes = [round(abs(d), 9) for d in nonzero]
     ranks = [sum(m < x for m in magnitudes) + (sum(m == x for m in magnitudes) + 1) / 2 for x in magnitudes]
     observed = sum(r for r, d in zip(ranks, nonzero) if d > 0)
     center = sum(ranks) / 2
-    hits = sum(abs(sum(r for r, s in zip(ranks, signs) if s > 0) - center) >= abs(observed - center) - 1e-9
-               for signs in itertools.product((1, -1), repeat=len(nonzero)))
+    hits = 0
+    for signs in itertools.product((1, -1), repeat=len(nonzero)):
+        w = sum(r for r, s in zip(ranks, signs) if s > 0)
+        hits += (w >= observed - 1e-9 if alternative == "greater" else w <= observed + 1e-9
+                 if alternative == "less" else abs(w - center) >= abs(observed - center) - 1e-9)
     return hits / 2 ** len(nonzero)
 
 
@@ -85,7 +89,14 @@ def test_seed_averaged_thirds_against_every_pattern():
         assert stats.sign_flip_test(d).p_value == pytest.approx(brute_force_sign_flip(nonzero), abs=1e-12)
         assert stats.sign_flip_test(d, "greater").p_value == pytest.approx(
             brute_force_sign_flip(nonzero, "greater"), abs=1e-12)
-        assert stats.wilcoxon_test(d).p_value == pytest.approx(brute_force_wilcoxon(d), abs=1e-12)
+        for alternative in ("two-sided", "greater", "less"):
+            assert stats.wilcoxon_test(d, alternative).p_value == pytest.approx(
+                brute_force_wilcoxon(d, alternative), abs=1e-12), (n, alternative)
+    # one-sided, by hand: |d| = 1/3, 1/3, 2/3 -> ranks 1.5, 1.5, 3; W+ = 1.5 + 3 = 4.5. The 8 subsets
+    # of {1.5, 1.5, 3} give W+ = 0, 1.5, 1.5, 3, 3, 4.5, 4.5, 6: 3 are >= 4.5, 7 are <= 4.5
+    d = [100 / 3, -100 / 3, 200 / 3]
+    assert stats.wilcoxon_test(d, "greater").p_value == pytest.approx(3 / 8) == brute_force_wilcoxon(d, "greater")
+    assert stats.wilcoxon_test(d, "less").p_value == pytest.approx(7 / 8) == brute_force_wilcoxon(d, "less")
     # the rounding case the old count got wrong: every pattern's |T| ties the observed one
     d = [100 / 3, 100 / 3, -200 / 3]
     assert stats.sign_flip_test(d).p_value == pytest.approx(brute_force_sign_flip(d)) == pytest.approx(1.0)
@@ -142,3 +153,23 @@ def test_detectable_effect_and_smallest_p():
     assert stats.sample_sd([1.0, 3.0]) == pytest.approx(math.sqrt(2))
     with pytest.raises(ValueError):
         stats.sign_flip_test([1.0], "bigger")
+
+
+def test_tost_p_against_two_one_sided_z_tests(benchmark_script):
+    """benchmarks/harness.py's ``tost_p`` (equivalence within ±margin, normal approximation):
+    the larger p of the z-tests of H0 mean <= -margin and H0 mean >= margin, computed here with
+    scipy's normal tails and numpy's standard deviation."""
+    import numpy as np
+    from scipy.stats import norm
+    tost_p = benchmark_script("harness").tost_p
+    # by hand: mean 0, sd sqrt(4/3), se sqrt(1/3); margin 1: z = sqrt(3) on both sides, p = 0.0416
+    assert tost_p([1, -1, 1, -1], 1.0) == pytest.approx(norm.sf(math.sqrt(3))) == pytest.approx(0.04163, abs=1e-5)
+    rng = random.Random(5)
+    for mean, equivalent in ((0.5, True), (4.9, False), (-4.9, False)):  # near either margin: not shown
+        d = [rng.gauss(mean, 4) for _ in range(300)]
+        se = np.std(d, ddof=1) / math.sqrt(len(d))
+        lower, upper = norm.sf((np.mean(d) + 5) / se), norm.cdf((np.mean(d) - 5) / se)
+        p = tost_p(d, 5.0)
+        assert p == pytest.approx(max(lower, upper), rel=1e-9), mean
+        assert (p < 0.05) == equivalent, (mean, p)
+    assert tost_p([2.0, 2.0], 5.0) == 0.0 and tost_p([6.0, 6.0], 5.0) == 1.0  # no spread: the mean decides
