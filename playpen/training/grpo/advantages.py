@@ -5,17 +5,20 @@ TRL's GRPOTrainer subtracts each group's mean reward (``--baseline group``). Two
 baselines (``--baseline``):
 
 - ``running``: a per-(game, role) running mean of the role's rewards in earlier steps
-  (exponential, momentum 0.9; a role's first step uses that step's mean). A group that is
-  all better than the role usually does is pushed up as a whole, which the group mean
-  cannot do;
+  (exponential, momentum 0.9; a role's first step uses that step's mean). A group whose
+  rewards differ but all lie above what the role usually gets is pushed up as a whole,
+  which the group mean cannot do; a group whose rewards are all equal still gets 0, however
+  far from the running mean (below);
 - ``chance``: the reward a rule-following guesser would get on average, from the game's
   declared chance level (``"chance_success"`` in clemgame.json: referencegame 1/3). A
   constant answer scores at chance and so earns nothing on average.
 
 - ``episodic``: the running mean of ``running``, updated after every episode (in the order
   of the batch) instead of once per step: each row is compared with the rows before it;
-- ``constant``: a fixed reward (``--baseline-constant``, default 0): REINFORCE with a
-  constant baseline.
+- ``constant``: a fixed reward c (``--baseline-constant``, default 0). Not plain REINFORCE
+  with a constant baseline: a group whose rewards are all equal still gets 0 (below), and
+  under ``--scale-rewards group`` r - c is still divided by the group's std + 1e-4; only with
+  ``--scale-rewards none`` is a varied group's advantage r - c.
 
 ``running`` and ``episodic`` decay by ``--baseline-decay`` (default 0.9) per update;
 ``--role-baselines ROLE:BASELINE,...`` gives single roles another baseline (a proposer
@@ -29,7 +32,9 @@ per (episode type, role) and level. The advantages used are logged per level and
 (``advantage/<level>/<role>/mean``, ``.../num``).
 
 Every baseline divides by the group's reward std (Bessel-corrected, + 1e-4, as TRL does;
-``--scale-rewards group``), by the std of the step's scored rewards (``batch``) or by 1 (``none``).
+``--scale-rewards group``), by the std of the step's scored rewards (``batch``) or by 1 (``none``):
+A = (r - b) / (s + 1e-4). With ``running``, ``chance`` or ``constant`` under ``group`` a group whose
+rewards vary little but lie far from b gets large advantages (its small std divides a large r - b).
 A group whose scored rewards are all equal (or that has fewer than two scored rows) carries
 no reward signal (it is *dropped* from the policy gradient): its advantages are 0 (exactly),
 whatever the baseline; its rows stay in the step for the KL term and the token count
