@@ -29,13 +29,27 @@ partners' tokens are masked out of every sum)::
   ``num_iterations=1``); ``--epsilon`` / ``--epsilon-high`` act on rows an older policy made
   (``--off-policy clip``).
 - the reference: the adapter-free base model, or with ``--init-adapter`` a frozen copy of
-  that adapter; ``--beta 0`` skips the reference pass.
+  that adapter; ``--beta 0`` skips the reference pass, and with it ``train/kl``: TRL computes
+  the reference log-probs only when beta != 0, and a KL logged at beta 0 would cost that extra
+  forward of every row each step (not added).
 
-Reading order for a newcomer: this module (the loss); :mod:`.advantages` (A: baselines,
-dropped groups, credit); :mod:`.rollout_bridge` (the rollout function that
-plays the groups' episodes and returns the learner's tokens and masks); :mod:`.steps` (how
-a step's rows are cut into micro-batches); :mod:`playpen.training.trl_trainers`
-(``PlaypenGRPOTrainer``: where TRL's loss is called); :mod:`.trainer` (the two trainers).
+Reading order for a newcomer (this list is the one; docs/trainers.md points here):
+
+1. this module: the loss, and the options that set it;
+2. :mod:`.advantages`: A (the baselines, dropped groups, credit assignment);
+3. :mod:`.options`: every option of a GRPO run and its checks before any model loads;
+4. :mod:`.assembly`: what ``learn()`` step 1 builds from them (dataset, reward functions,
+   rollout function, model, advantages, the off-policy guard);
+5. :mod:`.rollout_bridge`: the rollout function that plays the groups' episodes and returns
+   the learner's tokens and masks;
+6. :mod:`.watch`: the run's health per step (adapter changed, aborted share, turns) and why a
+   run that cannot learn stops (``--stop-without-signal``);
+7. :mod:`.steps`: how a step's rows are cut into micro-batches;
+8. :mod:`playpen.training.trl_trainers`: ``PlaypenGRPOTrainer``, where TRL's loss is called;
+9. :mod:`.trainer`: the two trainers and their ``learn()``;
+10. as needed: :mod:`.mixes` (``--partners``, ``--game-shares``), :mod:`.past` (frozen past
+    snapshots as partners), :mod:`.offpolicy` (``--max-policy-lag``: stale rows dropped or clipped).
+
 ``tests/test_grpo_reference.py`` checks the loss and gradients against TRL's stock
 ``GRPOTrainer`` on the same rows.
 """

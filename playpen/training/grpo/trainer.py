@@ -113,9 +113,16 @@ class GRPOSelfPlayTrainer(_GRPOGamesTrainer):
     self-play the roles of an instance share its episodes. ``-T`` is the rollouts'
     temperature (0 becomes 1.0: greedy groups carry no signal), ``-L`` the tokens per turn.
     With ``--init-adapter`` the KL term's reference is that adapter, kept frozen as a second
-    adapter of the same model. The objective: docs/trainers.md; against collapse to a private
-    protocol and forgetting (``--baseline``, ``--partners``, ``--game-shares``, ``--sft-coef``):
-    the same page.
+    adapter of the same model. The loss, every term set by playpen (defaults: ``--loss-type dapo``,
+    ``--epsilon 0.2``, ``--epsilon-high 0`` = ε, ``--scale-rewards group``, ``--baseline group``,
+    ``--beta 0.02``; derivation and reading order: playpen/training/grpo/objective.py):
+
+        A_i = (r_i - mean of the group's r) / (std of the group's r + 1e-4)    (0 if all r are equal)
+        L = -1/N sum_i sum_t [min(rho A_i, clip(rho, 1 - eps, 1 + eps_high) A_i) - beta KL_t]
+            N = the step's learner tokens; rho = 1 on-policy; KL_t to the reference (base or start adapter)
+
+    Against collapse to a private protocol and forgetting (``--baseline``, ``--partners``,
+    ``--game-shares``, ``--sft-coef``): docs/trainers.md.
 
     Outputs: ``models/grpo+lora/<learner>/selfplay/`` holds ``checkpoint-N`` (the adapter;
     ``ref/`` and ``past/`` beside it when there is a frozen reference or past snapshot),
