@@ -26,7 +26,7 @@ _PREAMBLE = {"role": "user", "content": "."}
 # what the check before training renders: any prefix-continuous template passes it
 _MADE_UP = ({"role": "user", "content": "Say hello."}, {"role": "assistant", "content": "Hello."},
             {"role": "user", "content": "Now say bye."})
-# (model, template, template kwargs, game, role) whose real conversation was checked in this process
+# (tokenizer, template, template kwargs, game, role) whose real conversation was checked in this process
 _CHECKED: set[tuple] = set()
 
 
@@ -133,8 +133,11 @@ def conversation_problem(tokenizer, messages: Sequence[dict], template_kwargs: O
     if growing == rendered:
         return None
     at = next((i for i, (a, b) in enumerate(zip(growing, rendered)) if a != b), min(len(growing), len(rendered)))
+    # the same text in other tokens: a reply's first characters merge with the generation prompt's last
+    seam = (" (the same text in other tokens: a reply and the template's text around it tokenise together "
+            "in the render)" if tokenizer.decode(growing) == tokenizer.decode(rendered) else "")
     return (f"after {at} tokens the turn-by-turn sequence has {tokenizer.decode(growing[at:at + 8])!r} where "
-            f"the template's render of the whole conversation has {tokenizer.decode(rendered[at:at + 8])!r}")
+            f"the template's render of the whole conversation has {tokenizer.decode(rendered[at:at + 8])!r}{seam}")
 
 
 def warn_if_discontinuous(tokenizer, name: str, template_kwargs: Optional[dict] = None,
@@ -154,12 +157,13 @@ def warn_once_if_discontinuous(tokenizer, name: str, game: str, role: str, messa
     """Say in one line when ``name``'s chat template is not prefix-continuous on ``messages``,
     the conversation of a ``role`` player in ``game`` (:func:`conversation_problem`): the rollout
     loop calls it for every finished episode's learner conversation, and trainers that learn
-    from re-rendered conversations for theirs. Checked once per model, template, game and role
-    in a process (the first conversation with a reply followed by more messages), so it costs
+    from re-rendered conversations for theirs. Checked once per tokenizer, template, game and
+    role in a process (the first conversation with a reply followed by more messages), so it costs
     one render per game and role, not one per episode. Returns the problem or None."""
+    # the template's key, not the model's name: a population's members share one line
     template = tokenizer.chat_template
-    key = (name, template if isinstance(template, (str, type(None))) else repr(template),
-           repr(sorted((template_kwargs or {}).items())), game, role)
+    key = (getattr(tokenizer, "name_or_path", ""), template if template is None or isinstance(template, str)
+           else repr(template), repr(sorted((template_kwargs or {}).items())), game, role)
     if key in _CHECKED:
         return None
     if not any(m["role"] == "assistant" for m in messages[1:-1]):

@@ -361,16 +361,17 @@ class _Loop:
             episode_scores=result.episode_scores, path=path))
 
     def _check_continuity(self, episode: Episode) -> None:
-        """The learner's conversations against a fresh render of them: one line per game and
-        role whose template breaks the prefix (:func:`chat.warn_once_if_discontinuous`; after
-        the first check of a game and role this is a set lookup)."""
+        """The conversations the model generated turn by turn (the learner's, and the adapter
+        players' that population trainers train) against a fresh render of them: one line per
+        game and role whose template breaks the prefix (:func:`chat.warn_once_if_discontinuous`;
+        after the first check of a game and role this is a set lookup)."""
         for player_name, buffer in episode.buffers.items():
-            if episode.plan.responders.get(player_name, LEARNER) is not LEARNER:
-                continue  # an adapter player: not the model being trained
+            responder = episode.plan.responders.get(player_name, LEARNER)
+            player = self._player(responder)
+            kwargs = self.template_kwargs if responder is LEARNER else dict(player.template_kwargs)
             for *_, seen in buffer.segments():
-                chat.warn_once_if_discontinuous(self.learner.tokenizer, self.learner.name, episode.plan.name,
-                                                episode.plan.roles.get(player_name, player_name), seen,
-                                                self.template_kwargs)
+                chat.warn_once_if_discontinuous(player.tokenizer, player.name, episode.plan.name,
+                                                episode.plan.roles.get(player_name, player_name), seen, kwargs)
 
     def _fail(self, episode: Episode, error: Exception) -> None:
         if self.raise_game_errors:
