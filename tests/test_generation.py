@@ -128,6 +128,7 @@ def test_a_template_that_breaks_only_on_a_games_own_messages_is_named_once_per_g
     from playpen.rollouts import chat
     monkeypatch.setattr(chat, "_CHECKED", set())
     tokenizer = AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+    smol_template = tokenizer.chat_template
     # Mistral's first templates: the system message goes into the LAST user turn, so the first
     # prompt has it where the render of the history has it later; without one it is continuous
     tokenizer.chat_template = (
@@ -155,6 +156,6 @@ def test_a_template_that_breaks_only_on_a_games_own_messages_is_named_once_per_g
     assert len(said) == 3 and "on wordle (Guesser)" in said[2]
     # SmolLM2's own template, a reply that starts with newlines: the same text, other tokens
     # (the render merges them with the generation prompt's newline)
-    tokenizer = AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+    tokenizer.chat_template = smol_template
     seam = chat.conversation_problem(tokenizer, [game[0], {"role": "assistant", "content": "\n\nCLUE"}, game[2]])
     assert seam is not None and "the same text in other tokens" in seam

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from rollout_helpers import GenerateSpy, make_learner
+from rollout_helpers import TRIMMING, GenerateSpy, make_learner
 
 from playpen.errors import PlaypenError
 from playpen.rollouts import Branching, InstanceRef, rollout
@@ -233,13 +233,6 @@ def test_context_window_overflow_fails_the_episode_and_short_room_cuts_the_turn(
     assert "ContextOverflowError" in failed[0].error
     assert result.stats.num_errors == len(failed)
     assert all(not e.error for e in result.episodes if prompt_of[e.game_id] < longest)
-
-
-# Llama 3's habit: every message's text trimmed. A reply the model ended with whitespace renders
-# shorter once a later turn follows it; the made-up check before training ("Hello.") passes.
-TRIMMING = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['role'] == 'assistant' %}"
-            "{{ m['content'] | trim }}{% else %}{{ m['content'] }}{% endif %}<|im_end|>\n{% endfor %}"
-            "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
 def test_a_template_that_breaks_the_prefix_on_a_games_messages_is_named_once(toy_workspace, tiny_pair, capsys,
