@@ -113,20 +113,22 @@ def conversation_problem(tokenizer, messages: Sequence[dict], template_kwargs: O
     reasoning, trims replies, adds a per-turn date or moves the system message) makes that
     sequence differ from a fresh render of the same conversation, so what the model saw while
     playing is not what the template gives for the history. The sequence is rebuilt here with
-    the functions the rollout grows it with, each reply encoded from its text (the ids a model
-    generated may tokenise its text differently; that is not the template's doing), up to the
-    prompt of the last assistant turn; the render is :func:`prompt_ids` of the same messages."""
+    the functions the rollout grows it with, each reply encoded from its text and closed with
+    the EOS token (the ids a model generated may tokenise its text differently; that is not the
+    template's doing), up to the prompt of the last assistant turn; the render is
+    :func:`prompt_ids` of the same messages."""
     messages = normalize_messages(messages)
     while messages and messages[-1]["role"] == "assistant":
         messages.pop()  # the last reply: nothing follows it, the history ends before it
     replies = [i for i, m in enumerate(messages) if m["role"] == "assistant" and i > 0]
     if not replies:
         return None
+    eos = tokenizer.eos_token_id  # a model ends its turn with it
     try:
         growing = prompt_ids(tokenizer, messages[:replies[0]], template_kwargs)
         for reply, end in zip(replies, [*replies[1:], len(messages)]):
-            growing += _encode(tokenizer, messages[reply]["content"])
-            growing += continuation_ids(tokenizer, messages[reply + 1:end], None, template_kwargs)
+            growing += _encode(tokenizer, messages[reply]["content"]) + ([eos] if eos is not None else [])
+            growing += continuation_ids(tokenizer, messages[reply + 1:end], eos, template_kwargs)
         rendered = prompt_ids(tokenizer, messages, template_kwargs)
     except (ValueError, TemplateError) as e:
         return str(e)
