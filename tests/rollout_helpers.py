@@ -26,6 +26,14 @@ class GenerateSpy:
         monkeypatch.setattr(engine, "generate", spy)
 
 
+# A chat template with Llama 3's habit: every message's text trimmed. A reply the model began or
+# ended with whitespace renders shorter once a later turn follows it; the made-up check before
+# training ("Hello.") passes.
+TRIMMING = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['role'] == 'assistant' %}"
+            "{{ m['content'] | trim }}{% else %}{{ m['content'] }}{% endif %}<|im_end|>\n{% endfor %}"
+            "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
 # sayword's all-"yes" instances ask for this word; tiny-yesno (conftest.yesno_model_dir) half-learnt it
 PROMPT = "Reply with the single word: yes"
 

@@ -120,3 +120,42 @@ def test_a_template_that_is_not_prefix_continuous_is_named_in_one_line(smol_toke
         "[earlier]{% else %}{{ m['content'] }}{% endif %}<|im_end|>\n{% endfor %}"
         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
     assert "dropped the assistant turn" in continuity_problem(tokenizer)
+
+
+def test_a_template_that_breaks_only_on_a_games_own_messages_is_named_once_per_game_and_role(
+        smol_tokenizer_dir, monkeypatch):
+    from transformers import AutoTokenizer
+    from playpen.rollouts import chat
+    monkeypatch.setattr(chat, "_CHECKED", set())
+    tokenizer = AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+    smol_template = tokenizer.chat_template
+    # Mistral's first templates: the system message goes into the LAST user turn, so the first
+    # prompt has it where the render of the history has it later; without one it is continuous
+    tokenizer.chat_template = (
+        "{% set sys = messages[0]['content'] if messages[0]['role'] == 'system' else '' %}"
+        "{% set last = namespace(i=-1) %}{% for m in messages %}{% if m['role'] == 'user' %}"
+        "{% set last.i = loop.index0 %}{% endif %}{% endfor %}"
+        "{% for m in messages if m['role'] != 'system' %}<|im_start|>{{ m['role'] }}\n"
+        "{% if sys and m['role'] == 'user' and loop.index0 == last.i - 1 %}{{ sys }}\n\n{% endif %}"
+        "{{ m['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    game = [{"role": "user", "content": "Describe 'apple'."}, {"role": "assistant", "content": "CLUE: a fruit"},
+            {"role": "user", "content": "Wrong. Again."}, {"role": "assistant", "content": "CLUE: red"}]
+    assert chat.continuity_problem(tokenizer) is None and chat.conversation_problem(tokenizer, game) is None
+    with_system = [{"role": "system", "content": "You play taboo."}, *game]
+    said = []
+    for _ in range(3):  # every episode calls it; the first conversation of a game and role is checked
+        chat.warn_once_if_discontinuous(tokenizer, "odd-model", "taboo", "Describer", with_system, echo=said.append)
+    assert len(said) == 1 and "\n" not in said[0]
+    assert said[0].startswith("[playpen] the chat template of odd-model is not prefix-continuous on taboo "
+                              "(Describer): after ") and "You play taboo" in said[0]
+    chat.warn_once_if_discontinuous(tokenizer, "odd-model", "taboo", "Guesser", with_system, echo=said.append)
+    assert len(said) == 2 and "(Guesser)" in said[1]
+    # a one-turn conversation has no history yet: it does not use up the game's check
+    chat.warn_once_if_discontinuous(tokenizer, "odd-model", "wordle", "Guesser", with_system[:3], echo=said.append)
+    chat.warn_once_if_discontinuous(tokenizer, "odd-model", "wordle", "Guesser", with_system, echo=said.append)
+    assert len(said) == 3 and "on wordle (Guesser)" in said[2]
+    # SmolLM2's own template, a reply that starts with newlines: the same text, other tokens
+    # (the render merges them with the generation prompt's newline)
+    tokenizer.chat_template = smol_template
+    seam = chat.conversation_problem(tokenizer, [game[0], {"role": "assistant", "content": "\n\nCLUE"}, game[2]])
+    assert seam is not None and "the same text in other tokens" in seam

@@ -7,6 +7,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from rollout_helpers import TRIMMING
+
 from playpen.errors import PlaypenError
 from playpen.population import FictitiousSelfPlay, FSPOptions, League, LeagueOptions, deal, opponent_weights
 from playpen.population.leagues import seated
@@ -117,11 +119,18 @@ def test_an_epoch_trains_only_its_entrants(tiny_model_dir, tmp_path):
         NumberDuel(tiny_learner(tiny_model_dir), config=cfg, seed=1, progress=False).learn()
 
 
-def test_fictitious_self_play_on_a_clemcore_game(tiny_model_dir, toy_workspace):
+def test_fictitious_self_play_on_a_clemcore_game(tiny_model_dir, toy_workspace, capsys, monkeypatch):
+    from playpen.rollouts import chat
+    monkeypatch.setattr(chat, "_CHECKED", set())
     cfg = FSPOptions(games="relay", train_instances="instances", epochs=2, matches_per_epoch=2, num_generations=2,
                      lora_r=4, lora_dropout=0.0, models_dir=str(toy_workspace / "models"))
-    trainer = FictitiousSelfPlay(tiny_learner(tiny_model_dir, max_tokens=6), config=cfg, progress=False)
+    learner = tiny_learner(tiny_model_dir, max_tokens=6)
+    learner.tokenizer.chat_template = TRIMMING  # trims the replies the players started with a space
+    trainer = FictitiousSelfPlay(learner, config=cfg, progress=False)
     trainer.learn()
+    # the population's members play through the rollout loop: its template is named once
+    lines = [line for line in capsys.readouterr().out.splitlines() if "prefix-continuous" in line]
+    assert len(lines) == 1 and " on relay (Speaker): after " in lines[0], lines
     run = trainer.run_dir
     assert run == toy_workspace / "models" / "fsp+lora" / "tiny-random"
     assert trainer.population.names() == ["learner-0", "learner-1"]

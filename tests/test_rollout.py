@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from rollout_helpers import GenerateSpy, make_learner
+from rollout_helpers import TRIMMING, GenerateSpy, make_learner
 
 from playpen.errors import PlaypenError
 from playpen.rollouts import Branching, InstanceRef, rollout
@@ -233,3 +233,27 @@ def test_context_window_overflow_fails_the_episode_and_short_room_cuts_the_turn(
     assert "ContextOverflowError" in failed[0].error
     assert result.stats.num_errors == len(failed)
     assert all(not e.error for e in result.episodes if prompt_of[e.game_id] < longest)
+
+
+def test_a_template_that_breaks_the_prefix_on_a_games_messages_is_named_once(toy_workspace, tiny_pair, capsys,
+                                                                               monkeypatch):
+    from playpen.rollouts import chat
+    monkeypatch.setattr(chat, "_CHECKED", set())  # earlier rollouts of this process checked relay already
+    learner = make_learner(tiny_pair, max_new_tokens=5)
+    lenient = dict(partners={"Listener": "programmatic"}, instances=[InstanceRef("relay", "lenient", 0)],
+                   records_dir=None, seed=1)
+    played = rollout("relay", learner, **lenient)
+    (trajectory,) = played.trajectories
+    replies = [m["content"] for m in trajectory.messages if m["role"] == "assistant"]
+    assert trajectory.num_turns == 4 and any(r != r.strip() for r in replies[:-1])
+    # SmolLM2's template: the turn-by-turn tokens are its render; checked once, nothing said
+    assert "prefix-continuous" not in capsys.readouterr().out and len(chat._CHECKED) == 1
+
+    learner.tokenizer.chat_template = TRIMMING
+    assert chat.continuity_problem(learner.tokenizer) is None
+    rollout("relay", learner, **lenient)
+    rollout("relay", learner, **lenient)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "prefix-continuous" in line]
+    assert len(lines) == 1, lines  # once per game and role, not per episode
+    assert lines[0].startswith("[playpen] the chat template of tiny-random is not prefix-continuous on relay "
+                               "(Speaker): after ")

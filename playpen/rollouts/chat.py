@@ -5,7 +5,10 @@ The learner's view of a conversation is kept as ONE growing token sequence: the
 first prompt, then per turn the generated ids and the templated game messages that
 follow. Later turns are generated from that sequence, never from a re-rendered text,
 so what a trainer gets is exactly what the model saw (re-tokenising generated text
-can give different ids).
+can give different ids). That sequence equals a fresh render of the same conversation only
+when the template is prefix-continuous: checked on a made-up conversation before multi-turn
+training (:func:`warn_if_discontinuous`) and on each game's and role's first real
+conversation in a process (:func:`warn_once_if_discontinuous`, called by the rollout loop).
 
 Messages are normalised the way clemcore's HF backend does before templating:
 consecutive messages of the same role are joined with a blank line, and an empty
@@ -15,9 +18,16 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional, Sequence
 
+from jinja2.exceptions import TemplateError
+
 # A string that no game message contains; marks where the model's turn sits in a render.
 _SENTINEL = "\u2063PLAYPEN-MODEL-TURN\u2063"
 _PREAMBLE = {"role": "user", "content": "."}
+# what the check before training renders: any prefix-continuous template passes it
+_MADE_UP = ({"role": "user", "content": "Say hello."}, {"role": "assistant", "content": "Hello."},
+            {"role": "user", "content": "Now say bye."})
+# (tokenizer, template, template kwargs, game, role) whose real conversation was checked in this process
+_CHECKED: set[tuple] = set()
 
 
 def normalize_messages(messages: Iterable[dict]) -> list[dict]:
@@ -76,18 +86,6 @@ def continuation_ids(tokenizer, new_messages: Sequence[dict], last_model_token: 
     return _encode(tokenizer, tail)
 
 
-def warn_if_discontinuous(tokenizer, name: str, template_kwargs: Optional[dict] = None,
-                          echo=lambda line: print(line, flush=True)) -> Optional[str]:
-    """Say in one line, before multi-turn training, when ``name``'s chat template is not
-    prefix-continuous (:func:`continuity_problem`); returns the problem or None."""
-    problem = continuity_problem(tokenizer, template_kwargs)
-    if problem is not None:
-        echo(f"[playpen] the chat template of {name} is not prefix-continuous: {problem}. Multi-turn episodes "
-             f"are trained on the tokens the model saw turn by turn; a fresh render of the same conversation "
-             f"(another trainer, an evaluation that re-renders) would give other tokens")
-    return problem
-
-
 def strip_system(messages: Iterable[dict]) -> list[dict]:
     return [m for m in messages if m.get("role") != "system"]
 
@@ -98,26 +96,88 @@ def template_kwargs_of(clem_model: Any) -> dict:
 
 
 def continuity_problem(tokenizer, template_kwargs: Optional[dict] = None) -> Optional[str]:
-    """Why the chat template is not prefix-continuous, or None when it is.
+    """Why the chat template is not prefix-continuous on a made-up two-turn conversation, or
+    None: :func:`conversation_problem`, cheap enough to run before training. A template that
+    breaks only on a game's own messages (long prompts, whitespace around a reply, a system
+    message) passes it; :func:`warn_once_if_discontinuous` checks those on the real episodes."""
+    return conversation_problem(tokenizer, _MADE_UP, template_kwargs)
 
-    A multi-turn trajectory is the growing token sequence above: the first prompt, the
-    model's reply, the environment tokens after it, and so on. A template that renders an
-    earlier turn differently once a later one exists (one that drops earlier reasoning, or
-    adds a per-turn date) makes that sequence differ from a fresh render of the same
-    conversation, so what the model saw while playing is not what the template gives for the
-    history. Checked on a two-turn conversation: the growing sequence must equal the render."""
-    first, reply, second = ({"role": "user", "content": "Say hello."}, {"role": "assistant", "content": "Hello."},
-                            {"role": "user", "content": "Now say bye."})
-    eos = tokenizer.eos_token_id
+
+def conversation_problem(tokenizer, messages: Sequence[dict], template_kwargs: Optional[dict] = None) -> Optional[str]:
+    """Why the turn-by-turn tokens of ``messages`` differ from the template's render of them,
+    or None when they are equal (or there is no model turn followed by more messages).
+
+    A multi-turn trajectory is the growing token sequence of the module docstring: the first
+    prompt, the model's reply, the environment tokens after it, and so on. A template that
+    renders an earlier turn differently once a later one exists (one that drops earlier
+    reasoning, trims replies, adds a per-turn date or moves the system message) makes that
+    sequence differ from a fresh render of the same conversation, so what the model saw while
+    playing is not what the template gives for the history. The sequence is rebuilt here with
+    the functions the rollout grows it with, each reply encoded from its text and closed with
+    the EOS token (the ids a model generated may tokenise its text differently; that is not the
+    template's doing), up to the prompt of the last assistant turn; the render is
+    :func:`prompt_ids` of the same messages."""
+    messages = normalize_messages(messages)
+    while messages and messages[-1]["role"] == "assistant":
+        messages.pop()  # the last reply: nothing follows it, the history ends before it
+    replies = [i for i, m in enumerate(messages) if m["role"] == "assistant" and i > 0]
+    if not replies:
+        return None
+    eos = tokenizer.eos_token_id  # a model ends its turn with it
     try:
-        growing = (prompt_ids(tokenizer, [first], template_kwargs) + _encode(tokenizer, reply["content"])
-                   + ([eos] if eos is not None else [])
-                   + continuation_ids(tokenizer, [second], eos, template_kwargs))
-        rendered = prompt_ids(tokenizer, [first, reply, second], template_kwargs)
-    except ValueError as e:
+        growing = prompt_ids(tokenizer, messages[:replies[0]], template_kwargs)
+        for reply, end in zip(replies, [*replies[1:], len(messages)]):
+            growing += _encode(tokenizer, messages[reply]["content"]) + ([eos] if eos is not None else [])
+            growing += continuation_ids(tokenizer, messages[reply + 1:end], eos, template_kwargs)
+        rendered = prompt_ids(tokenizer, messages, template_kwargs)
+    except (ValueError, TemplateError) as e:
         return str(e)
     if growing == rendered:
         return None
     at = next((i for i, (a, b) in enumerate(zip(growing, rendered)) if a != b), min(len(growing), len(rendered)))
+    # the same text in other tokens: a reply's first characters merge with the generation prompt's last
+    seam = (" (the same text in other tokens: a reply and the template's text around it tokenise together "
+            "in the render)" if tokenizer.decode(growing) == tokenizer.decode(rendered) else "")
     return (f"after {at} tokens the turn-by-turn sequence has {tokenizer.decode(growing[at:at + 8])!r} where "
-            f"the template's render of the whole conversation has {tokenizer.decode(rendered[at:at + 8])!r}")
+            f"the template's render of the whole conversation has {tokenizer.decode(rendered[at:at + 8])!r}{seam}")
+
+
+def warn_if_discontinuous(tokenizer, name: str, template_kwargs: Optional[dict] = None,
+                          echo=lambda line: print(line, flush=True)) -> Optional[str]:
+    """Say in one line, before multi-turn training, when ``name``'s chat template is not
+    prefix-continuous on a made-up conversation (:func:`continuity_problem`); returns the
+    problem or None."""
+    problem = continuity_problem(tokenizer, template_kwargs)
+    if problem is not None:
+        echo(_warning(name, "", problem))
+    return problem
+
+
+def warn_once_if_discontinuous(tokenizer, name: str, game: str, role: str, messages: Sequence[dict],
+                               template_kwargs: Optional[dict] = None,
+                               echo=lambda line: print(line, flush=True)) -> Optional[str]:
+    """Say in one line when ``name``'s chat template is not prefix-continuous on ``messages``,
+    the conversation of a ``role`` player in ``game`` (:func:`conversation_problem`): the rollout
+    loop calls it for every finished episode's learner conversation, and trainers that learn
+    from re-rendered conversations for theirs. Checked once per tokenizer, template, game and
+    role in a process (the first conversation with a reply followed by more messages), so it costs
+    one render per game and role, not one per episode. Returns the problem or None."""
+    # the template's key, not the model's name: a population's members share one line
+    template = tokenizer.chat_template
+    key = (getattr(tokenizer, "name_or_path", ""), template if template is None or isinstance(template, str)
+           else repr(template), repr(sorted((template_kwargs or {}).items())), game, role)
+    if key in _CHECKED:
+        return None
+    if not any(m["role"] == "assistant" for m in messages[1:-1]):
+        return None  # one turn: no history to compare yet; a later episode is checked
+    _CHECKED.add(key)
+    problem = conversation_problem(tokenizer, messages, template_kwargs)
+    if problem is not None:
+        echo(_warning(name, f" on {game} ({role})", problem))
+    return problem
+
+
+def _warning(name: str, where: str, problem: str) -> str:
+    return (f"[playpen] the chat template of {name} is not prefix-continuous{where}: {problem}. Multi-turn episodes "
+            f"are trained on the tokens the model saw turn by turn; a fresh render of the same conversation "
+            f"(another trainer, an evaluation that re-renders) would give other tokens")

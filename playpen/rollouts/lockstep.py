@@ -351,6 +351,7 @@ class _Loop:
 
     def _finish(self, episode: Episode) -> None:
         self._free(episode)
+        self._check_continuity(episode)
         result = episode.env.last_result
         path = episode.write(self.writer, self.learner.name, outcome=result.outcome,
                              main_score=result.main_score, rewards=result.rewards, error=None)
@@ -358,6 +359,19 @@ class _Loop:
             outcome=result.outcome, main_score=result.main_score, rewards=result.rewards,
             trajectories=episode.trajectories(result, self.learner.name),
             episode_scores=result.episode_scores, path=path))
+
+    def _check_continuity(self, episode: Episode) -> None:
+        """The conversations the model generated turn by turn (the learner's, and the adapter
+        players' that population trainers train) against a fresh render of them: one line per
+        game and role whose template breaks the prefix (:func:`chat.warn_once_if_discontinuous`;
+        after the first check of a game and role this is a set lookup)."""
+        for player_name, buffer in episode.buffers.items():
+            responder = episode.plan.responders.get(player_name, LEARNER)
+            player = self._player(responder)
+            kwargs = self.template_kwargs if responder is LEARNER else dict(player.template_kwargs)
+            for *_, seen in buffer.segments():
+                chat.warn_once_if_discontinuous(player.tokenizer, player.name, episode.plan.name,
+                                                episode.plan.roles.get(player_name, player_name), seen, kwargs)
 
     def _fail(self, episode: Episode, error: Exception) -> None:
         if self.raise_game_errors:

@@ -9,7 +9,10 @@ rejected. Contexts are the demonstrations' conversations up to that turn; the le
 prompt is rendered as the rollout engine renders a first prompt
 (:func:`playpen.rollouts.chat.prompt_ids`) and its generation keeps the generated ids
 (:func:`playpen.inference.engine.generate`), so the rejected turn is exactly what the
-model produced. A generation equal to the demonstration gives no pair. The DPO loss of
+model produced. A generation equal to the demonstration gives no pair. A chat template that
+is not prefix-continuous on a game's demonstrations is named once per game and role
+(:func:`playpen.rollouts.chat.warn_once_if_discontinuous`): SPIN trains on fresh renders of
+the history, the model plays on the tokens it saw turn by turn. The DPO loss of
 each round (:mod:`playpen.training.preference`) has the round's starting policy as its
 reference, which is SPIN's opponent.
 """
@@ -76,7 +79,12 @@ class SpinCollector:
         self.cfg = cfg
         self.tokenizer = lifecycle.tokenizer_of(trainer.learner)
         self.template_kwargs = template_kwargs_of(trainer.learner)
-        self.contexts = demonstration_turns(supervised_records(cfg, trainer.output_dir))
+        records = supervised_records(cfg, trainer.output_dir)
+        for record in records:  # SPIN learns on fresh renders of them; the model plays turn by turn
+            meta = record.get("meta", {})
+            chat.warn_once_if_discontinuous(self.tokenizer, trainer.learner.name, meta.get("game", "?"),
+                                            meta.get("game_role", "?"), record["messages"], self.template_kwargs)
+        self.contexts = demonstration_turns(records)
         if not self.contexts:
             raise DatasetError("the demonstrations hold no assistant turn after a message: nothing to compare")
         # -T/-L of `playpen run`: how the learner answers (greedy by default: its most likely turn)
