@@ -67,7 +67,8 @@ class ForkedPlaypen:
                 sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
                 sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
                 # pytest's log capture out: what the run logs goes where it goes in a new process
-                logging.root.handlers[:] = [h for h in logging.root.handlers if not type(h).__module__.startswith("_pytest")]
+                logging.root.handlers[:] = [h for h in logging.root.handlers
+                                            if not type(h).__module__.startswith("_pytest")]
                 os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
                 os.chdir(workspace)
                 # as a shell's foreground job starts: Python's own Ctrl-C handler, SIGTERM at its default.
