@@ -43,12 +43,28 @@ def demos(tmp_path_factory):
 def start_playpen(workspace, *args):
     """`python -m playpen ARGS` in workspace, as a child forked from this test process.
 
-    A new interpreter paid the imports of torch, transformers, peft and trl again (about 5 s
-    each time on 2 quiet cores, seven times in this file); the fork has them already. It is a
+    A new interpreter paid the imports of torch, transformers, peft and trl again, seven times
+    in this file (a stopped `playpen run sleeper.py`: 10.3 s that way, 0.9 s forked, on a busy
+    2-core machine); the fork has them already. It is a
     process of its own all the same: its own PID, lock and run folder, real signals, its exit
     code from playpen's own entry module (``playpen/__main__.py``), its stdout and stderr through
-    pipes."""
-    return ForkedPlaypen(workspace, [str(a) for a in args])
+    pipes. CUDA does not survive a fork: once this process has used it, a new interpreter."""
+    import torch
+    args = [str(a) for a in args]
+    if torch.cuda.is_initialized():
+        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        return subprocess.Popen([sys.executable, "-m", "playpen", *args], cwd=workspace, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=foreground)
+    return ForkedPlaypen(workspace, args)
+
+
+def foreground():
+    """The child starts as a shell's foreground job does: Python's own Ctrl-C handler, SIGTERM
+    at its default. A suite started as a background job (`make test &`; a non-interactive
+    shell starts those with SIGINT ignored) once gave the child an ignored SIGINT, inherited
+    across exec (Python then installs no Ctrl-C handler): it slept through its Ctrl-C and exited 0."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class ForkedPlaypen:
@@ -71,12 +87,7 @@ class ForkedPlaypen:
                                             if not type(h).__module__.startswith("_pytest")]
                 os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
                 os.chdir(workspace)
-                # as a shell's foreground job starts: Python's own Ctrl-C handler, SIGTERM at its default.
-                # A suite started as a background job (`make test &`) once gave the child an ignored
-                # SIGINT (inherited across exec; Python then installs no handler): it slept through
-                # its Ctrl-C and exited 0
-                signal.signal(signal.SIGINT, signal.default_int_handler)
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                foreground()
                 sys.argv = ["playpen", *args]
                 runpy.run_module("playpen", run_name="__main__", alter_sys=True)
                 code = 0
