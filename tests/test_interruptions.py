@@ -45,10 +45,10 @@ def start_playpen(workspace, *args):
 
     A new interpreter paid the imports of torch, transformers, peft and trl again, seven times
     in this file (a stopped `playpen run sleeper.py`: 10.3 s that way, 0.9 s forked, on a busy
-    2-core machine); the fork has them already. It is a
-    process of its own all the same: its own PID, lock and run folder, real signals, its exit
-    code from playpen's own entry module (``playpen/__main__.py``), its stdout and stderr through
-    pipes. CUDA does not survive a fork: once this process has used it, a new interpreter."""
+    2-core machine); the fork has them already. It is a process of its own all the same: its
+    own PID, lock and run folder, real signals, its exit code from playpen's own entry module
+    (``playpen/__main__.py``), its stdout and stderr through pipes. CUDA does not survive a
+    fork: once this process has used it, a new interpreter."""
     import torch
     args = [str(a) for a in args]
     if torch.cuda.is_initialized():
