@@ -48,10 +48,13 @@ def start_playpen(workspace, *args):
     2-core machine); the fork has them already. It is a process of its own all the same: its
     own PID, lock and run folder, real signals, its exit code from playpen's own entry module
     (``playpen/__main__.py``), its stdout and stderr through pipes. CUDA does not survive a
-    fork: once this process has used it, a new interpreter."""
+    fork, and neither does an OpenMP thread pool (a forked fsp run with two torch threads hung
+    in its first parallel region): once this process has used CUDA, or runs more than one torch
+    thread (`pytest -n 0` without `OMP_NUM_THREADS=1`; `make test`'s workers run one), a new
+    interpreter."""
     import torch
     args = [str(a) for a in args]
-    if torch.cuda.is_initialized():
+    if torch.cuda.is_initialized() or torch.get_num_threads() > 1:
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
         return subprocess.Popen([sys.executable, "-m", "playpen", *args], cwd=workspace, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=foreground)
