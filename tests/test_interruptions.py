@@ -2,13 +2,18 @@
 SIGTERM and Ctrl-C (real signals to real processes: a checkpoint, then exit 143 / 130),
 checkpoint rotation killed half-way, a save killed half-way, a new --save-steps on
 --resume, and demonstration sets that are complete or rebuilt."""
+import io
 import json
+import logging
 import os
+import runpy
+import selectors
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import pytest
@@ -36,19 +41,106 @@ def demos(tmp_path_factory):
 
 
 def start_playpen(workspace, *args):
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    return subprocess.Popen([sys.executable, "-m", "playpen", *map(str, args)], cwd=workspace, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_foreground)
+    """`python -m playpen ARGS` in workspace, as a child forked from this test process.
+
+    A new interpreter paid the imports of torch, transformers, peft and trl again, seven times
+    in this file (a stopped `playpen run sleeper.py`: 10.3 s that way, 0.9 s forked, on a busy
+    2-core machine); the fork has them already. It is a process of its own all the same: its
+    own PID, lock and run folder, real signals, its exit code from playpen's own entry module
+    (``playpen/__main__.py``), its stdout and stderr through pipes. CUDA does not survive a
+    fork, and neither does an OpenMP thread pool (a forked fsp run with two torch threads hung
+    in its first parallel region): once this process has used CUDA, or runs more than one torch
+    thread (`pytest -n 0` without `OMP_NUM_THREADS=1`; `make test`'s workers run one), a new
+    interpreter."""
+    import torch
+    args = [str(a) for a in args]
+    if torch.cuda.is_initialized() or torch.get_num_threads() > 1:
+        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        return subprocess.Popen([sys.executable, "-m", "playpen", *args], cwd=workspace, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=foreground)
+    return ForkedPlaypen(workspace, args)
 
 
-def _foreground():
-    """The child starts as a shell's foreground job does: SIGINT and SIGTERM at their default.
-    An ignored signal is inherited across exec, and Python installs no Ctrl-C handler when
-    SIGINT is ignored at start: a suite started as a background job (`make test &`; a
-    non-interactive shell starts those with SIGINT ignored) gave the child an ignored SIGINT,
-    and it slept through its Ctrl-C and exited 0."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def foreground():
+    """The child starts as a shell's foreground job does: Python's own Ctrl-C handler, SIGTERM
+    at its default. A suite started as a background job (`make test &`; a non-interactive
+    shell starts those with SIGINT ignored) once gave the child an ignored SIGINT, inherited
+    across exec (Python then installs no Ctrl-C handler): it slept through its Ctrl-C and exited 0."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+class ForkedPlaypen:
+    """The part of subprocess.Popen the tests use: pid, poll, send_signal, kill, communicate."""
+
+    def __init__(self, workspace, args):
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        self.returncode = None
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: never returns into pytest
+            code = 1
+            try:
+                os.close(out_r), os.close(err_r)
+                os.dup2(out_w, 1), os.dup2(err_w, 2)
+                sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
+                sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
+                # pytest's log capture out: what the run logs goes where it goes in a new process
+                logging.root.handlers[:] = [h for h in logging.root.handlers
+                                            if not type(h).__module__.startswith("_pytest")]
+                os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+                os.chdir(workspace)
+                foreground()
+                sys.argv = ["playpen", *args]
+                runpy.run_module("playpen", run_name="__main__", alter_sys=True)
+                code = 0
+            except SystemExit as stop:
+                code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush(), sys.stderr.flush()
+                os._exit(code)
+        os.close(out_w), os.close(err_w)
+        self._pipes = {out_r: bytearray(), err_r: bytearray()}
+        self._out, self._err = out_r, err_r
+
+    def poll(self):
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def send_signal(self, signum):
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, timeout=None):
+        """Both pipes read to their end, then the exit status (subprocess.TimeoutExpired past timeout)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with selectors.DefaultSelector() as selector:
+            for fd in self._pipes:
+                selector.register(fd, selectors.EVENT_READ)
+            while selector.get_map():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise subprocess.TimeoutExpired(["playpen"], timeout)
+                for key, _ in selector.select(left):
+                    chunk = os.read(key.fd, 65536)
+                    if chunk:
+                        self._pipes[key.fd].extend(chunk)
+                    else:
+                        selector.unregister(key.fd)
+                        os.close(key.fd)
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(["playpen"], timeout)
+            time.sleep(0.05)
+        return self._pipes[self._out].decode(), self._pipes[self._err].decode()
 
 
 def wait_for(condition, process, timeout=240, what="the condition"):
