@@ -148,6 +148,19 @@ def test_spin_at_learning_rate_zero_reproduces_its_start(toy_workspace, start):
     assert_null_update(start, after, ["sayword"])
 
 
+def test_dpo_at_learning_rate_zero_reproduces_its_start(toy_workspace, start):
+    # plain DPO on a pairs file (sayword's prompt, "yes" over "no"): the reference is a frozen
+    # copy of the start adapter beside the trained one, and only the trained one may be saved
+    from playpen.pairs import PreferencePair, write_pairs
+    from rollout_helpers import PROMPT
+    pairs = write_pairs([PreferencePair(({"role": "user", "content": PROMPT},), "yes", "no")] * 2,
+                        toy_workspace / "pairs.jsonl")
+    run_trainer("dpo_trainer_lora.py", games="sayword", source="pairs", pairs_file=str(pairs), batch_size=2,
+                max_steps=2, init_adapter=str(start), **COMMON)
+    after = last_checkpoint(toy_workspace / "models" / "dpo+lora" / "tiny-yesno" / "pairs")
+    assert_null_update(start, after, ["sayword"])
+
+
 def test_spag_at_learning_rate_zero_reproduces_its_start(toy_workspace, start):
     # adversarial_taboo: playpen's own games beside the toy ones
     registry = toy_workspace / "game_registry.json"

@@ -3,6 +3,7 @@ item between dev and test or with training; a split is played item by item; the 
 statistics come from the per-item results alone; the runner's plumbing with a tiny model."""
 import importlib
 import json
+import math
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -349,6 +350,7 @@ def test_the_runner_end_to_end_with_a_tiny_model(bench, tiny_workspace):
     check_forgetting_stage(bench, out)
     check_choice_stage(bench, out)
     check_retention_stage(bench, out)
+    check_drift_stage(bench, out)
     with pytest.raises(SystemExit, match="played once per configuration"):
         protocol.main(["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration",
                        *E2E_SETTINGS, "--out", str(out), "--max-tokens", "6"])
@@ -611,6 +613,46 @@ def check_choice_stage(bench, out):
     stamps = {name: (out / name).stat().st_mtime_ns for name in files}
     assert protocol.main([*run, "--choice"]) == 0  # the loop: cached
     assert {name: (out / name).stat().st_mtime_ns for name in files} == stamps
+
+
+def check_drift_stage(bench, out):
+    """--drift-only on the finished seed: per setting, the log-probability per token of the
+    warm-up's own greedy test replies under each final configuration, item by item; the failed
+    method (the warm-up's adapter) changes nothing, exactly; the control's changes are finite and
+    not all 0; each summary row is its items' differences; the other files untouched."""
+    protocol = bench["protocol"]
+    tested = {p.name: p.read_bytes() for p in out.glob("*.json")}
+    assert protocol.main(["--quick", "-l", "tiny-random", "--seeds", "7", "--methods", "expert-iteration",
+                          *E2E_SETTINGS, "--out", str(out), "--drift-only"]) == 0
+    assert {name: (out / name).read_bytes() for name in tested} == tested
+    report = json.loads((out / "drift--seed7.json").read_text())
+    assert report["seed"] == 7 and report["learner"] == "tiny-random"
+    assert report["adapters"]["sft"] == json.loads((out / "work" / "seed-7" / "warm-up.json").read_text())["adapter"]
+    assert report["adapters"]["expert-iteration"] == report["adapters"]["sft"]  # failed: the warm-up unchanged
+    assert report["adapters"]["continued-sft"].endswith("checkpoint-4")
+    assert list(report["settings"]) == E2E_SETTINGS[1].split(",")
+    moved = 0
+    for setting, found in report["settings"].items():
+        items, game = found["items"], setting.split("/")[0]
+        assert set(items) == {"sft", "continued-sft", "expert-iteration"}
+        assert set(found["changes"]) == {"continued-sft", "expert-iteration"}
+        start = items["sft"]
+        assert start and found["turns"] >= len(start) and all(i.startswith(game + "/") for i in start)
+        assert all(set(values) == set(start) and all(math.isfinite(v) and v < 0 for v in values.values())
+                   for values in items.values())
+        assert items["expert-iteration"] == start  # the warm-up's adapter against itself: exactly 0
+        failed, control = found["changes"]["expert-iteration"], found["changes"]["continued-sft"]
+        assert (failed["items"], failed["mean_change"], failed["rose"], failed["fell"], failed["p"]) == \
+            (len(start), 0.0, 0, 0, 1.0)
+        assert failed["mean_logprob"] == failed["start_mean_logprob"] == pytest.approx(sum(start.values()) / len(start))
+        differences = [items["continued-sft"][i] - start[i] for i in start]
+        assert control["items"] == len(start) and control["mean_change"] == pytest.approx(sum(differences) / len(start))
+        assert (control["rose"], control["fell"]) == (sum(d > 0 for d in differences), sum(d < 0 for d in differences))
+        assert 0 < control["p"] <= 1 and math.isfinite(control["mean_change"])
+        assert (failed["trains_this_game"], control["trains_this_game"]) == (
+            game in protocol.METHODS["expert-iteration"].trains, game in protocol.METHODS["continued-sft"].trains)
+        moved += sum(d != 0 for d in differences)
+    assert moved > 0  # the control's four steps of SFT moved the warm-up's replies somewhere
 
 
 def check_retention_stage(bench, out):
