@@ -173,6 +173,14 @@ def shutdown(key: Optional[tuple] = None) -> None:
             getattr(backend, "close", lambda: None)()
 
 
+def served(model: Any) -> dict[str, ServedAdapter]:
+    """The version of each LoRA adapter of ``model`` that the process's vLLM engines were handed
+    last (by adapter name): the one its latest generation's requests named, whose folder stays
+    until a newer version replaces it. What :class:`playpen.training.grpo.watch.PolicyWatch` checks."""
+    return {name: adapter for _, adapters in _BACKENDS.values()
+            for (owner, name), (_, adapter) in adapters.served.items() if owner == id(model)}
+
+
 def model_folder(model: Any) -> str:
     """The folder vLLM loads the learner's weights from: where transformers loaded it from."""
     path = getattr(model, "name_or_path", None) or getattr(getattr(model, "config", None), "_name_or_path", "")
