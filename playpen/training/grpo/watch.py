@@ -38,25 +38,23 @@ STOP_HELP = ("save and stop after N steps in a row without learning signal (ever
 def weights_fingerprint(model) -> tuple[float, float, int]:
     """(sum, sum of squares, count) of the trainable parameters: changes whenever an
     optimizer step changes any of them (by more than float rounding)."""
-    import torch
-    total, squares, count = 0.0, 0.0, 0
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.requires_grad:
-                values = p.detach().double()
-                total += float(values.sum())
-                squares += float(values.pow(2).sum())
-                count += p.numel()
-    return total, squares, count
+    return fingerprint(p for p in model.parameters() if p.requires_grad)
 
 
 def file_fingerprint(path: Path) -> tuple[float, float, int]:
     """:func:`weights_fingerprint` of the tensors in a safetensors file (an adapter folder's)."""
     from safetensors.torch import load_file
+    return fingerprint(load_file(path).values())
+
+
+def fingerprint(tensors) -> tuple[float, float, int]:
+    """(sum, sum of squares, count) of ``tensors``' values, summed in float64."""
+    import torch
     total, squares, count = 0.0, 0.0, 0
-    for values in load_file(path).values():
-        values = values.double()
-        total, squares, count = total + float(values.sum()), squares + float(values.pow(2).sum()), count + values.numel()
+    with torch.no_grad():
+        for t in tensors:
+            values = t.detach().double()
+            total, squares, count = total + float(values.sum()), squares + float(values.pow(2).sum()), count + t.numel()
     return total, squares, count
 
 
@@ -84,8 +82,9 @@ def compare(before: dict[str, tuple], now: dict[str, tuple]) -> tuple[bool, list
     """Whether ``now``'s weights differ from ``before``'s and every changed one came under a new
     id, and the adapters whose weights changed under their old id (``{adapter: (id or None,
     fingerprint)}``; None: generated from the trainer's model, no id to renew)."""
-    changed = {name for name, (_, weights) in now.items() if before.get(name, (None, None))[1] != weights}
-    reused = sorted(name for name in changed if now[name][0] is not None and before.get(name, (None,))[0] == now[name][0])
+    was = {name: before.get(name, (None, None)) for name in now}
+    changed = {name for name, (_, weights) in now.items() if was[name][1] != weights}
+    reused = sorted(name for name in changed if now[name][0] is not None and was[name][0] == now[name][0])
     return bool(changed) and not reused, reused
 
 
@@ -109,8 +108,8 @@ class PolicyWatch:
         served = served_versions(model) if self.vllm else None
         if served is not None:
             return served
-        fingerprint = weights_fingerprint(model)
-        return {"": (None, fingerprint)} if fingerprint[2] else {}
+        weights = weights_fingerprint(model)
+        return {"": (None, weights)} if weights[2] else {}
 
     def check(self, model, step: int) -> dict[str, float]:
         """``rollout/adapter_changed`` for the rollout of optimizer step ``step`` (none at the
@@ -122,8 +121,9 @@ class PolicyWatch:
         changed, reused = compare(before, now)
         if reused and not self.defect_said:
             self.defect_said = True
-            self.echo(f"[playpen] defect: step {step}'s rollout named adapter(s) {', '.join(reused)} under the id of "
-                      f"the previous version although the weights handed to vLLM changed: vLLM served its cached old copy")
+            self.echo(f"[playpen] defect: step {step}'s rollout named adapter(s) {', '.join(reused)} under the id "
+                      f"of the previous version although the weights handed to vLLM changed: vLLM served its "
+                      f"cached old copy")
         self.unchanged = 0 if changed else self.unchanged + 1
         if self.learning_rate > 0 and self.unchanged >= self.stale_steps and not self.warned:
             self.warned = True
