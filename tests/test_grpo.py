@@ -291,6 +291,58 @@ def test_the_policy_watch_says_once_when_the_generating_weights_stop_changing():
         {"rollout/aborted_rate": 0.5, "rollout/turns_mean": 2.0}
 
 
+def test_under_vllm_the_policy_watch_checks_the_adapter_versions_vllm_was_handed(tiny_pair, monkeypatch):
+    """--engine vllm: the check reads the folder of the version the rollout's requests named
+    (playpen's real Adapters; a backend that only records), not the trainer's weights; changed
+    weights count only under a new id, and changed weights under a reused id are a defect."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from safetensors.torch import load_file, save_file
+    from playpen.inference import vllm_engine
+    from playpen.rollouts import SamplingConfig
+    from playpen.training.grpo.watch import PolicyWatch
+
+    class Recorded:  # vllm_engine.Backend's adapter half: what vLLM was told
+        def __init__(self):
+            self.loaded = []
+
+        def load(self, adapter):
+            self.loaded.append(adapter)
+
+        def unload(self, adapter):
+            pass
+
+    model = get_peft_model(tiny_pair[0], LoraConfig(r=2, target_modules=["q_proj"], init_lora_weights=False))
+    adapters = vllm_engine.Adapters(Recorded(), folder=None)
+    monkeypatch.setitem(vllm_engine._BACKENDS, ("local", "watched"), (adapters.backend, adapters))
+    said = []
+    watch = PolicyWatch(1e-4, stale_steps=2, echo=said.append, sampling=SamplingConfig(engine="vllm"))
+
+    def step():  # what an optimizer step does to the trained adapter
+        with torch.no_grad():
+            next(p for n, p in model.named_parameters() if "lora_B" in n).add_(1e-2)
+
+    try:
+        first = adapters.serve(model, None)  # a rollout: the door hands the active adapter over
+        assert watch.check(model, 0) == {}
+        step()
+        second = adapters.serve(model, None)
+        assert second.id != first.id and second.path != first.path  # new weights: a new id and folder, always
+        assert watch.check(model, 1) == {"rollout/adapter_changed": 1.0}
+        assert adapters.serve(model, None) == second and watch.check(model, 2) == {"rollout/adapter_changed": 0.0}
+        step()  # the trainer changed, but this rollout never handed the change over: vLLM's copy is old
+        assert watch.check(model, 3) == {"rollout/adapter_changed": 0.0}
+        assert len(said) == 1 and "generated with the same weights" in said[0]
+        # the stale-weights bug: new weights written into the served folder under its old id
+        file = Path(second.path) / "adapter_model.safetensors"
+        save_file({name: t + 1 for name, t in load_file(file).items()}, file)
+        assert watch.check(model, 4) == {"rollout/adapter_changed": 0.0}
+        assert said[-1].startswith("[playpen] defect: step 4's rollout named adapter(s) default under the id")
+        assert [a.id for a in adapters.backend.loaded] == [first.id, second.id]
+    finally:
+        adapters.close()
+
+
 def test_the_progress_bar_shows_the_runs_health(capsys):
     """The training bar's last line, fed step lines made as the trainers make them (TRL's log
     renamed, then playpen's rollout metrics): GRPO's loss, reward, share of groups without

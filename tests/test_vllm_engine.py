@@ -194,6 +194,7 @@ def test_a_grpo_run_with_engine_vllm_corrects_its_logprobs_and_serves_each_steps
     # the first version serves both steps (a step that changes it: test_after_a_training_step_...)
     assert all(s["reward/WordSayer/std"] == 0 for s in steps)
     assert _versions_served() - versions == 1
+    assert steps[1]["rollout/adapter_changed"] == 0.0  # the watch agrees: step 2 was served step 1's version
 
 
 def test_expert_iteration_with_engine_vllm_plays_its_round_through_vllm(toy_workspace, vllm_model_dir):

@@ -5,7 +5,8 @@ smallest run through ``playpen run``; vLLM must have answered its requests, and 
 have trained. One vLLM engine serves the whole module (one model folder, one dtype: its
 start-up is the cost, ~25 s on 2 cores); the model is the tiny vLLM model taught relay's
 Speaker and the judge (rollout_helpers.teach_speaker_and_judge), so branches and candidates
-differ and the judge gives scores."""
+differ and the judge gives scores. GRPO with a teacher checks that each step's rollout came from
+the adapter version the previous step trained, as vLLM was handed it."""
 import json
 import shutil
 
@@ -117,6 +118,18 @@ def test_fictitious_self_play_plays_its_matches_with_vllm(workspace):
     run_dir = workspace / "models" / "fsp+lora" / "tiny-random"
     assert [p.name for p in run_dir.glob("checkpoint-*")] == ["checkpoint-1"]
     assert (run_dir / "population" / "adapters" / "learner-0" / "adapter_config.json").is_file()
+
+
+def test_grpo_rollouts_come_from_each_steps_adapter_as_vllm_was_handed_it(workspace):
+    """The adapter check under vLLM (issue 39 §3) reads the folder and id vLLM was handed
+    (playpen.training.grpo.watch): the taught Speaker wins about half its episodes, so step 1
+    trains and step 2's rollout must have been served the new weights under a new id."""
+    run("grpo-teacher", "-l", "tiny-random", "-t", "programmatic", "-T", "1.0", "-L", "6", *RELAY, "--roles", "Speaker",
+        "--max-steps", "2", "--num-generations", "8", "--learning-rate", "1e-3", "--no-evaluate", "--save-steps", "100")
+    log = next(workspace.rglob("playpen-log.jsonl")).read_text().splitlines()
+    steps = [s for s in map(json.loads, log) if s["event"] == "train_step"]
+    assert steps[0]["train/frac_reward_zero_std"] < 1  # step 1 had signal: it changed the adapter
+    assert "rollout/adapter_changed" not in steps[0] and steps[1]["rollout/adapter_changed"] == 1.0
 
 
 def test_hierarchical_grpo_plays_proposers_and_solvers_with_vllm(workspace):

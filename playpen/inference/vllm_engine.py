@@ -10,19 +10,14 @@ runs in a spawned process, so a script that generates must guard its entry point
 the sampled tokens' logprobs and the finish reason come out, as from playpen's engine.
 
 Why one module owns all of this: the learner trains in this process with torch, vLLM serves
-a copy of its weights. Each LoRA adapter of the learner (a peft model's ``adapter_names``
-row, ``"__base__"`` for none) is handed to vLLM as a folder under an id that is new whenever
-the adapter's weights changed (:class:`Adapters`: a digest of its tensors, read before each
-call), so no step ever samples from a stale adapter and several adapters answer one batch. In
-a batch that has adapter rows, base rows are served by an adapter of zeros
-(:meth:`Adapters.zeros`): vLLM's CPU LoRA kernels take a row without an adapter for one in the
-last LoRA slot, and added that adapter's delta to it (live or unloaded). Full fine-tuning is
-followed too: when the learner's base weights differ from the engine's (a digest read before
-each call), the in-process engine takes them before it generates
-(:mod:`playpen.inference.vllm_weights`) and drops its prefix cache; a server is refused instead
-(vLLM 0.32's weight-update endpoints are a dev-mode API over NCCL or CUDA IPC, not a stable
-one). Multi-turn episodes reuse their earlier turns through vLLM's prefix cache (on), whose
-hits the door's ``counts`` adds up as reused (a server's only with ``--enable-prompt-tokens-details``).
+a copy of its weights. Each LoRA adapter of the learner is handed to vLLM as a folder under an
+id that is new whenever its weights changed (:class:`Adapters`), so no step ever samples from a
+stale adapter and several adapters answer one batch; base rows beside adapter rows are an
+adapter of zeros (:meth:`Adapters.zeros`). Full fine-tuning is followed too: changed base weights
+go into the in-process engine before it generates (:mod:`playpen.inference.vllm_weights`); a
+server refuses them (vLLM 0.32's weight-update endpoints are a dev-mode API over NCCL or CUDA
+IPC). Multi-turn episodes reuse their earlier turns through vLLM's prefix cache (on), whose hits
+the door's ``counts`` adds up as reused (a server's only with ``--enable-prompt-tokens-details``).
 
 Logprobs are vLLM's ``processed_logprobs``: ``log_softmax(logits / T)`` (T = 1 when
 greedy), playpen's convention, as long as no top-p/top-k truncates the distribution (vLLM
@@ -173,6 +168,12 @@ def shutdown(key: Optional[tuple] = None) -> None:
             getattr(backend, "close", lambda: None)()
 
 
+def served(model: Any) -> dict[str, ServedAdapter]:
+    """Per adapter name, the version of ``model``'s adapter its latest vLLM requests named (PolicyWatch reads it)."""
+    return {name: a for _, adapters in _BACKENDS.values() for (owner, name), (_, a) in adapters.served.items()
+            if owner == id(model)}
+
+
 def model_folder(model: Any) -> str:
     """The folder vLLM loads the learner's weights from: where transformers loaded it from."""
     path = getattr(model, "name_or_path", None) or getattr(getattr(model, "config", None), "_name_or_path", "")
@@ -216,8 +217,7 @@ class Adapters:
             return None
         if name not in getattr(model, "peft_config", {}):
             raise ValueError(f"the model has no LoRA adapter named {name!r}")
-        version = adapter_version(model, name)
-        key = (id(model), name)
+        version, key = adapter_version(model, name), (id(model), name)
         known = self.served.get(key)
         if known is not None and known[0] == version:
             return known[1]

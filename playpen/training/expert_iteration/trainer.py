@@ -65,7 +65,7 @@ class RoundPlayer:
         self.sampling = sampling
         self.metrics: dict[str, float] = {}
         # does each round play the weights the last one trained? (a round that won nothing trains nothing)
-        self.watch = PolicyWatch(cfg.learning_rate, unit="rounds")
+        self.watch = PolicyWatch(cfg.learning_rate, unit="rounds", sampling=sampling)
 
     def __call__(self, round_: int, policy: Any) -> list[dict]:
         cfg, trainer = self.cfg, self.trainer
@@ -78,7 +78,6 @@ class RoundPlayer:
                       max_concurrent_episodes=cfg.max_concurrent_episodes, records_dir=self.records_dir,
                       callbacks=trainer.callbacks, seed=trainer.seed * 100003 + round_)
         policy.eval()  # no dropout while playing
-        watched = self.watch.check(policy, round_)
         episodes = []
         for game in dict.fromkeys(i[0] for i in chosen):
             refs = [InstanceRef(*i) for i in chosen if i[0] == game]
@@ -89,6 +88,7 @@ class RoundPlayer:
                 others = {r: trainer.teacher for r in self.game_roles[game] if r not in self.roles}
                 result = rollout([game], learner, roles=mine, partners=others, instances=refs, **common)
             episodes += result.episodes
+        watched = self.watch.check(policy, round_)  # after the rollout: what vLLM was handed for it
         kept = kept_trajectories(episodes, trainer.learner.name, self.roles, cfg.top_k)
         won = sum(e.outcome == "success" for e in episodes)
         groups: dict = {}  # an instance's samples: a group without a win gives nothing to imitate

@@ -170,7 +170,7 @@ class GameRollout:
         self.last_rows: dict[str, list] = {}
         self.last_metrics: dict[str, float] = {}
         self.num_calls = 0
-        self.watch = PolicyWatch(learning_rate)  # do the rollouts come from the weights being trained?
+        self.watch = PolicyWatch(learning_rate, sampling=sampling)  # do the rollouts come from the weights being trained?
 
     # TRL calls this with the generation batch's prompts (each slot repeated G times)
     def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
@@ -186,9 +186,9 @@ class GameRollout:
         step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
         names = self.mix.assign(step * len(slots), len(slots))
         with generating_model(trainer) as model:  # out of its DDP wrapper
-            watched = self.watch.check(model, step)
             learner = Learner(model, self.tokenizer, self.learner_name, self.sampling)
             episodes = self._play(learner, slots, names, step, trainer.model)
+            watched = self.watch.check(model, step)  # after the rollout: what vLLM was handed for it
         self.num_calls += 1
         out = self._rows(slots, names, episodes)
         self.last_metrics.update(watched)

@@ -155,7 +155,7 @@ class HierarchicalRollout:
         self.fallback = solver_problems(instances, items)
         self.last_rows: dict[str, list] = {}
         self.last_metrics: dict[str, float] = {}
-        self.watch = PolicyWatch(learning_rate)  # do the rollouts come from the weights being trained?
+        self.watch = PolicyWatch(learning_rate, sampling=sampling)  # do the rollouts come from the weights being trained?
 
     def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
         size = self.num_generations
@@ -165,7 +165,6 @@ class HierarchicalRollout:
         proposer_slots = [s for s in slots if s.role == PROPOSER]
         step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
         model = getattr(trainer, "model_wrapped", None) or trainer.model
-        watched = self.watch.check(model, step)
         learner = Learner(model, self.tokenizer, self.learner_name, self.sampling)
         task = ProposerSolverTask(size, self.solver, self.train_solvers, self.store, self.fallback,
                                   random.Random(f"{self.seed}/{step}"))
@@ -174,6 +173,7 @@ class HierarchicalRollout:
             instances_file=self.instances, num_repeats=size, max_concurrent_episodes=self.max_concurrent_episodes,
             reward_fn=self.reward_fn, records_dir=self.records_dir, callbacks=self.callbacks,
             seed=self.seed * 100003 + step, policy_version=step)
+        watched = self.watch.check(model, step)  # after the rollout: what vLLM was handed for it
         rubric_metrics = {}
         if self.rubric is not None:  # after the task's rewards: a "reward" term reads the proposer's
             from dataclasses import replace
