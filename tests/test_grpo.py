@@ -339,6 +339,12 @@ def test_under_vllm_the_policy_watch_checks_the_adapter_versions_vllm_was_handed
         assert watch.check(model, 4) == {"rollout/adapter_changed": 0.0}
         assert said[-1].startswith("[playpen] defect: step 4's rollout named adapter(s) default under the id")
         assert [a.id for a in adapters.backend.loaded] == [first.id, second.id]
+        # a second process's first version has the same id: a server (keyed by name) must still tell them apart
+        other = vllm_engine.Adapters(Recorded(), folder=None)
+        try:
+            assert other.serve(model, None).id == first.id and other.serve(model, None).name != first.name
+        finally:
+            other.close()
     finally:
         adapters.close()
 

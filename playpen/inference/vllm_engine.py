@@ -19,9 +19,8 @@ server refuses them (vLLM 0.32's weight-update endpoints are a dev-mode API over
 IPC). Multi-turn episodes reuse their earlier turns through vLLM's prefix cache (on), whose hits
 the door's ``counts`` adds up as reused (a server's only with ``--enable-prompt-tokens-details``).
 
-Logprobs are vLLM's ``processed_logprobs``: ``log_softmax(logits / T)`` (T = 1 when
-greedy), playpen's convention, as long as no top-p/top-k truncates the distribution (vLLM
-then reports the truncated one's). Tests: tests/test_vllm_engine.py, tests/test_vllm_server.py.
+Logprobs are vLLM's ``processed_logprobs``: ``log_softmax(logits / T)`` (T = 1 when greedy), playpen's convention,
+unless top-p/top-k truncates it (vLLM then reports the truncated one's). Tests: tests/test_vllm_*.py.
 """
 from __future__ import annotations
 
@@ -195,9 +194,9 @@ def lora_rank(model: Any) -> int:
 # ----------------------------------------------------------------------------- adapters
 
 class Adapters:
-    """Which served version answers each adapter of the learner: a new id and folder whenever
-    the adapter's weights changed since it was last handed over (the weight sync); ``base``
-    follows the base weights (``folder``: the one the engine loaded, None for a server's)."""
+    """Which served version answers each adapter of the learner: a new id and folder whenever its weights changed
+    since it was last handed over (the weight sync), named with the folder's random suffix (a server that several
+    processes share keys adapters by name); ``base`` follows the base weights (``folder``: the engine's, or None)."""
 
     def __init__(self, backend: Backend, folder: Optional[str]):
         self.backend = backend
@@ -222,7 +221,8 @@ class Adapters:
         if known is not None and known[0] == version:
             return known[1]
         self.next_id += 1
-        adapter = ServedAdapter(f"{name}-v{self.next_id}", self.next_id, save_adapter(model, name, self.root))
+        adapter = ServedAdapter(f"{name}-{Path(self.root).name[-8:]}-v{self.next_id}", self.next_id,
+                                save_adapter(model, name, self.root))
         self.backend.load(adapter)
         if known is not None:
             self.backend.unload(known[1])
