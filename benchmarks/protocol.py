@@ -75,6 +75,8 @@ OUT = REPO_ROOT / "benchmarks" / "results" / "protocol"
 CONTROL, WARM_UP = "continued-sft", "sft"
 WARM_UP_KEEP = 10_000  # the warm-up's checkpoints kept: all (warm_up_saving)
 CHECKPOINTS = 4  # dev at 25/50/75/100 % of a budget unless --checkpoints says otherwise
+ARM_KEY = "arm.key"  # in an arm's models folder: the fingerprint of its checkpoints' configuration
+ARM_RESUMED = "arm.resumed"  # beside it: the step its training was first resumed after (its RNG stream differs)
 
 
 @dataclass(frozen=True)
@@ -336,7 +338,7 @@ def warm_up(seed: int, args, out: Path, work: Path) -> Path:
     owner = models / "warm-up.key"
     logged = {r["step"]: r["dev_mean"] for r in read_dev_log(out)
               if r.get("method") == WARM_UP and r.get("seed") == seed and r.get("fingerprint") == key}
-    owned = owner.exists() and owner.read_text(encoding="utf-8").strip() == key
+    owned = holds_key(owner, key)
     from playpen.training.common.dev_stopping import BestSoFar
     rule, retrained = BestSoFar(patience=args.warmup_patience), set()  # the package's rule (SFT --dev-patience)
     for chunk in range(1, args.warmup_max_chunks + 1):
@@ -408,6 +410,11 @@ def check_retrained(best: Path, logged_score: float, seed: int, key: str, args, 
           flush=True)
 
 
+def holds_key(owner: Path, key: str) -> bool:
+    """True when the key file `owner` names the configuration `key` (a models folder's owner)."""
+    return owner.exists() and owner.read_text(encoding="utf-8").strip() == key
+
+
 def warm_up_key(work: Path, seed: int) -> str:
     """The fingerprint of the seed's warm-up: part of every result that starts from it."""
     return json.loads((work / f"seed-{seed}" / "warm-up.json").read_text())["fingerprint"]
@@ -465,30 +472,37 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
     if screened and args.dev_only:
         print(f"== {name} seed {seed}: dev curve cached (--dev-only)", flush=True)
         return
-    saved = {checkpoint_step(p): p for p in checkpoints(run_dir_of(models))} if models.exists() else {}
+    run_dir = run_dir_of(models) if models.exists() else None  # a folder with only its key file: none
+    saved = {checkpoint_step(p): p for p in checkpoints(run_dir)} if run_dir else {}
     if screened and steps in saved:  # screened with --dev-only before: its checkpoints go to the test split
         print(f"== {name} seed {seed}: screened on dev before, its {steps}-step checkpoint to test", flush=True)
         curve = [{"fraction": r["fraction"], "step": r["step"], "dev": r["dev"]} for r in screened]
         test_and_write(name, method, seed, key, config, options, saved[steps], screened[-1].get("train_seconds"),
                        curve, args, out, work)
         return
-    print(f"== {name} seed {seed}: {steps} steps of {rows_per_step(config)} examples", flush=True)
-    started = time.time()
-    try:
-        train(cls, config, method, args, seed, work / f"seed-{seed}" / "records")
-    except DatasetError as error:  # its play gave it nothing to learn (e.g. nothing won): the policy stays the
-        # warm-up's, a result of the method; any other error (a locked run folder, a full disk) stops the run
-        print(f"== {name} seed {seed}: failed: {error}", flush=True)
-        if args.dev_only:
+    owner = models / ARM_KEY
+    done = owned_checkpoints(owner, key, saved)
+    resumed_from = max(done, default=None) if steps not in done else None
+    if steps in done:  # trained before, killed while its dev or test was played: nothing to train
+        print(f"== {name} seed {seed}: trained before (same configuration), its checkpoints played", flush=True)
+        seconds = None  # the training's seconds were never logged
+    else:
+        try:
+            seconds = train_arm(name, method, seed, args, models, adapter0, key, resumed_from, cls, config, work)
+        except DatasetError as error:  # its play gave it nothing to learn (e.g. nothing won): the policy stays the
+            # warm-up's, a result of the method; any other error (a locked run folder, a full disk) stops the run
+            print(f"== {name} seed {seed}: failed: {error}", flush=True)
+            if args.dev_only:
+                return
+            test = evaluate_split(adapter0, "test", f"seed{seed}-{name}", args, work)
+            write_results(out, name, method, seed, key, test, {
+                "failed": str(error), "steps": 0, "budget_examples": args.budget_examples,
+                "options": {k: v for k, v in options.items() if k != "models_dir"}, "teacher": method.teacher,
+                "description": method.description, "dev_curve": []}, (*args.settings, *args.add_settings))
             return
-        test = evaluate_split(adapter0, "test", f"seed{seed}-{name}", args, work)
-        write_results(out, name, method, seed, key, test, {
-            "failed": str(error), "steps": 0, "budget_examples": args.budget_examples,
-            "options": {k: v for k, v in options.items() if k != "models_dir"}, "teacher": method.teacher,
-            "description": method.description, "dev_curve": []}, (*args.settings, *args.add_settings))
-        return
-    seconds = time.time() - started
     saved = {checkpoint_step(p): p for p in checkpoints(run_dir_of(models))}
+    first_resumed = models / ARM_RESUMED  # the step after which its training was first resumed, if it was
+    resumed = {"resumed_from": int(first_resumed.read_text())} if first_resumed.exists() else {}
     curve, played = [], {}
     for fraction in fractions(args):  # the checkpoint nearest each fraction of the budget (each played once)
         step = min(saved, key=lambda s: (abs(s - fraction * steps), -s))
@@ -497,25 +511,61 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
         dev = played[step]
         curve.append({"fraction": fraction, "step": step, "dev": summaries(dev)})
         log_dev(out, method=name, seed=seed, step=step, fraction=fraction, fingerprint=key, options=options,
-                dev=summaries(dev), dev_mean=dev_mean(dev, args.settings), train_seconds=round(seconds, 1),
-                start=adapter0.name)
+                dev=summaries(dev), dev_mean=dev_mean(dev, args.settings), train_seconds=seconds,
+                start=adapter0.name, **resumed)
     if args.dev_only:  # a candidate screened on dev: the test split stays untouched
         print(f"== {name} seed {seed}: dev {dev_mean(dev, args.settings):.2f} at the full budget (--dev-only: no test)",
               flush=True)
         return
-    test_and_write(name, method, seed, key, config, options, saved[max(saved)], round(seconds, 1), curve, args,
-                   out, work)
+    test_and_write(name, method, seed, key, config, options, saved[max(saved)], seconds, curve, args,
+                   out, work, resumed)
+
+
+def owned_checkpoints(owner: Path, key: str, saved: dict) -> dict:
+    """`saved` (step -> checkpoint) when this configuration wrote them, else {}: the key file
+    `owner` holds `key` and no checkpoint is older than it. The key is written before the
+    trainer starts over, so checkpoints older than it are another configuration's, left by a
+    kill before the trainer removed them."""
+    from playpen.training.common.checkpoints import STATE_FILE
+    if not holds_key(owner, key):
+        return {}
+    since = owner.stat().st_mtime
+    return saved if all((p / STATE_FILE).stat().st_mtime >= since for p in saved.values()) else {}
+
+
+def train_arm(name: str, method: Method, seed: int, args, models: Path, adapter0: Path, key: str,
+              resumed_from: int | None, cls, config, work: Path) -> float:
+    """Train the arm (`cls`, `config`: its trainer from the start, ``--overwrite``) from the
+    start, its models folder's key file written first, or from its checkpoint after
+    `resumed_from` steps (this configuration's, left by an interrupted run): the seconds this
+    run trained (a resumed run: since it resumed)."""
+    steps = config.max_steps
+    if resumed_from is None:
+        print(f"== {name} seed {seed}: {steps} steps of {rows_per_step(config)} examples", flush=True)
+        models.mkdir(parents=True, exist_ok=True)
+        (models / ARM_RESUMED).unlink(missing_ok=True)
+        (models / ARM_KEY).write_text(key + "\n", encoding="utf-8")
+    else:  # every checkpoint kept (an interruption saves one more, which would rotate the first away)
+        print(f"== {name} seed {seed}: resumed after {resumed_from} of {steps} steps (same configuration)", flush=True)
+        cls, config, _ = configure(name, method, args, models, adapter0, None, resume=True,
+                                   save_total_limit=WARM_UP_KEEP)
+        if not (models / ARM_RESUMED).exists():  # the first resumption: from here on its RNG stream may differ
+            (models / ARM_RESUMED).write_text(f"{resumed_from}\n", encoding="utf-8")
+    started = time.time()
+    train(cls, config, method, args, seed, work / f"seed-{seed}" / "records")
+    return round(time.time() - started, 1)
 
 
 def test_and_write(name: str, method: Method, seed: int, key: str, config, options: dict, adapter: Path,
-                   seconds, curve: list, args, out: Path, work: Path) -> None:
-    """The final configuration's one play of the test split, written with its dev curve."""
+                   seconds, curve: list, args, out: Path, work: Path, resumed: dict | None = None) -> None:
+    """The final configuration's one play of the test split, written with its dev curve
+    (`resumed`: ``{"resumed_from": step}`` when its training was resumed)."""
     test = evaluate_split(adapter, "test", f"seed{seed}-{name}", args, work)
     write_results(out, name, method, seed, key, test, {
         "budget_examples": args.budget_examples, "steps": options["max_steps"],
         "examples_per_step": rows_per_step(config), "train_seconds": seconds,
         "options": {k: v for k, v in options.items() if k != "models_dir"},
-        "teacher": method.teacher, "description": method.description, "dev_curve": curve},
+        "teacher": method.teacher, "description": method.description, "dev_curve": curve, **(resumed or {})},
         (*args.settings, *args.add_settings))
 
 

@@ -432,7 +432,7 @@ def test_dev_only_screens_without_touching_the_test_split(bench, tiny_workspace,
     assert [r["fraction"] for r in control] == [0.25, 0.5, 0.75, 1.0]
     assert all(r["train_seconds"] > 0 and r["dev"]["taboo/guesser"]["items"] == 2
                == len(r["dev"]["taboo/guesser"]["scores"]) for r in control)
-    capsys.readouterr()
+    check_arm_resumes(bench, out, argv, capsys)
     # an interrupted warm-up (its marker not yet written) goes on from the chunks the dev log holds
     (out / "work" / "seed-8" / "warm-up.json").unlink()
     assert protocol.main(argv) == 0
@@ -452,6 +452,43 @@ def test_dev_only_screens_without_touching_the_test_split(bench, tiny_workspace,
     assert control["train_seconds"] == log[-1]["train_seconds"] and len(control["scores"]) == 2
     assert (out / "sft--seed8--taboo--guesser.json").exists()  # the warm-up's test, once, now
     check_added_setting(bench, out, argv)
+
+
+def check_arm_resumes(bench, out, argv, capsys):
+    """An arm killed after training, while its dev was played (nothing logged): the next start
+    trains nothing, plays the same checkpoints (none rewritten) and logs the same item scores;
+    one killed during training (its last checkpoint not saved) continues from its last one."""
+    protocol, log_file = bench["protocol"], out / "dev-log.jsonl"
+    models = out / "work" / "seed-8" / "models" / "continued-sft"
+    rows = [json.loads(line) for line in log_file.read_text().splitlines()]
+    control = [r for r in rows if r["method"] == "continued-sft"]
+
+    def forget_the_arms_rows():
+        log_file.write_text("".join(json.dumps(r) + "\n" for r in rows if r["method"] != "continued-sft"))
+
+    def played_again():
+        capsys.readouterr()
+        assert protocol.main(argv) == 0
+        again = [json.loads(line) for line in log_file.read_text().splitlines()][len(rows) - len(control):]
+        assert [(r["step"], r["fraction"], r["dev"]) for r in again] == \
+            [(r["step"], r["fraction"], r["dev"]) for r in control]
+        return capsys.readouterr().out, again
+    files = {p: p.stat().st_mtime_ns for p in models.rglob("checkpoint-*/*")}
+    forget_the_arms_rows()
+    said, again = played_again()
+    assert "== continued-sft seed 8: trained before (same configuration), its checkpoints played" in said
+    assert {p: p.stat().st_mtime_ns for p in models.rglob("checkpoint-*/*")} == files
+    assert {r["train_seconds"] for r in again} == {None} and not any("resumed_from" in r for r in again)
+    # killed before its last step: it goes on from checkpoint-3
+    import shutil
+    shutil.rmtree(next(models.rglob("checkpoint-4")))
+    forget_the_arms_rows()
+    said, again = played_again()
+    assert "== continued-sft seed 8: resumed after 3 of 4 steps (same configuration)" in said
+    assert next(models.rglob("checkpoint-4")).is_dir() and {r["resumed_from"] for r in again} == {3}
+    assert {p: p.stat().st_mtime_ns for p in models.rglob("checkpoint-[123]/*")} == \
+        {p: t for p, t in files.items() if "checkpoint-4" not in str(p)}
+    capsys.readouterr()
 
 
 def check_checkpoints(bench, out, argv, capsys):
