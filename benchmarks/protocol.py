@@ -485,7 +485,7 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
     resumed_from = max(done, default=None) if steps not in done else None
     if steps in done:  # trained before, killed while its dev or test was played: nothing to train
         print(f"== {name} seed {seed}: trained before (same configuration), its checkpoints played", flush=True)
-        seconds = None  # the training's seconds were never logged
+        seconds = logged_seconds(out, name, seed, key)
     else:
         try:
             seconds = train_arm(name, method, seed, args, models, adapter0, key, resumed_from, cls, config, work)
@@ -519,6 +519,14 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
         return
     test_and_write(name, method, seed, key, config, options, saved[max(saved)], seconds, curve, args,
                    out, work, resumed)
+
+
+def logged_seconds(out: Path, name: str, seed: int, key: str) -> float | None:
+    """The training seconds the dev log holds for this configuration (the last logged); None
+    when its training was never logged (killed before its dev rows were written)."""
+    logged = [r["train_seconds"] for r in read_dev_log(out) if r.get("method") == name and r.get("seed") == seed
+              and r.get("fingerprint") == key and r.get("train_seconds") is not None]
+    return logged[-1] if logged else None
 
 
 def owned_checkpoints(owner: Path, key: str, saved: dict) -> dict:

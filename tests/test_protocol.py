@@ -494,15 +494,19 @@ def check_arm_resumes(bench, out, argv, capsys):
 def check_checkpoints(bench, out, argv, capsys):
     """--primary naming the default family keeps every key (all cached); --checkpoints 8: the
     control's dev at every eighth of its budget, 8 rows logged (a checkpoint nearest two
-    fractions played once; at 4 steps its options are the default's, so the same configuration)."""
+    fractions played once; at 4 steps its options are the default's, so the same configuration:
+    its checkpoints are played, nothing trained, its logged training seconds kept)."""
     protocol = bench["protocol"]
     lines = len((out / "dev-log.jsonl").read_text().splitlines())
     capsys.readouterr()
     assert protocol.main([*argv, "--primary", "taboo/guesser"]) == 0
     assert "continued-sft seed 8: dev curve cached (--dev-only)" in capsys.readouterr().out
     assert len((out / "dev-log.jsonl").read_text().splitlines()) == lines
+    before = [json.loads(line) for line in (out / "dev-log.jsonl").read_text().splitlines()][-1]
     assert protocol.main([*argv, "--checkpoints", "8"]) == 0
+    assert "continued-sft seed 8: trained before (same configuration)" in capsys.readouterr().out
     log = [json.loads(line) for line in (out / "dev-log.jsonl").read_text().splitlines()][lines:]
+    assert before["train_seconds"] is not None and {r["train_seconds"] for r in log} == {before["train_seconds"]}
     assert [r["fraction"] for r in log] == [k / 8 for k in range(1, 9)] and {r["method"] for r in log} == {"continued-sft"}
     assert [r["step"] for r in log] == [1, 1, 2, 2, 3, 3, 4, 4]  # 4 steps: the nearest checkpoint, the later on a tie
     assert log[0]["dev"] == log[1]["dev"] and all(len(r["dev"]["taboo/guesser"]["scores"]) == 2 for r in log)
