@@ -30,6 +30,16 @@ configuration â€” the warm-up (method ``sft``) and each method's last adapter â€
 changed configuration under an existing name is refused (name the variant). Scores are
 clemscore-style per episode: Main Score when played, 0 when aborted.
 
+A run cut off goes on where it stopped, with the same command. A finished result is cached; an
+interrupted warm-up continues from the chunks the dev log holds (``models/sft/warm-up.key``).
+An arm (method, seed) writes its configuration's fingerprint to ``models/<method>/arm.key``
+before it trains: killed after training, while its dev or test was played, it trains nothing
+on the next start (``trained before (same configuration), its checkpoints played``; its
+``train_seconds`` the dev log's, None when none was logged); stopped during training, it
+continues from its last checkpoint (the trainer's ``--resume``; ``resumed after N of M
+steps``) and its dev rows and results say ``resumed_from: N`` (its random stream from there on
+may differ from an uninterrupted run's). Another configuration in that folder trains from step 0.
+
 The report (``protocol_report.py``) compares each method with the control item by item:
 exact sign-flip p, Holm over methods x primary settings, intervals clustered by item
 (referencegame: by target) and seed, the detectable effect, forgetting, curves.
