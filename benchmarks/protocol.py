@@ -484,13 +484,15 @@ def run_method(name: str, seed: int, adapter0: Path, args, out: Path, work: Path
         return
     run_dir = run_dir_of(models) if models.exists() else None  # a folder with only its key file: none
     saved = {checkpoint_step(p): p for p in checkpoints(run_dir)} if run_dir else {}
-    if screened and steps in saved:  # screened with --dev-only before: its checkpoints go to the test split
+    owner = models / ARM_KEY
+    # screened with --dev-only before: its checkpoints go to the test split, unless another configuration
+    # has trained into the folder since (its key file names another key; a folder without one predates keys)
+    if screened and steps in saved and (holds_key(owner, key) or not owner.exists()):
         print(f"== {name} seed {seed}: screened on dev before, its {steps}-step checkpoint to test", flush=True)
         curve = [{"fraction": r["fraction"], "step": r["step"], "dev": r["dev"]} for r in screened]
         test_and_write(name, method, seed, key, config, options, saved[steps], screened[-1].get("train_seconds"),
                        curve, args, out, work)
         return
-    owner = models / ARM_KEY
     done = owned_checkpoints(owner, key, saved)
     resumed_from = max(done, default=None) if steps not in done else None
     if steps in done:  # trained before, killed while its dev or test was played: nothing to train

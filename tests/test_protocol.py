@@ -4,6 +4,7 @@ statistics come from the per-item results alone; the runner's plumbing with a ti
 import importlib
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -399,6 +400,20 @@ def test_a_signal_that_stops_a_training_run_stops_the_protocol(bench, tiny_works
     assert not (out / "dev-log.jsonl").exists() and not list(out.glob("*--seed9--*.json"))
 
 
+def check_foreign_checkpoints(bench, out, argv, capsys):
+    """--start-step trains another configuration of the same method into the method's folder (in a
+    copy of the run, the original goes on): the screened configuration's test then trains it again
+    instead of testing the other one's checkpoints (the folder's key file names their configuration)."""
+    copy = out.parent / "protocol-dev-start-step"
+    shutil.copytree(out, copy)
+    argv = [str(copy) if a == str(out) else a for a in argv]
+    check_start_step(bench, copy, argv, capsys)
+    assert bench["protocol"].main([a for a in argv if a != "--dev-only"]) == 0
+    said = capsys.readouterr().out
+    assert "screened on dev before" not in said and "continued-sft seed 8: 4 steps of" in said
+    assert json.loads((copy / "continued-sft--seed8--taboo--guesser.json").read_text())["train_seconds"] > 0
+
+
 def check_start_step(bench, out, argv, capsys):
     """--start-step N: the method starts from the warm-up's checkpoint after N steps (here the one
     that is not its best), under a key of its own, its dev rows naming the start; a step the
@@ -443,7 +458,7 @@ def test_dev_only_screens_without_touching_the_test_split(bench, tiny_workspace,
     check_checkpoints(bench, out, argv, capsys)
     log = [json.loads(line) for line in (out / "dev-log.jsonl").read_text().splitlines()]
     check_retrained_warm_up(bench, out, argv, capsys)
-    check_start_step(bench, out, argv, capsys)  # after the log is read: its rows are another configuration's
+    check_foreign_checkpoints(bench, out, argv, capsys)
     # without --dev-only the screened checkpoint plays the test split, nothing retrained
     assert protocol.main([a for a in argv if a != "--dev-only"]) == 0
     assert "continued-sft seed 8: screened on dev before, its 4-step checkpoint to test" in capsys.readouterr().out
