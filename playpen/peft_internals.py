@@ -24,6 +24,7 @@ Imports nothing heavy at the top: peft and torch are imported where a function n
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any, Optional
 
 
@@ -157,3 +158,14 @@ def set_lora_dropout(model, p: float) -> int:
                 dropouts[name] = torch.nn.Dropout(p) if p > 0 else torch.nn.Identity()
                 changed += 1
     return changed
+
+
+_LORA_PARAMETER = re.compile(r"\.lora_[AB]\.([^.]+)\.")  # "...q_proj.lora_A.default.weight" -> "default"
+
+
+def trained_adapters(model) -> set[str]:
+    """The names of the LoRA adapters of ``model`` whose weights the optimizer updates (a
+    trainable ``lora_A``/``lora_B`` parameter): the adapters a run trains, not its frozen
+    references or past snapshots."""
+    return {m.group(1) for name, p in model.named_parameters()
+            if p.requires_grad and (m := _LORA_PARAMETER.search(name))}

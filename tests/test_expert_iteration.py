@@ -217,7 +217,9 @@ def test_rounds_that_play_the_same_weights_are_named_once(toy_workspace):
                                       "--rounds", "4", "--max-steps", "4", "--instances-per-round", "1",
                                       "--samples-per-instance", "1", "--no-evaluate"])
     assert result.exit_code == 2 and "the learner won no episode in 4 round(s)" in result.output, result.output
-    said = [line for line in result.output.splitlines() if "generated with the same weights" in line]
+    # (the line may follow a progress bar's cursor codes on the same output line)
+    said = [line[line.index("[playpen]"):] for line in result.output.splitlines()
+            if "generated with the same weights" in line]
     assert said == ["[playpen] the rollouts of the last 4 rounds were generated with the same weights although the "
                     "learning rate is 0.0002: the generating model is not the one being trained, or every update "
                     "was 0 (no signal, or gradients dropped)"]

@@ -21,10 +21,10 @@ their digest differs: :mod:`playpen.inference.vllm_weights`).
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from playpen import peft_internals
 from playpen.inference import vllm_engine
 
 STALE_STEPS = 3
@@ -58,20 +58,12 @@ def fingerprint(tensors) -> tuple[float, float, int]:
     return total, squares, count
 
 
-_LORA = re.compile(r"\.lora_[AB]\.([^.]+)\.")  # "...q_proj.lora_A.default.weight" -> "default"
-
-
-def trained_adapters(model) -> set[str]:
-    """The names of the LoRA adapters of ``model`` whose weights the optimizer updates."""
-    return {m.group(1) for name, p in model.named_parameters() if p.requires_grad and (m := _LORA.search(name))}
-
-
 def served_versions(model) -> Optional[dict[str, tuple[int, tuple]]]:
     """``{adapter: (id, fingerprint of its folder's weights)}`` of the versions of ``model``'s
     trained adapters that vLLM was last handed (what the latest rollout's requests named); None
     when it serves none of them (full fine-tuning, or a rollout that never reached vLLM)."""
     served = {name: adapter for name, adapter in vllm_engine.served(model).items()
-              if name in trained_adapters(model)}
+              if name in peft_internals.trained_adapters(model)}
     if not served:
         return None
     return {name: (adapter.id, file_fingerprint(Path(adapter.path) / "adapter_model.safetensors"))
