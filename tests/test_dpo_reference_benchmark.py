@@ -2,9 +2,7 @@
 short run): its pairs, and its quick mode end to end with the tiny random model — the start read
 from another work folder (--start-from), both arms trained on one pairs file, the token ids of the
 stock trainer checked against playpen's, the held-out comparison written to the work folder."""
-import importlib
 import json
-import sys
 from argparse import Namespace
 from pathlib import Path
 
@@ -14,12 +12,8 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 @pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        yield importlib.import_module("dpo_reference")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+def bench(benchmark_script):
+    return benchmark_script("dpo_reference")
 
 
 def test_a_problem_gives_pairs_only_with_a_right_and_a_wrong_answer(bench):

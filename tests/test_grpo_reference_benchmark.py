@@ -2,10 +2,8 @@
 its quick mode end to end with the tiny random model — both arms from one start adapter, the
 prompts and rewards of playpen's game episodes the ones the stock arm is given, both trained
 in fp32, the per-step reward curves, the accuracy at every checkpoint and the TOST summary."""
-import importlib
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,12 +13,8 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 @pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        yield importlib.import_module("grpo_reference")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+def bench(benchmark_script):
+    return benchmark_script("grpo_reference")
 
 
 def test_the_quick_mode_end_to_end_with_a_tiny_model(bench, tiny_workspace, tiny_model_dir, monkeypatch):
