@@ -144,7 +144,8 @@ def main(argv=None) -> int:
                "start": {seed: percent(r["step-0"]) for seed, r in results.items()},
                "seconds": round(time.time() - began, 1)}
     quick = args.problems < 300 or args.steps < 60
-    target = Path(args.out) / "summary.json" if quick else HERE / "results" / f"grpo-reference-{time.strftime('%Y%m%d')}.json"
+    # a run of some seeds never replaces an earlier summary: the file is named by the time it ends
+    target = Path(args.out) / "summary.json" if quick else HERE / "results" / f"grpo-reference-{time.strftime('%Y%m%d-%H%M%S')}.json"
     target.write_text(json.dumps(summary, indent=1))
     print(f"playpen - stock at step {last}: {differences}; TOST p (+-5 points) {summary['tost_p_5_points']:.3f} "
           f"-> {target}")
