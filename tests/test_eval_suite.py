@@ -149,9 +149,15 @@ def test_static_suite_with_the_tiny_model(tiny_workspace):
                    "holds an earlier static evaluation")
 
 
-def test_run_static_gives_the_trainer_its_model_back(tiny_model_dir, tmp_path):
-    """lm-eval seeds the RNGs and sets eval mode; a trainer's model and RNG stay as they were."""
+def test_run_static_gives_the_trainer_its_model_back(tiny_model_dir, tmp_path, monkeypatch):
+    """lm-eval seeds the RNGs and sets eval mode; a trainer's model and RNG stay as they were.
+    Its survey of the machine (torch's collect_env: pip, compilers; about a second) is not run."""
     import torch
+    import torch.utils.collect_env
+    import lm_eval.evaluator
+    surveys = []
+    monkeypatch.setattr(torch.utils.collect_env, "get_pretty_env_info", lambda: surveys.append(1) or "")
+    survey = lm_eval.evaluator.add_env_info
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from playpen.evaluation.static_suite import run_static
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
@@ -161,6 +167,7 @@ def test_run_static_gives_the_trainer_its_model_back(tiny_model_dir, tmp_path):
     state = torch.get_rng_state()
     table = run_static(model, tokenizer, ["playpen_word_clues"], run_name="tiny", limit=8)
     assert model.training and torch.equal(torch.get_rng_state(), state)
+    assert surveys == [] and lm_eval.evaluator.add_env_info is survey  # skipped for the call only
     assert table.tasks[0].num_samples == 8 and 0.0 <= table.statscore <= 1.0
     # a group of a task folder is reported by its aggregate metric, under its own name
     (tmp_path / "group.yaml").write_text("group: words_group\ntask:\n  - playpen_word_clues\n"

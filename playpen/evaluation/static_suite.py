@@ -179,6 +179,20 @@ def _kept_random_state(model):
             model.train()
 
 
+@contextlib.contextmanager
+def _no_machine_survey():
+    """simple_evaluate ends by surveying the machine for its results (torch's collect_env runs
+    pip, the compilers and nvidia-smi: about a second a call here); playpen keeps no field of it,
+    so the survey is skipped for the call."""
+    import lm_eval.evaluator as evaluator
+    survey = evaluator.add_env_info
+    evaluator.add_env_info = lambda results: None
+    try:
+        yield
+    finally:
+        evaluator.add_env_info = survey
+
+
 def run_static(model, tokenizer, tasks: Sequence[str], *, run_name: str, include_paths: Sequence[str | Path] = (),
                batch_size: int = 8, limit: Optional[int] = None, out_dir: str | Path | None = None) -> StaticTable:
     """Score a loaded HF causal LM (a PeftModel counts) on lm-eval `tasks`; returns the table
@@ -187,7 +201,7 @@ def run_static(model, tokenizer, tasks: Sequence[str], *, run_name: str, include
     manager, loaded = load_tasks(tasks, include_paths)
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
-    with _kept_random_state(model), _quiet_lm_eval():
+    with _kept_random_state(model), _quiet_lm_eval(), _no_machine_survey():
         lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
         results = simple_evaluate(model=lm, tasks=loaded, task_manager=manager, limit=limit,
                                   log_samples=False, bootstrap_iters=1000)
