@@ -44,6 +44,7 @@ def run_playpen(args, seed: int, start: Path) -> tuple[Path, list]:
     models = Path(args.out) / f"seed-{seed}" / "models"
     run_dir = models / "grpo+lora" / args.learner / "selfplay"
     if not (run_dir / f"checkpoint-{args.steps}").exists():
+        from playpen.training.common.checkpoints import latest_checkpoint
         set_seed(seed)
         cls = catalog.trainer_class("grpo")
         config = cls.config_class(
@@ -51,12 +52,15 @@ def run_playpen(args, seed: int, start: Path) -> tuple[Path, list]:
             save_total_limit=100, num_generations=COMMON["num_generations"],
             groups_per_step=COMMON["prompts_per_step"], learning_rate=COMMON["learning_rate"], beta=COMMON["beta"],
             loss_type=COMMON["loss_type"], scale_rewards=COMMON["scale_rewards"], epsilon=COMMON["epsilon"],
-            reward="outcome", models_dir=str(models), evaluate=False)
+            reward="outcome", models_dir=str(models), evaluate=False,
+            resume=latest_checkpoint(run_dir) is not None)  # a killed arm goes on from its last checkpoint
         learner = load_model_by_name(args.learner, role="learner", gen_args=dict(
             temperature=COMMON["temperature"], max_tokens=COMMON["max_tokens"]))
         cls(learner, config=config, seed=seed, progress=True).learn(None)
     log = [json.loads(line) for line in (run_dir / "playpen-log.jsonl").read_text().splitlines()]
-    curve = [r.get("rollout/reward_mean") for r in log if r.get("event") == "train_step"]
+    # by step, the last row of each: a resumed arm logs again the steps after its checkpoint
+    steps = {r["step"]: r for r in log if r.get("event") == "train_step"}
+    curve = [steps[step].get("rollout/reward_mean") for step in sorted(steps)]
     return run_dir, curve
 
 
@@ -95,7 +99,9 @@ def run_stock(args, seed: int, start: Path) -> tuple[Path, list]:
             disable_tqdm=False)
         trainer = GRPOTrainer(model=model, reward_funcs=[game_reward], args=config, train_dataset=dataset,
                               processing_class=base.tokenizer)
-        trainer.train()
+        # a killed arm goes on from its last complete checkpoint (transformers writes trainer_state.json last)
+        resume = any(run_dir.glob("checkpoint-*/trainer_state.json"))
+        trainer.train(resume_from_checkpoint=True if resume else None)
         (run_dir / "log.json").write_text(json.dumps(trainer.state.log_history))
     log = json.loads((run_dir / "log.json").read_text())
     return run_dir, [r.get("reward") for r in log if "reward" in r]

@@ -55,6 +55,7 @@ def run_variant(name: str, args) -> dict:
     """One variant's run in this process; its steps from the run's log."""
     from click.testing import CliRunner
     from playpen.cli import cli
+    started_in = Path.cwd()
     work = Path(tempfile.mkdtemp(prefix=f"playpen-precision-{name}-"))
     if Path("model_registry.json").exists():  # the learner as the folder it was started in names it
         shutil.copy("model_registry.json", work)
@@ -80,6 +81,8 @@ def run_variant(name: str, args) -> dict:
         for key in ("time/step_s", "time/rollout_s", "time/forward_s", "time/backward_s", "time/logprob_s"):
             values = [float(s[key]) for s in later if s.get(key) is not None]
             row[key.split("/")[1]] = round(sum(values) / len(values), 2) if values else None
+    os.chdir(started_in)
+    shutil.rmtree(work, ignore_errors=True)  # the run's checkpoints (about 0.6 GB at full size): the row holds its numbers
     return row
 
 

@@ -50,6 +50,7 @@ import gc
 import json
 import platform
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -538,9 +539,12 @@ def main(argv=None) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"scale-{datetime.now():%Y-%m-%d-%H%M}.json"
-    for shape in args.shapes.split(","):
-        results["shapes"].append(measure_shape(shape, tokenizer, args, device, dtype, facts, games_dir))
-        path.write_text(json.dumps(results, indent=1))  # each shape kept as it finishes
+    try:
+        for shape in args.shapes.split(","):
+            results["shapes"].append(measure_shape(shape, tokenizer, args, device, dtype, facts, games_dir))
+            path.write_text(json.dumps(results, indent=1))  # each shape kept as it finishes
+    finally:
+        shutil.rmtree(games_dir, ignore_errors=True)
     print(table(results))
     print(f"[scale] results: {path}")
     return 0

@@ -87,3 +87,24 @@ def test_the_quick_mode_end_to_end_with_a_tiny_model(bench, tiny_workspace, tiny
     again = json.loads((out / "summary.json").read_text())
     assert again["seeds"] == summary["seeds"] and (out / "seed-1" / "result.json").stat().st_mtime_ns == stamp
 
+
+    # an arm killed after its first checkpoint goes on from it: step 1 is not trained again
+    import shutil
+    for run in (playpen_run, out / "seed-1" / "stock"):
+        shutil.rmtree(run / "checkpoint-2")
+    (out / "seed-1" / "result.json").unlink()
+    for arm in ("playpen", "stock"):
+        (out / "seed-1" / "correct" / f"{arm}-2.json").unlink()
+    first = {run: (run / "checkpoint-1" / "adapter_model.safetensors").stat().st_mtime_ns
+             for run in (playpen_run, out / "seed-1" / "stock")}
+    assert bench.main(argv) == 0
+    resumed = json.loads((out / "summary.json").read_text())["seeds"]["1"]
+    for run, stamp in first.items():
+        assert (run / "checkpoint-2" / "adapter_model.safetensors").exists(), run
+        assert (run / "checkpoint-1" / "adapter_model.safetensors").stat().st_mtime_ns == stamp, run
+    for arm in ("playpen", "stock"):
+        assert len(resumed[arm]["reward_curve"]) == 2, arm  # step 2 once, though the playpen log holds it twice
+        assert resumed[arm]["reward_curve"][0] == row[arm]["reward_curve"][0], arm
+    steps = [r["step"] for r in map(json.loads, (playpen_run / "playpen-log.jsonl").read_text().splitlines())
+             if r["event"] == "train_step"]
+    assert steps == [1, 2, 2]

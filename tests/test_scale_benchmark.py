@@ -1,6 +1,7 @@
 """benchmarks/scale.py's CPU smoke test: the tiny shape through every part, so the GPU
 benchmark cannot rot between GPU runs (its numbers come from a GPU; here only its shape)."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,10 +15,14 @@ ENGINES = ("dynamic", "static", "static-compile")
 
 
 def run_quick(tmp_path, tokenizer_dir, engines, parts="decode,rollout,train"):
+    temp = tmp_path / "temp"  # the benchmark's temporary folders, removed when it ends
+    temp.mkdir()
     done = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "scale.py"), "--quick", "--out",
                            str(tmp_path), "--tokenizer", str(tokenizer_dir), "--engines", ",".join(engines),
-                           "--parts", parts], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+                           "--parts", parts], capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env={**os.environ, "TMPDIR": str(temp)})
     assert done.returncode == 0, done.stderr[-3000:]
+    assert not any(temp.glob("playpen-scale-*")), "the benchmark left its game folder behind"
     (path,) = tmp_path.glob("scale-*.json")
     (shape,) = json.loads(path.read_text())["shapes"]
     return done, shape
