@@ -28,6 +28,28 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 GAMES_DIR = REPO_ROOT / "playpen" / "games"
 FIXTURES_DIR = REPO_ROOT / "tests" / "fixtures"
 
+# The suite's own folders peak at about 0.2 GB (a passing test's tmp_path is removed when it ends;
+# 2026-11-29); vLLM's and torch's caches come beside them.
+NEEDS_FREE_MB = 1024
+
+
+def too_little_disk(folder: str | Path, needs_mb: int = NEEDS_FREE_MB) -> str | None:
+    """One line when `folder`'s disk has less than `needs_mb` MB free, else None."""
+    free = shutil.disk_usage(folder).free // 2**20
+    if free >= needs_mb:
+        return None
+    return (f"only {free} MB free on the disk of {folder}; the fast suite needs about {needs_mb} MB there "
+            f"(its tests' folders, vLLM's and torch's caches): free some space or set TMPDIR")
+
+
+def pytest_sessionstart(session):
+    """A disk too full for the suite stops it at once, in one line, not in a thousand errors."""
+    if not hasattr(session.config, "workerinput"):  # the controller, once
+        import tempfile
+        problem = too_little_disk(tempfile.gettempdir())
+        if problem:
+            pytest.exit(problem, returncode=1)
+
 
 def clem_executable() -> str:
     """The `clem` console script of the interpreter running the tests."""

@@ -365,3 +365,11 @@ def test_the_owner_finder_reads_code_not_prose():
     assert "torch.optim." in code_of("opt = torch.optim.AdamW(params)  # one\n")
     assert "log_softmax(" in code_of("x = torch.log_softmax(logits / t, dim=-1)\n")
     assert "torch.optim." not in code_of('"""Uses torch.optim.AdamW."""\n# torch.optim.AdamW\nx = 1\n')
+
+
+def test_a_disk_too_full_for_the_suite_stops_it_in_one_line(tmp_path):
+    """conftest's check at the start of a session (CI once ran out of disk at 80 % of the suite)."""
+    from conftest import too_little_disk
+    assert too_little_disk(tmp_path, needs_mb=1) is None
+    line = too_little_disk(tmp_path, needs_mb=2**40)
+    assert line.startswith("only ") and f"disk of {tmp_path};" in line and "\n" not in line
