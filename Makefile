@@ -32,9 +32,10 @@ demo: setup
 	$(PY) -m playpen.demo
 
 # one worker per core (pytest-xdist), each test file whole on one worker: its module fixtures built once;
+# the longest files first (tests/conftest.py's LONGEST_FILES, kept in order by --no-loadscope-reorder);
 # the 15 slowest tests are named at the end (the suite should stay under ~8 minutes on 2 cores)
 test: setup
-	$(VENV)/bin/python -m pytest -q -n auto --dist loadfile --durations=15
+	$(VENV)/bin/python -m pytest -q -n auto --dist loadfile --no-loadscope-reorder --durations=15
 
 test-slow: setup
 	$(VENV)/bin/python -m pytest -q -m slow
