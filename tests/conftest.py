@@ -42,25 +42,13 @@ def too_little_disk(folder: str | Path, needs_mb: int = NEEDS_FREE_MB) -> str | 
             f"(its tests' folders, vLLM's and torch's caches): free some space or set TMPDIR")
 
 
-# The test files that take longest, longest first, with their seconds (the sum of their tests' times
-# in a clean clone's `make test` alone on 2 cores, 2026-11-29 19:16, junit XML; 900 s in all).
+# The test files that take longest, longest first (a clean clone's `make test`, 2 cores, 2026-11-29).
 # `make test` hands whole files to its two workers in collection order (--no-loadscope-reorder), so
 # these start first and the many short files fill the end; pytest-xdist's own order (most tests
-# first) left long files of few tests (a vLLM server, the demo) to the end, one worker idle.
-LONGEST_FILES = ("test_protocol.py",  # 101
-                 "test_vllm_trainers.py",  # 74
-                 "test_interruptions.py",  # 56
-                 "test_vllm_engine.py",  # 52
-                 "test_sft.py",  # 47
-                 "test_vllm_server.py",  # 39
-                 "test_null_update.py",  # 38
-                 "test_self_rewarding.py",  # 29
-                 "test_final_evaluation.py",  # 28
-                 "test_scale_benchmark.py",  # 27
-                 "test_preference.py",  # 22
-                 "test_grpo.py",  # 21
-                 "test_pipeline.py",  # 19
-                 "test_grpo_reference.py")  # 19
+# first) left the long files of few tests (a vLLM server, the demo) to the end, one worker idle.
+LONGEST_FILES = ("test_protocol.py", "test_vllm_trainers.py", "test_vllm_server.py", "test_vllm_engine.py",
+                 "test_scale_benchmark.py", "test_pipeline.py", "test_dpo_reference_benchmark.py",
+                 "test_grpo_reference_benchmark.py", "test_demo.py", "test_preference.py", "test_self_rewarding.py")
 
 
 def pytest_collection_modifyitems(session, config, items):
