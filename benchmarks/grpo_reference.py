@@ -99,9 +99,10 @@ def run_stock(args, seed: int, start: Path) -> tuple[Path, list]:
             disable_tqdm=False)
         trainer = GRPOTrainer(model=model, reward_funcs=[game_reward], args=config, train_dataset=dataset,
                               processing_class=base.tokenizer)
-        # a killed arm goes on from its last complete checkpoint (transformers writes trainer_state.json last)
-        resume = any(run_dir.glob("checkpoint-*/trainer_state.json"))
-        trainer.train(resume_from_checkpoint=True if resume else None)
+        # a killed arm goes on from its last complete checkpoint, as the playpen arm does
+        from playpen.training.common.checkpoints import latest_checkpoint
+        last = latest_checkpoint(run_dir)
+        trainer.train(resume_from_checkpoint=str(last) if last else None)
         (run_dir / "log.json").write_text(json.dumps(trainer.state.log_history))
     log = json.loads((run_dir / "log.json").read_text())
     return run_dir, [r.get("reward") for r in log if "reward" in r]
